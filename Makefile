@@ -1,0 +1,133 @@
+# libasp - plain Makefile (hiredis style). `make help` lists the targets.
+
+PREFIX      ?= /usr/local
+LIBDIR      ?= $(PREFIX)/lib
+INCLUDEDIR  ?= $(PREFIX)/include
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR     ?=
+
+CC          ?= cc
+# SAN=1 builds everything with ASan+UBSan into build-san/.
+ifeq ($(SAN),1)
+BUILD       ?= build-san
+SANFLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else
+BUILD       ?= build
+SANFLAGS    :=
+endif
+
+# The SONAME comes from asp.h and nowhere else.
+VERSION     := $(shell sed -n 's/^\#define ASP_VERSION "\(.*\)"/\1/p' include/asp.h)
+MAJOR       := $(shell sed -n 's/^\#define ASP_VERSION_MAJOR //p' include/asp.h)
+SONAME      := libasp.so.$(MAJOR)
+
+PKGS        := libssh2 libcjson openssl
+DEP_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+DEP_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
+CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
+
+WARN        := -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+               -Wno-unused-parameter
+OPT         ?= -O2 -g
+CFLAGS_ALL  := -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SANFLAGS) -Iinclude -Ilibasp $(DEP_CFLAGS) $(CFLAGS)
+LDFLAGS_ALL := $(SANFLAGS) $(LDFLAGS)
+
+LIB_SRC     := $(wildcard libasp/*.c)
+LIB_OBJ     := $(LIB_SRC:libasp/%.c=$(BUILD)/obj/%.o)
+SHARED      := $(BUILD)/libasp.so.$(VERSION)
+STATIC      := $(BUILD)/libasp.a
+
+UNIT_SRC    := $(wildcard tests/unit/test_*.c)
+INTEG_SRC   := $(wildcard tests/integration/test_*.c)
+FIXTURE_SRC := tests/fixture/fixture.c
+
+.PHONY: all lib tools tests check check-unit check-integration check-san check-valgrind \
+        install uninstall clean demo deps help examples
+
+all: lib tools
+
+lib: $(SHARED) $(STATIC) $(BUILD)/libasp.so $(BUILD)/$(SONAME) pkgconfig/libasp.pc
+
+$(BUILD)/obj/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj
+	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -DASP_BUILDING -c $< -o $@
+
+$(BUILD)/obj $(BUILD)/tests $(BUILD)/bin:
+	mkdir -p $@
+
+$(SHARED): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(DEP_LIBS)
+
+$(BUILD)/$(SONAME): $(SHARED)
+	ln -sf $(notdir $(SHARED)) $@
+
+$(BUILD)/libasp.so: $(BUILD)/$(SONAME)
+	ln -sf $(SONAME) $@
+
+$(STATIC): $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $(LIB_OBJ)
+
+pkgconfig/libasp.pc: pkgconfig/libasp.pc.in include/asp.h Makefile
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
+
+# ------------------------------------------------------------------ tools
+tools: lib
+
+# ------------------------------------------------------------------ tests
+# Each tests/unit/test_X.c defines `Suite *suite_X(void)`; the list is generated.
+$(BUILD)/tests/unit_suites.h: $(UNIT_SRC) | $(BUILD)/tests
+	for f in $(UNIT_SRC); do b=$$(basename $$f .c); echo "ASP_SUITE(suite_$${b#test_})"; done > $@
+
+$(BUILD)/tests/integration_suites.h: $(INTEG_SRC) | $(BUILD)/tests
+	for f in $(INTEG_SRC); do b=$$(basename $$f .c); echo "ASP_SUITE(suite_$${b#test_})"; done > $@
+
+TEST_CFLAGS := $(CFLAGS_ALL) -Itests -I$(BUILD)/tests $(shell pkg-config --cflags check 2>/dev/null)
+
+$(BUILD)/tests/test-unit: tests/main.c $(UNIT_SRC) $(BUILD)/tests/unit_suites.h $(STATIC) tests/*.h
+	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"unit_suites.h"' -o $@ tests/main.c $(UNIT_SRC) \
+	    $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
+
+$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(STATIC) tests/*.h tests/fixture/*.h
+	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"integration_suites.h"' -o $@ tests/main.c $(INTEG_SRC) \
+	    $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
+
+tests: $(BUILD)/tests/test-unit $(BUILD)/tests/test-integration
+
+# `make check`: install what is missing, build, run every test.
+check: deps
+	$(MAKE) check-all
+
+check-all: all tests
+	./$(BUILD)/tests/test-unit
+	./$(BUILD)/tests/test-integration
+
+deps:
+	sh tools/setup-deps.sh
+
+help:
+	@echo "make            build libasp.so, libasp.a and the tools into $(BUILD)/"
+	@echo "make check      install missing packages, build, run every test"
+	@echo "make demo       install missing packages, run the examples against a local sandbox"
+	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall reverses it"
+	@echo "make SAN=1 ...  the same with ASan+UBSan (into build-san/)"
+
+# ---------------------------------------------------------------- install
+install: lib
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
+	install -m 0755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf $(notdir $(SHARED)) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libasp.so
+	install -m 0644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 0644 include/asp.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 0644 pkgconfig/libasp.pc $(DESTDIR)$(PKGCONFIGDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(SHARED)) $(DESTDIR)$(LIBDIR)/$(SONAME) \
+	      $(DESTDIR)$(LIBDIR)/libasp.so $(DESTDIR)$(LIBDIR)/libasp.a \
+	      $(DESTDIR)$(INCLUDEDIR)/asp.h $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
+
+clean:
+	rm -rf build build-san pkgconfig/libasp.pc

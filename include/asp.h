@@ -1,0 +1,397 @@
+/*
+ * asp.h - libasp, the client side of the Agent Sandbox Protocol (ASP v0).
+ *
+ * A harness finds `.asp.json`, opens an asp_sandbox, and sends its tools'
+ * raw I/O (read, write, exec, and filesystem calls) to a remote sandbox over
+ * SSH. This is the only header users include; it never includes libssh2.
+ *
+ * Conventions (all functions):
+ *  - Fallible calls return int: ASP_OK (0) or a negative ASP_E* code.
+ *  - Output parameters come first and are named `out`.
+ *  - The last parameter is an optional, caller-owned `asp_error *err`; when
+ *    not NULL it receives the code and a specific message naming the file,
+ *    field or path involved. There is no hidden per-thread error state.
+ *  - Memory that libasp returns is freed by libasp (asp_free, *_free);
+ *    every *_free accepts NULL.
+ *  - Options structs start with `unsigned int version`; initialise them with
+ *    the ASP_*_OPTIONS_INIT macro or the *_options_init() function. NULL
+ *    options mean defaults.
+ *
+ * Copyright (c) 2026 The libasp authors. MIT licence, see LICENSE.
+ */
+#ifndef ASP_H
+#define ASP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(ASP_BUILDING) && defined(__GNUC__)
+#define ASP_EXTERN(type) __attribute__((visibility("default"))) type
+#else
+#define ASP_EXTERN(type) type
+#endif
+
+/* Library version. ASP_VERSION_MAJOR is the SONAME major (libasp.so.0). */
+#define ASP_VERSION_MAJOR 0
+#define ASP_VERSION_MINOR 1
+#define ASP_VERSION_PATCH 0
+#define ASP_VERSION "0.1.0"
+
+/* The version string of the running library, e.g. "0.1.0". */
+ASP_EXTERN(const char *) asp_version(void);
+
+/* ---------------------------------------------------------------- errors */
+
+/*
+ * Error codes. Never renumbered; new codes are only appended.
+ */
+typedef enum asp_error_code {
+	ASP_OK = 0,
+	ASP_ERROR = -1,       /* failure not covered by a more specific code */
+	ASP_EINVAL = -2,      /* invalid argument (NULL, NUL byte in a path, bad option version) */
+	ASP_ENOMEM = -3,      /* out of memory */
+	ASP_ENOCONFIG = -4,   /* no .asp.json found by discovery */
+	ASP_ECONFIG = -5,     /* .asp.json or identity invalid: message names file, field, expectation */
+	ASP_EHOSTKEY = -6,    /* host key mismatch, revoked, or unusable: failed closed, no credentials sent */
+	ASP_EAUTH = -7,       /* authentication failed */
+	ASP_ECONNECT = -8,    /* could not connect or complete the SSH handshake */
+	ASP_ECONNLOST = -9,   /* connection lost during an operation that may have had an effect */
+	ASP_ETIMEOUT = -10,   /* a deadline passed (connect, handshake, I/O) */
+	ASP_ECANCELLED = -11, /* cancelled through an asp_cancel token */
+	ASP_ENOENT = -12,     /* no such file or directory */
+	ASP_EISDIR = -13,     /* is a directory */
+	ASP_EACCES = -14,     /* permission denied */
+	ASP_EEXIST = -15,     /* already exists */
+	ASP_ENOTDIR = -16,    /* a path component is not a directory */
+	ASP_ENOTEMPTY = -17,  /* directory not empty */
+	ASP_ENOSPC = -18,     /* no space left on the sandbox's device */
+	ASP_EPROTO = -19,     /* the server broke the SSH/SFTP protocol or sent something unexpected */
+	ASP_EIO = -20         /* the sandbox reported an I/O failure */
+} asp_error_code;
+
+#define ASP_ERROR_MESSAGE_MAX 512
+
+/*
+ * Caller-owned error detail. Zero it or leave it: libasp fills it on
+ * failure (code and a NUL-terminated message) and leaves it untouched on
+ * success. The layout is fixed for the life of ABI 0.
+ */
+typedef struct asp_error {
+	int code;
+	char message[ASP_ERROR_MESSAGE_MAX];
+} asp_error;
+
+/* Fixed, static text for a code, e.g. "no such file or directory". Never NULL. */
+ASP_EXTERN(const char *) asp_strerror(int code);
+
+/* The code's symbolic name, e.g. "ASP_ENOENT". Never NULL. */
+ASP_EXTERN(const char *) asp_error_name(int code);
+
+/* Free memory returned by libasp (paths, buffers). Accepts NULL. */
+ASP_EXTERN(void) asp_free(void *ptr);
+
+/* ---------------------------------------------------------------- config */
+
+/*
+ * Find the configuration file: $ASP_CONFIG if set (it must exist), else
+ * `.asp.json` in start_dir (NULL: the current directory), then each parent
+ * up to `/`. *out receives an absolute path to free with asp_free.
+ * Returns ASP_ENOCONFIG when nothing is found.
+ */
+ASP_EXTERN(int) asp_find_config(char **out, const char *start_dir, asp_error *err);
+
+/*
+ * Load and strictly validate a configuration file without connecting.
+ * Useful for linting; asp_open does the same internally.
+ */
+ASP_EXTERN(int) asp_check_config(const char *path, asp_error *err);
+
+/* --------------------------------------------------------------- sandbox */
+
+/*
+ * An open sandbox: a validated configuration and its pool of SSH
+ * connections. Safe to use from many threads at once.
+ */
+typedef struct asp_sandbox asp_sandbox;
+
+/* Do not connect in asp_open; the first operation connects. */
+#define ASP_OPEN_LAZY 0x1u
+
+typedef struct asp_open_options {
+	unsigned int version;
+	/* Configuration file to use; NULL means discovery (asp_find_config). */
+	const char *config_path;
+	/* Where discovery starts; NULL means the current directory. */
+	const char *start_dir;
+	/* Trust-on-first-use store; NULL means $ASP_KNOWN_HOSTS, else
+	 * $XDG_CONFIG_HOME/asp/known_hosts (~/.config/asp/known_hosts). */
+	const char *known_hosts;
+	/* Most connections kept to the sandbox; 0 means 4. */
+	unsigned int max_connections;
+	/* Deadline for TCP connect + SSH handshake + auth, ms; 0 means 10000. */
+	unsigned int connect_timeout_ms;
+	/* Longest silence tolerated from the server during one protocol
+	 * exchange, ms; 0 means 30000. Does not limit a running command:
+	 * that is asp_exec_options.timeout_ms. */
+	unsigned int io_timeout_ms;
+	/* Send a keepalive on a connection idle this long, s; 0 means 15. */
+	unsigned int keepalive_s;
+	/* Close connections idle this long, s; 0 means 300. */
+	unsigned int idle_close_s;
+	/* ASP_OPEN_* flags. */
+	unsigned int flags;
+} asp_open_options;
+
+#define ASP_OPEN_OPTIONS_VERSION 1
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0 }
+
+/* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
+ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);
+
+/*
+ * Open a sandbox: find and validate the configuration, resolve the
+ * identity, and (unless ASP_OPEN_LAZY) make the first connection, so that a
+ * wrong host key or credentials fail here. The host key is verified before
+ * any credential is sent.
+ * Errors: ASP_ENOCONFIG, ASP_ECONFIG, ASP_EHOSTKEY, ASP_EAUTH, ASP_ECONNECT,
+ * ASP_ETIMEOUT, ASP_ENOMEM.
+ */
+ASP_EXTERN(int) asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err);
+
+/* Close every connection and free the handle. No call may be in flight. Accepts NULL. */
+ASP_EXTERN(void) asp_close(asp_sandbox *sb);
+
+/* The configuration file in use (absolute path). Owned by sb. */
+ASP_EXTERN(const char *) asp_sandbox_config_path(const asp_sandbox *sb);
+
+/* The sandbox workspace (absolute path). Owned by sb. */
+ASP_EXTERN(const char *) asp_sandbox_workspace(const asp_sandbox *sb);
+
+/* How the host key was trusted, in asp_sandbox_info.trust. */
+typedef enum asp_trust {
+	ASP_TRUST_PINNED = 1,     /* matched connection.host_key */
+	ASP_TRUST_KNOWN = 2,      /* matched an entry in the trust-on-first-use store */
+	ASP_TRUST_FIRST_USE = 3   /* first seen now and recorded in the store */
+} asp_trust;
+
+/* How the client authenticated, in asp_sandbox_info.auth. */
+typedef enum asp_auth {
+	ASP_AUTH_NONE = 1,      /* the server accepted the user name alone (token in `user`) */
+	ASP_AUTH_PUBLICKEY = 2, /* connection.identity */
+	ASP_AUTH_AGENT = 3      /* a key from ssh-agent */
+} asp_auth;
+
+/*
+ * What the most recent connection established; for diagnostics such as
+ * `asp-exec --check`. Strings are NUL-terminated.
+ */
+typedef struct asp_sandbox_info {
+	unsigned int version;
+	int trust;                       /* asp_trust */
+	int auth;                        /* asp_auth */
+	char host_key_type[32];          /* e.g. "ssh-ed25519" */
+	char host_key_fingerprint[64];   /* "SHA256:..." */
+	char known_hosts[1024];          /* the store consulted (empty when pinned) */
+} asp_sandbox_info;
+
+#define ASP_SANDBOX_INFO_VERSION 1
+
+/*
+ * Connect now (if no connection is open) and describe the connection.
+ * out->version must be ASP_SANDBOX_INFO_VERSION.
+ */
+ASP_EXTERN(int) asp_sandbox_info_get(asp_sandbox *sb, asp_sandbox_info *out, asp_error *err);
+
+/* ---------------------------------------------------------------- cancel */
+
+/*
+ * A cancellation token. asp_cancel_trigger may be called from any thread
+ * (and from a signal handler); operations given the token stop promptly,
+ * and a running command's whole remote process group is killed.
+ */
+typedef struct asp_cancel asp_cancel;
+
+ASP_EXTERN(int) asp_cancel_new(asp_cancel **out, asp_error *err);
+ASP_EXTERN(void) asp_cancel_trigger(asp_cancel *c);
+ASP_EXTERN(int) asp_cancel_is_triggered(const asp_cancel *c);
+/* Re-arm a token for another use. Not while an operation uses it. */
+ASP_EXTERN(void) asp_cancel_reset(asp_cancel *c);
+ASP_EXTERN(void) asp_cancel_free(asp_cancel *c);
+
+/* ------------------------------------------------------------ read/write */
+
+/* Pass as asp_read's limit to read to the end of the file. */
+#define ASP_READ_ALL UINT64_MAX
+
+/*
+ * Read up to `limit` bytes from `offset`. Binary-safe. *out is a buffer of
+ * *out_len bytes (plus a NUL terminator not counted) to free with asp_free.
+ * Relative paths resolve against the workspace.
+ * Errors: ASP_ENOENT, ASP_EISDIR, ASP_EACCES, ASP_EINVAL, connection errors.
+ */
+ASP_EXTERN(int) asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb,
+			 const char *path, uint64_t offset, uint64_t limit, asp_error *err);
+
+typedef struct asp_write_options {
+	unsigned int version;
+	/* Permission bits for the file; 0 keeps an existing file's mode and
+	 * gives a new file 0644 (less the server's umask). */
+	unsigned int mode;
+	/* Create missing parent directories (mode 0755). */
+	int mkdirs;
+	/* Write a temporary file in the same directory and rename it over the
+	 * target, so readers see the old or the new content, never a mix.
+	 * Default 1. With 0 the file is truncated and written in place. */
+	int atomic;
+} asp_write_options;
+
+#define ASP_WRITE_OPTIONS_VERSION 1
+#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, 0, 0, 1 }
+
+ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int version);
+
+/*
+ * Write `len` bytes to `path`, creating or replacing it. Binary-safe.
+ * Errors: ASP_ENOENT (parent missing and mkdirs not set), ASP_EISDIR,
+ * ASP_EACCES, ASP_ENOSPC, ASP_EINVAL, connection errors. A failed atomic
+ * write leaves the target untouched and no temporary file behind.
+ */
+ASP_EXTERN(int) asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
+			  const asp_write_options *opts, asp_error *err);
+
+/* ------------------------------------------------------------------ exec */
+
+#define ASP_STDOUT 1
+#define ASP_STDERR 2
+
+/*
+ * Streaming callback: `len` bytes of `stream` (ASP_STDOUT or ASP_STDERR) as
+ * they arrive, on the calling thread. Return 0 to go on; non-zero cancels
+ * the command (as asp_cancel would).
+ */
+typedef int (*asp_output_cb)(int stream, const unsigned char *data, size_t len, void *userdata);
+
+typedef struct asp_exec_options {
+	unsigned int version;
+	/* Working directory; NULL means the workspace. Relative to the workspace. */
+	const char *cwd;
+	/* NULL-terminated array of "NAME=value" strings added to the environment. */
+	const char *const *env;
+	/* Bytes fed to the command's stdin, then EOF. NULL/0: immediate EOF. */
+	const unsigned char *stdin_data;
+	size_t stdin_len;
+	/* Kill the command after this many ms; 0 means no limit. */
+	unsigned int timeout_ms;
+	/* Optional cancellation token. */
+	asp_cancel *cancel;
+	/* Optional streaming callback and its userdata. */
+	asp_output_cb on_output;
+	void *userdata;
+	/* Keep at most this many bytes of each stream in the result (half from
+	 * the head, half from the tail); 0 means keep everything. */
+	size_t max_output;
+	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
+	unsigned int kill_grace_ms;
+} asp_exec_options;
+
+#define ASP_EXEC_OPTIONS_VERSION 1
+#define ASP_EXEC_OPTIONS_INIT { ASP_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, 0, 0 }
+
+ASP_EXTERN(int) asp_exec_options_init(asp_exec_options *opts, unsigned int version);
+
+/* The outcome of a command; read it with the accessors below. */
+typedef struct asp_exec_result asp_exec_result;
+
+/*
+ * Run `command` as shell text in a fresh shell in the sandbox (the login
+ * user's shell, which must be POSIX-compatible), in opts->cwd, with the
+ * given environment and stdin. stdout and stderr are captured separately
+ * and drained together. The command runs in its own process group; a
+ * timeout or cancel kills that whole group (SIGTERM, then SIGKILL after
+ * kill_grace_ms) and is reported in the result, not as an error.
+ *
+ * Returns ASP_OK with *out set whenever the command ran, whatever its exit
+ * status. Errors: ASP_ENOENT (cwd missing), ASP_EINVAL, ASP_ECONNLOST (the
+ * connection died after the command may have started: it is never
+ * replayed), connection errors. Free *out with asp_exec_result_free.
+ */
+ASP_EXTERN(int) asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
+			 const asp_exec_options *opts, asp_error *err);
+
+/* Exit status 0..255, or -1 when the command was killed by a signal. */
+ASP_EXTERN(int) asp_exec_result_exit_code(const asp_exec_result *r);
+/* The terminating signal number (e.g. 15), or 0. */
+ASP_EXTERN(int) asp_exec_result_signal(const asp_exec_result *r);
+/* Non-zero when timeout_ms passed and the command was killed. */
+ASP_EXTERN(int) asp_exec_result_timed_out(const asp_exec_result *r);
+/* Non-zero when the command was cancelled and killed. */
+ASP_EXTERN(int) asp_exec_result_cancelled(const asp_exec_result *r);
+/*
+ * Captured bytes of a stream (ASP_STDOUT or ASP_STDERR); *len receives the
+ * count. Owned by r. When truncated (max_output), this is head + tail.
+ */
+ASP_EXTERN(const unsigned char *) asp_exec_result_output(const asp_exec_result *r, int stream,
+							 size_t *len);
+/* Total bytes the stream produced, including any dropped by max_output. */
+ASP_EXTERN(uint64_t) asp_exec_result_output_total(const asp_exec_result *r, int stream);
+/* Non-zero when max_output dropped bytes from the middle of the stream. */
+ASP_EXTERN(int) asp_exec_result_truncated(const asp_exec_result *r, int stream);
+/* Wall time of the command, ms. */
+ASP_EXTERN(uint64_t) asp_exec_result_duration_ms(const asp_exec_result *r);
+ASP_EXTERN(void) asp_exec_result_free(asp_exec_result *r);
+
+/* ------------------------------------------------------------ filesystem */
+
+#define ASP_TYPE_FILE 1
+#define ASP_TYPE_DIR 2
+#define ASP_TYPE_SYMLINK 3
+#define ASP_TYPE_OTHER 4
+
+/* File metadata. */
+typedef struct asp_stat_info {
+	uint64_t size;
+	int64_t mtime;     /* seconds since the epoch */
+	uint32_t mode;     /* permission bits (07777) */
+	uint32_t type;     /* ASP_TYPE_* */
+} asp_stat_info;
+
+/*
+ * Metadata of `path`, following symlinks (a dangling link is ASP_ENOENT).
+ * Errors: ASP_ENOENT, ASP_EACCES, ASP_ENOTDIR, connection errors.
+ */
+ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, asp_error *err);
+
+/* Create a directory; with `parents`, also missing parents and no error if it exists. */
+ASP_EXTERN(int) asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents,
+			  asp_error *err);
+
+/* Remove a file or empty directory; with `recursive`, a directory and everything in it. */
+ASP_EXTERN(int) asp_remove(asp_sandbox *sb, const char *path, int recursive, asp_error *err);
+
+/* Rename `from` to `to`, replacing `to` if it is a file. */
+ASP_EXTERN(int) asp_rename(asp_sandbox *sb, const char *from, const char *to, asp_error *err);
+
+/* A directory listing; read it with the accessors below. */
+typedef struct asp_list asp_list;
+
+/*
+ * List the entries of a directory (without "." and ".."), sorted by name.
+ * Symlinks are reported as ASP_TYPE_SYMLINK with the link's own metadata.
+ */
+ASP_EXTERN(int) asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, asp_error *err);
+ASP_EXTERN(size_t) asp_list_count(const asp_list *l);
+/* Name of entry i (no directory part), or NULL when i is out of range. Owned by l. */
+ASP_EXTERN(const char *) asp_list_name(const asp_list *l, size_t i);
+/* Metadata of entry i; ASP_EINVAL when i is out of range. */
+ASP_EXTERN(int) asp_list_stat(asp_stat_info *out, const asp_list *l, size_t i);
+ASP_EXTERN(void) asp_list_free(asp_list *l);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ASP_H */

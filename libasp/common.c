@@ -1,0 +1,286 @@
+/*
+ * common.c - allocation, error filling, buffers, clock, base64, randomness.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+
+int asp__verror(asp_error *err, int code, const char *fmt, va_list ap)
+{
+	if (err) {
+		err->code = code;
+		vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	}
+	return code;
+}
+
+int asp__error(asp_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	asp__verror(err, code, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+void asp__error_prefix(asp_error *err, const char *fmt, ...)
+{
+	char prefix[ASP_ERROR_MESSAGE_MAX], old[ASP_ERROR_MESSAGE_MAX];
+	va_list ap;
+	size_t n;
+
+	if (!err)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(prefix, sizeof(prefix), fmt, ap);
+	va_end(ap);
+	memcpy(old, err->message, sizeof(old));
+	old[sizeof(old) - 1] = '\0';
+	n = strlen(prefix);
+	if (n > sizeof(err->message) - 3)
+		n = sizeof(err->message) - 3;
+	memcpy(err->message, prefix, n);
+	memcpy(err->message + n, ": ", 2);
+	memcpy(err->message + n + 2, old, sizeof(err->message) - n - 3);
+	err->message[sizeof(err->message) - 1] = '\0';
+}
+
+void *asp__malloc(size_t n)
+{
+	return malloc(n ? n : 1);
+}
+
+void *asp__calloc(size_t count, size_t n)
+{
+	return calloc(count ? count : 1, n ? n : 1);
+}
+
+void *asp__realloc(void *p, size_t n)
+{
+	return realloc(p, n ? n : 1);
+}
+
+char *asp__strndup(const char *s, size_t n)
+{
+	char *d = asp__malloc(n + 1);
+
+	if (!d)
+		return NULL;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	return d;
+}
+
+char *asp__strdup(const char *s)
+{
+	return asp__strndup(s, strlen(s));
+}
+
+char *asp__sprintf(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+	char *s;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || !(s = asp__malloc((size_t)n + 1)))
+		return NULL;
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	return s;
+}
+
+void asp__free(void *p)
+{
+	free(p);
+}
+
+void asp__free_secret(void *p, size_t n)
+{
+	if (!p)
+		return;
+	OPENSSL_cleanse(p, n);
+	free(p);
+}
+
+int asp__buf_grow(asp_buf *b, size_t extra)
+{
+	size_t need, cap;
+	unsigned char *d;
+
+	if (extra > SIZE_MAX - b->len - 1)
+		return ASP_ENOMEM;
+	need = b->len + extra + 1;
+	if (need <= b->cap)
+		return 0;
+	cap = b->cap ? b->cap : 64;
+	while (cap < need)
+		cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+	if (!(d = asp__realloc(b->data, cap)))
+		return ASP_ENOMEM;
+	b->data = d;
+	b->cap = cap;
+	return 0;
+}
+
+int asp__buf_put(asp_buf *b, const void *data, size_t len)
+{
+	if (asp__buf_grow(b, len))
+		return ASP_ENOMEM;
+	if (len)
+		memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
+int asp__buf_puts(asp_buf *b, const char *s)
+{
+	return asp__buf_put(b, s, strlen(s));
+}
+
+int asp__buf_printf(asp_buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (n < 0 || asp__buf_grow(b, (size_t)n))
+		return ASP_ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	b->len += (size_t)n;
+	return 0;
+}
+
+unsigned char *asp__buf_detach(asp_buf *b, size_t *len)
+{
+	unsigned char *d;
+
+	if (!b->data && asp__buf_grow(b, 0))
+		return NULL;
+	d = b->data;
+	if (len)
+		*len = b->len;
+	b->data = NULL;
+	b->len = b->cap = 0;
+	return d;
+}
+
+void asp__buf_free(asp_buf *b)
+{
+	asp__free(b->data);
+	b->data = NULL;
+	b->len = b->cap = 0;
+}
+
+uint64_t asp__now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+char *asp__base64_encode(const unsigned char *data, size_t len, int pad)
+{
+	size_t i, o = 0;
+	char *out = asp__malloc(((len + 2) / 3) * 4 + 1);
+
+	if (!out)
+		return NULL;
+	for (i = 0; i + 2 < len; i += 3) {
+		uint32_t v = (uint32_t)data[i] << 16 | (uint32_t)data[i + 1] << 8 | data[i + 2];
+		out[o++] = b64[v >> 18];
+		out[o++] = b64[(v >> 12) & 63];
+		out[o++] = b64[(v >> 6) & 63];
+		out[o++] = b64[v & 63];
+	}
+	if (i < len) {
+		uint32_t v = (uint32_t)data[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)data[i + 1] << 8;
+		out[o++] = b64[v >> 18];
+		out[o++] = b64[(v >> 12) & 63];
+		if (i + 1 < len)
+			out[o++] = b64[(v >> 6) & 63];
+		else if (pad)
+			out[o++] = '=';
+		if (pad)
+			out[o++] = '=';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static int b64_value(unsigned char c)
+{
+	const char *p;
+
+	if (!c || !(p = strchr(b64, c)))
+		return -1;
+	return (int)(p - b64);
+}
+
+int asp__base64_decode(unsigned char **out, size_t *out_len, const char *text, size_t len)
+{
+	unsigned char *d;
+	size_t i, o = 0, n = len;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	while (n > 0 && text[n - 1] == '=')
+		n--;
+	if (len - n > 2 || n % 4 == 1)
+		return ASP_EINVAL;
+	if (!(d = asp__malloc(n * 3 / 4 + 1)))
+		return ASP_ENOMEM;
+	for (i = 0; i < n; i++) {
+		int v = b64_value((unsigned char)text[i]);
+		if (v < 0) {
+			asp__free(d);
+			return ASP_EINVAL;
+		}
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			d[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	*out = d;
+	*out_len = o;
+	return 0;
+}
+
+int asp__random(void *buf, size_t n)
+{
+	return RAND_bytes(buf, (int)n) == 1 ? 0 : ASP_ERROR;
+}
+
+int asp__is_env_name(const char *s)
+{
+	if (!s || !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+		return 0;
+	for (s++; *s; s++)
+		if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_'))
+			return 0;
+	return 1;
+}

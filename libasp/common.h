@@ -1,0 +1,83 @@
+/*
+ * common.h - internal helpers shared by every libasp source file:
+ * allocation, argument checks, error filling, growable buffers, clocks.
+ * Internal symbols are named asp__* (two underscores) and are not exported
+ * from the shared library (-fvisibility=hidden).
+ */
+#ifndef ASP_COMMON_H
+#define ASP_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "asp.h"
+
+#if defined(__GNUC__)
+#define ASP_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define ASP_UNUSED __attribute__((unused))
+#else
+#define ASP_PRINTF(f, a)
+#define ASP_UNUSED
+#endif
+
+/*
+ * Fill err (when not NULL) with code and a formatted message; returns code
+ * so that callers can write `return asp__error(err, ASP_EINVAL, "...")`.
+ */
+int asp__error(asp_error *err, int code, const char *fmt, ...) ASP_PRINTF(3, 4);
+int asp__verror(asp_error *err, int code, const char *fmt, va_list ap);
+
+/* Prefix an already filled message: "<prefix>: <old message>". */
+void asp__error_prefix(asp_error *err, const char *fmt, ...) ASP_PRINTF(2, 3);
+
+/* Reject a bad argument with ASP_EINVAL naming the expression. */
+#define ASP_ASSERT_ARG(expr)                                                     \
+	do {                                                                     \
+		if (!(expr))                                                     \
+			return asp__error(err, ASP_EINVAL, "invalid argument: %s", \
+					  #expr);                                \
+	} while (0)
+
+/* Allocation: every allocation in libasp goes through these. */
+void *asp__malloc(size_t n);
+void *asp__calloc(size_t count, size_t n);
+void *asp__realloc(void *p, size_t n);
+char *asp__strdup(const char *s);
+char *asp__strndup(const char *s, size_t n);
+/* printf into a new string; NULL on allocation failure. */
+char *asp__sprintf(const char *fmt, ...) ASP_PRINTF(1, 2);
+void asp__free(void *p);
+/* Overwrite n bytes so secrets do not linger, then free. */
+void asp__free_secret(void *p, size_t n);
+
+/* A growable byte buffer. Zero-initialise; data is NUL-terminated when len > 0. */
+typedef struct asp_buf {
+	unsigned char *data;
+	size_t len;
+	size_t cap;
+} asp_buf;
+
+int asp__buf_grow(asp_buf *b, size_t extra);                      /* 0 or ASP_ENOMEM */
+int asp__buf_put(asp_buf *b, const void *data, size_t len);        /* 0 or ASP_ENOMEM */
+int asp__buf_puts(asp_buf *b, const char *s);                     /* 0 or ASP_ENOMEM */
+int asp__buf_printf(asp_buf *b, const char *fmt, ...) ASP_PRINTF(2, 3);
+/* Give the data away (caller frees with asp__free); b is reset. Never NULL on success. */
+unsigned char *asp__buf_detach(asp_buf *b, size_t *len);
+void asp__buf_free(asp_buf *b);
+
+/* Monotonic clock in milliseconds. */
+uint64_t asp__now_ms(void);
+
+/* Base64 (standard alphabet). Encode with or without '=' padding. */
+char *asp__base64_encode(const unsigned char *data, size_t len, int pad);
+/* Decode; accepts missing padding; returns ASP_EINVAL on bad input. */
+int asp__base64_decode(unsigned char **out, size_t *out_len, const char *text, size_t len);
+
+/* Fill buf with n cryptographically random bytes. 0 or ASP_ERROR. */
+int asp__random(void *buf, size_t n);
+
+/* 1 if s names a valid environment variable: ^[A-Za-z_][A-Za-z0-9_]*$ */
+int asp__is_env_name(const char *s);
+
+#endif
