@@ -84,13 +84,13 @@ $(BUILD)/tests/unit_suites.h: $(UNIT_SRC) | $(BUILD)/tests
 $(BUILD)/tests/integration_suites.h: $(INTEG_SRC) | $(BUILD)/tests
 	for f in $(INTEG_SRC); do b=$$(basename $$f .c); echo "ASP_SUITE(suite_$${b#test_})"; done > $@
 
-TEST_CFLAGS := $(CFLAGS_ALL) -Itests -I$(BUILD)/tests $(shell pkg-config --cflags check 2>/dev/null)
+TEST_CFLAGS := $(CFLAGS_ALL) -Wno-missing-prototypes -Itests -I$(BUILD)/tests $(shell pkg-config --cflags check 2>/dev/null)
 
-$(BUILD)/tests/test-unit: tests/main.c $(UNIT_SRC) $(BUILD)/tests/unit_suites.h $(STATIC) tests/*.h
+$(BUILD)/tests/test-unit: tests/main.c $(UNIT_SRC) $(BUILD)/tests/unit_suites.h $(STATIC) $(wildcard tests/*.h)
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"unit_suites.h"' -o $@ tests/main.c $(UNIT_SRC) \
 	    $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
-$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(STATIC) tests/*.h tests/fixture/*.h
+$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(STATIC) $(wildcard tests/*.h tests/fixture/*.h)
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"integration_suites.h"' -o $@ tests/main.c $(INTEG_SRC) \
 	    $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 

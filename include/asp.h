@@ -296,10 +296,14 @@ typedef struct asp_exec_options {
 	size_t max_output;
 	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
 	unsigned int kill_grace_ms;
+	/* A local file descriptor streamed to the command's stdin until it
+	 * reaches EOF (after stdin_data, if any); -1 means none. libasp polls
+	 * it and does not close it. */
+	int stdin_fd;
 } asp_exec_options;
 
 #define ASP_EXEC_OPTIONS_VERSION 1
-#define ASP_EXEC_OPTIONS_INIT { ASP_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, 0, 0 }
+#define ASP_EXEC_OPTIONS_INIT { ASP_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, 0, 0, -1 }
 
 ASP_EXTERN(int) asp_exec_options_init(asp_exec_options *opts, unsigned int version);
 

@@ -28,6 +28,9 @@
 int asp__error(asp_error *err, int code, const char *fmt, ...) ASP_PRINTF(3, 4);
 int asp__verror(asp_error *err, int code, const char *fmt, va_list ap);
 
+/* 1 when err is set to code. */
+#define asp__error_is(err, c) ((err) && (err)->code == (c))
+
 /* Prefix an already filled message: "<prefix>: <old message>". */
 void asp__error_prefix(asp_error *err, const char *fmt, ...) ASP_PRINTF(2, 3);
 

@@ -1,0 +1,576 @@
+/*
+ * conn.c - one SSH connection: TCP connect, handshake, host-key check
+ * before any credential, authentication, keepalive, and waiting on the
+ * non-blocking session with deadlines.
+ */
+#include "ssh.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ init */
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_rc;
+
+static void ssh_init(void)
+{
+	init_rc = libssh2_init(0);
+}
+
+int asp__ssh_global_init(asp_error *err)
+{
+	pthread_once(&init_once, ssh_init);
+	if (init_rc)
+		return asp__error(err, ASP_ERROR, "libssh2_init failed (%d)", init_rc);
+	return 0;
+}
+
+/* ------------------------------------------------------------ errors */
+
+static int is_transport_error(int rc)
+{
+	switch (rc) {
+	case LIBSSH2_ERROR_SOCKET_NONE:
+	case LIBSSH2_ERROR_SOCKET_SEND:
+	case LIBSSH2_ERROR_SOCKET_RECV:
+	case LIBSSH2_ERROR_SOCKET_DISCONNECT:
+	case LIBSSH2_ERROR_SOCKET_TIMEOUT:
+	case LIBSSH2_ERROR_BAD_SOCKET:
+	case LIBSSH2_ERROR_INVALID_MAC:
+	case LIBSSH2_ERROR_DECRYPT:
+	case LIBSSH2_ERROR_ENCRYPT:
+	case LIBSSH2_ERROR_PROTO:
+	case LIBSSH2_ERROR_TIMEOUT:
+	case LIBSSH2_ERROR_KEX_FAILURE:
+	case LIBSSH2_ERROR_BANNER_RECV:
+	case LIBSSH2_ERROR_BANNER_SEND:
+	case LIBSSH2_ERROR_KEY_EXCHANGE_FAILURE:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what)
+{
+	char *msg = NULL;
+	int code;
+
+	if (c && c->session)
+		libssh2_session_last_error(c->session, &msg, NULL, 0);
+	if (!msg || !*msg)
+		msg = (char *)"unknown libssh2 error";
+	if (is_transport_error(rc)) {
+		if (c)
+			c->dead = 1;
+		code = ASP_ECONNLOST;
+	} else if (rc == LIBSSH2_ERROR_ALLOC) {
+		code = ASP_ENOMEM;
+	} else if (rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED ||
+		   rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED || rc == LIBSSH2_ERROR_FILE) {
+		code = ASP_EAUTH;
+	} else if (rc == LIBSSH2_ERROR_HOSTKEY_INIT || rc == LIBSSH2_ERROR_HOSTKEY_SIGN) {
+		code = ASP_EHOSTKEY;
+	} else if (rc == LIBSSH2_ERROR_CHANNEL_CLOSED || rc == LIBSSH2_ERROR_CHANNEL_EOF_SENT) {
+		code = ASP_ECONNLOST;
+	} else {
+		code = ASP_EPROTO;
+	}
+	return asp__error(err, code, "%s: %s%s%s (libssh2 %d)", c && c->where ? c->where : "ssh",
+			  what, *what ? ": " : "", msg, rc);
+}
+
+/* ------------------------------------------------------------ waiting */
+
+/* Counting received bytes is how we notice a silent peer (see asp__ssh_wait). */
+static LIBSSH2_RECV_FUNC(conn_recv)
+{
+	asp_conn *c = *abstract;
+	ssize_t n = recv(socket, buffer, length, flags);
+
+	if (n > 0) {
+		c->last_rx_ms = asp__now_ms();
+		return n;
+	}
+	return n < 0 ? -errno : 0;
+}
+
+int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
+		  int nextra, int mode, asp_error *err)
+{
+	struct pollfd pfd[8];
+	uint64_t now = asp__now_ms(), limit, silence;
+	int n = 0, i, dirs, timeout, rc;
+
+	if (deadline && now >= deadline)
+		return asp__error(err, ASP_ETIMEOUT, "%s: deadline passed", c->where);
+	if (mode == ASP_WAIT_REPLY) {
+		silence = c->last_rx_ms + c->io_timeout_ms;
+		if (now >= silence) {
+			c->dead = 1;
+			return asp__error(err, ASP_ETIMEOUT, "%s: no answer from the server for %u ms",
+					  c->where, c->io_timeout_ms);
+		}
+	} else {
+		uint64_t ka = (uint64_t)c->keepalive_s * 1000u;
+		/* Ask for a reply after keepalive_s of silence; give up when none comes. */
+		silence = c->last_rx_ms + ka + c->io_timeout_ms;
+		if (now >= silence) {
+			c->dead = 1;
+			return asp__error(err, ASP_ECONNLOST, "%s: no sign of life from the server for %llu ms",
+					  c->where, (unsigned long long)(now - c->last_rx_ms));
+		}
+		if (now >= c->last_rx_ms + ka && now >= c->last_ka_ms + ka) {
+			int next;
+			c->last_ka_ms = now;
+			rc = libssh2_keepalive_send(c->session, &next);
+			if (rc && rc != LIBSSH2_ERROR_EAGAIN)
+				return asp__ssh_error(c, rc, err, "sending keepalive");
+		}
+		if (now < c->last_rx_ms + ka)
+			silence = c->last_rx_ms + ka; /* wake up to send the keepalive */
+		else if (c->last_ka_ms + ka < silence)
+			silence = c->last_ka_ms + ka > now ? c->last_ka_ms + ka : silence;
+	}
+	limit = silence;
+	if (deadline && deadline < limit)
+		limit = deadline;
+
+	dirs = libssh2_session_block_directions(c->session);
+	pfd[n].fd = c->sock;
+	pfd[n].events = (short)(((dirs & LIBSSH2_SESSION_BLOCK_INBOUND) || !dirs ? POLLIN : 0) |
+				((dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
+	pfd[n++].revents = 0;
+	if (cancel_fd >= 0) {
+		pfd[n].fd = cancel_fd;
+		pfd[n].events = POLLIN;
+		pfd[n++].revents = 0;
+	}
+	for (i = 0; i < nextra && n < 8; i++) {
+		extra[i].revents = 0;
+		pfd[n++] = extra[i];
+	}
+	timeout = limit > now ? (int)(limit - now > 60000 ? 60000 : limit - now) : 0;
+	rc = poll(pfd, (nfds_t)n, timeout);
+	if (rc < 0 && errno != EINTR)
+		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, strerror(errno));
+	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN))
+		return asp__error(err, ASP_ECANCELLED, "%s: cancelled", c->where);
+	for (i = 0; i < nextra && i + 1 + (cancel_fd >= 0) < n; i++)
+		extra[i].revents = pfd[i + 1 + (cancel_fd >= 0)].revents;
+	return 0;
+}
+
+/* ------------------------------------------------------------ connect */
+
+static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, int cancel_fd,
+		       asp_error *err)
+{
+	struct addrinfo hints, *res = NULL, *ai;
+	char port[16];
+	int gai, fd = -1, last_errno = 0, one = 1;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	snprintf(port, sizeof(port), "%u", cfg->port);
+	if ((gai = getaddrinfo(cfg->host, port, &hints, &res)) != 0)
+		return asp__error(err, ASP_ECONNECT, "%s: cannot resolve host: %s", c->where,
+				  gai_strerror(gai));
+	for (ai = res; ai; ai = ai->ai_next) {
+		struct pollfd pfd[2];
+		int soerr = 0, rc;
+		socklen_t sl = sizeof(soerr);
+
+		fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+		if (fd < 0) {
+			last_errno = errno;
+			continue;
+		}
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+			break;
+		if (errno != EINPROGRESS) {
+			last_errno = errno;
+			close(fd);
+			fd = -1;
+			continue;
+		}
+		for (;;) {
+			uint64_t now = asp__now_ms();
+			pfd[0].fd = fd;
+			pfd[0].events = POLLOUT;
+			pfd[1].fd = cancel_fd;
+			pfd[1].events = POLLIN;
+			pfd[0].revents = pfd[1].revents = 0;
+			if (now >= deadline) {
+				rc = 0;
+				break;
+			}
+			rc = poll(pfd, cancel_fd >= 0 ? 2 : 1, (int)(deadline - now));
+			if (rc >= 0 || errno != EINTR)
+				break;
+		}
+		if (cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
+			close(fd);
+			freeaddrinfo(res);
+			return asp__error(err, ASP_ECANCELLED, "%s: connect cancelled", c->where);
+		}
+		if (rc == 0) {
+			close(fd);
+			freeaddrinfo(res);
+			return asp__error(err, ASP_ETIMEOUT, "%s: TCP connect timed out", c->where);
+		}
+		if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+			break;
+		last_errno = soerr ? soerr : errno;
+		close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return asp__error(err, ASP_ECONNECT, "%s: cannot connect: %s", c->where,
+				  strerror(last_errno ? last_errno : ECONNREFUSED));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	c->sock = fd;
+	return 0;
+}
+
+/* Run a libssh2 call that may return EAGAIN until it completes or a deadline passes. */
+#define SSH_LOOP(c, rc, expr, deadline, cancel_fd, err)                                   \
+	do {                                                                             \
+		while (((rc) = (expr)) == LIBSSH2_ERROR_EAGAIN) {                        \
+			int w_ = asp__ssh_wait((c), (deadline), (cancel_fd), NULL, 0,    \
+					       ASP_WAIT_REPLY, (err));                   \
+			if (w_) {                                                        \
+				(rc) = w_;                                               \
+				break;                                                   \
+			}                                                                \
+		}                                                                        \
+	} while (0)
+
+static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err)
+{
+	size_t len = 0;
+	int type = 0, first_use = 0, rc;
+	const char *key = libssh2_session_hostkey(c->session, &len, &type);
+	char fp[ASP_FINGERPRINT_MAX], want[ASP_FINGERPRINT_MAX];
+
+	if (!key || !len)
+		return asp__error(err, ASP_EHOSTKEY, "%s: the server presented no host key", c->where);
+	if (asp__fingerprint(fp, (const unsigned char *)key, len) ||
+	    asp__blob_type(c->info.host_key_type, sizeof(c->info.host_key_type),
+			   (const unsigned char *)key, len))
+		return asp__error(err, ASP_EHOSTKEY, "%s: the server's host key is malformed", c->where);
+	snprintf(c->info.host_key_fingerprint, sizeof(c->info.host_key_fingerprint), "%s", fp);
+	if (p->pin) {
+		if (!asp__pin_matches(p->pin, (const unsigned char *)key, len)) {
+			if (p->pin->blob)
+				asp__fingerprint(want, p->pin->blob, p->pin->blob_len);
+			else {
+				char *b64 = asp__base64_encode(p->pin->sha256, 32, 0);
+				snprintf(want, sizeof(want), "SHA256:%s", b64 ? b64 : "?");
+				asp__free(b64);
+			}
+			return asp__error(err, ASP_EHOSTKEY,
+					  "%s: host key does not match connection.host_key in %s "
+					  "(expected %s, got %s %s); no credentials were sent",
+					  c->where, p->cfg->path, want, c->info.host_key_type, fp);
+		}
+		c->info.trust = ASP_TRUST_PINNED;
+		return 0;
+	}
+	rc = asp__known_hosts_verify(&first_use, p->known_hosts, p->cfg->host, p->cfg->port,
+				     (const unsigned char *)key, len, err);
+	if (rc)
+		return rc;
+	snprintf(c->info.known_hosts, sizeof(c->info.known_hosts), "%s", p->known_hosts);
+	c->info.trust = first_use ? ASP_TRUST_FIRST_USE : ASP_TRUST_KNOWN;
+	return 0;
+}
+
+static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadline, int cancel_fd,
+			  asp_error *err)
+{
+	const asp_config *cfg = p->cfg;
+	const char *pass = getenv("ASP_IDENTITY_PASSPHRASE");
+	int rc;
+
+	SSH_LOOP(c, rc,
+		 libssh2_userauth_publickey_frommemory(c->session, cfg->user, strlen(cfg->user), NULL, 0,
+						       p->identity->key, p->identity->key_len,
+						       pass ? pass : NULL),
+		 deadline, cancel_fd, err);
+	if (rc == 0) {
+		c->info.auth = ASP_AUTH_PUBLICKEY;
+		return 0;
+	}
+	if (rc > -100 && rc < 0 && !is_transport_error(rc)) {
+		if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED)
+			return asp__error(err, ASP_EAUTH,
+					  "%s: cannot use the private key from %s: it could not be "
+					  "decoded%s",
+					  c->where, p->identity->source,
+					  pass ? " (is ASP_IDENTITY_PASSPHRASE right?)"
+					       : " (if it has a passphrase, set ASP_IDENTITY_PASSPHRASE)");
+#if LIBSSH2_VERSION_NUM < 0x010b00
+		if (asp__identity_is_rsa(p->identity))
+			return asp__error(err, ASP_EAUTH,
+					  "%s: the RSA key from %s was rejected: libssh2 %s cannot sign "
+					  "with rsa-sha2-256/512, which OpenSSH 8.8 and later require; "
+					  "use an ed25519 or ECDSA key (ssh-keygen -t ed25519)",
+					  c->where, p->identity->source, LIBSSH2_VERSION);
+#endif
+		return asp__error(err, ASP_EAUTH, "%s: the server rejected the key from %s for user \"%s\"",
+				  c->where, p->identity->source, cfg->user);
+	}
+	return rc < -100 ? rc : asp__ssh_error(c, rc, err, "authenticating");
+}
+
+static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods, uint64_t deadline,
+		      int cancel_fd, asp_error *err)
+{
+	LIBSSH2_AGENT *agent;
+	struct libssh2_agent_publickey *id = NULL, *prev = NULL;
+	int rc, tried = 0;
+
+	if (!getenv("SSH_AUTH_SOCK") || !*getenv("SSH_AUTH_SOCK"))
+		return asp__error(err, ASP_EAUTH,
+				  "%s: the server wants authentication (%s) but connection.identity "
+				  "is not set in %s and no ssh-agent is available (SSH_AUTH_SOCK)",
+				  c->where, methods, p->cfg->path);
+	if (!(agent = libssh2_agent_init(c->session)))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	if (libssh2_agent_connect(agent) || libssh2_agent_list_identities(agent)) {
+		libssh2_agent_free(agent);
+		return asp__error(err, ASP_EAUTH, "%s: cannot talk to ssh-agent at %s", c->where,
+				  getenv("SSH_AUTH_SOCK"));
+	}
+	rc = LIBSSH2_ERROR_AUTHENTICATION_FAILED;
+	while (libssh2_agent_get_identity(agent, &id, prev) == 0) {
+		tried++;
+		SSH_LOOP(c, rc, libssh2_agent_userauth(agent, p->cfg->user, id), deadline, cancel_fd, err);
+		if (rc == 0 || rc < -100 || is_transport_error(rc))
+			break;
+		prev = id;
+	}
+	libssh2_agent_disconnect(agent);
+	libssh2_agent_free(agent);
+	if (rc == 0) {
+		c->info.auth = ASP_AUTH_AGENT;
+		return 0;
+	}
+	if (rc < -100)
+		return rc;
+	if (is_transport_error(rc))
+		return asp__ssh_error(c, rc, err, "authenticating with ssh-agent");
+	return asp__error(err, ASP_EAUTH, "%s: the server rejected all %d key(s) from ssh-agent for user \"%s\"",
+			  c->where, tried, p->cfg->user);
+}
+
+static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline, int cancel_fd,
+			asp_error *err)
+{
+	const char *user = p->cfg->user;
+	char *methods;
+	int rc;
+
+	/* userauth_list sends "none": a server that takes a token in the user name accepts it. */
+	for (;;) {
+		methods = libssh2_userauth_list(c->session, user, (unsigned int)strlen(user));
+		if (methods || libssh2_userauth_authenticated(c->session))
+			break;
+		rc = libssh2_session_last_errno(c->session);
+		if (rc != LIBSSH2_ERROR_EAGAIN)
+			return asp__ssh_error(c, rc, err, "starting authentication");
+		if ((rc = asp__ssh_wait(c, deadline, cancel_fd, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	}
+	if (!methods) {
+		c->info.auth = ASP_AUTH_NONE;
+		return 0;
+	}
+	if (p->identity) {
+		if (!strstr(methods, "publickey"))
+			return asp__error(err, ASP_EAUTH, "%s: the server does not accept public keys (it offers: %s)",
+					  c->where, methods);
+		return auth_publickey(c, p, deadline, cancel_fd, err);
+	}
+	return auth_agent(c, p, methods, deadline, cancel_fd, err);
+}
+
+static void set_recv_callback(LIBSSH2_SESSION *session)
+{
+	LIBSSH2_RECV_FUNC((*fn)) = conn_recv;
+	void *cb;
+
+	/* libssh2 takes callbacks as void *; ISO C has no cast for that, memcpy is the portable way. */
+	memcpy(&cb, &fn, sizeof(cb));
+	libssh2_session_callback_set(session, LIBSSH2_CALLBACK_RECV, cb);
+}
+
+static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
+{
+	char pref[256];
+
+	/* Ask for the pinned key's type first, so a server with several host keys shows that one. */
+	snprintf(pref, sizeof(pref), "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
+		 "ecdsa-sha2-nistp521,ssh-rsa",
+		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
+	libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
+}
+
+int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_error *err)
+{
+	const asp_config *cfg = p->cfg;
+	uint64_t deadline = asp__now_ms() + p->connect_timeout_ms;
+	asp_conn *c;
+	int rc;
+
+	if ((rc = asp__ssh_global_init(err)))
+		return rc;
+	if (!(c = asp__calloc(1, sizeof(*c))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	c->sock = -1;
+	c->io_timeout_ms = p->connect_timeout_ms; /* handshake silence is bounded by the connect deadline */
+	c->keepalive_s = p->keepalive_s;
+	c->info.version = ASP_SANDBOX_INFO_VERSION;
+	if (!(c->where = strchr(cfg->host, ':') ? asp__sprintf("[%s]:%u", cfg->host, cfg->port)
+						 : asp__sprintf("%s:%u", cfg->host, cfg->port))) {
+		asp__free(c);
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	if ((rc = tcp_connect(c, cfg, deadline, cancel_fd, err)))
+		goto fail;
+	if (!(c->session = libssh2_session_init_ex(NULL, NULL, NULL, c))) {
+		rc = asp__error(err, ASP_ENOMEM, "out of memory creating an SSH session");
+		goto fail;
+	}
+	set_recv_callback(c->session);
+	libssh2_session_set_blocking(c->session, 0);
+	set_host_key_preference(c, p->pin);
+	c->last_rx_ms = asp__now_ms();
+	SSH_LOOP(c, rc, libssh2_session_handshake(c->session, c->sock), deadline, cancel_fd, err);
+	if (rc) {
+		if (rc > -100) {
+			asp__ssh_error(c, rc, err, "SSH handshake failed");
+			rc = ASP_ECONNECT;
+			if (err)
+				err->code = rc;
+		}
+		goto fail;
+	}
+	if ((rc = verify_host_key(c, p, err)))
+		goto fail;
+	if ((rc = authenticate(c, p, deadline, cancel_fd, err)))
+		goto fail;
+	c->io_timeout_ms = p->io_timeout_ms;
+	libssh2_keepalive_config(c->session, 1, p->keepalive_s);
+	c->last_used_ms = asp__now_ms();
+	*out = c;
+	return 0;
+fail:
+	if (rc == ASP_ECONNLOST) {
+		/* The server hung up during connect: for the caller that is a connect failure. */
+		rc = ASP_ECONNECT;
+		if (err)
+			err->code = rc;
+	}
+	c->dead = 1;
+	asp__conn_close(c);
+	return rc;
+}
+
+void asp__conn_close(asp_conn *c)
+{
+	if (!c)
+		return;
+	if (c->session) {
+		if (!c->dead) {
+			/* Bounded: libssh2 can spin on EAGAIN over a bad link (issue 344). */
+			uint64_t deadline = asp__now_ms() + 500;
+			int rc;
+			c->io_timeout_ms = 500;
+			while ((rc = libssh2_session_disconnect(c->session, "bye")) == LIBSSH2_ERROR_EAGAIN)
+				if (asp__ssh_wait(c, deadline, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
+					break;
+		}
+		/* Channels and SFTP state are freed with the session. */
+		libssh2_session_free(c->session);
+	}
+	if (c->sock >= 0)
+		close(c->sock);
+	asp__buf_free(&c->sftp.in);
+	asp__buf_free(&c->sftp.out);
+	asp__free(c->sftp.expect);
+	asp__free(c->sftp.discard);
+	asp__free(c->where);
+	asp__free(c);
+}
+
+int asp__conn_dead(const asp_conn *c)
+{
+	return c->dead;
+}
+
+int asp__conn_check_idle(asp_conn *c)
+{
+	struct pollfd pfd = { c->sock, POLLIN, 0 };
+	char b;
+	ssize_t n;
+
+	if (c->dead)
+		return 0;
+	if (poll(&pfd, 1, 0) <= 0)
+		return 1;
+	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+		c->dead = 1;
+		return 0;
+	}
+	/* Readable while idle: either keepalive replies (fine) or EOF/RST (dead). */
+	n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+		c->dead = 1;
+		return 0;
+	}
+	return 1;
+}
+
+int asp__conn_keepalive(asp_conn *c)
+{
+	int next, rc;
+
+	if (c->dead)
+		return ASP_ECONNLOST;
+	rc = libssh2_keepalive_send(c->session, &next);
+	if (rc && rc != LIBSSH2_ERROR_EAGAIN) {
+		c->dead = 1;
+		return ASP_ECONNLOST;
+	}
+	c->last_ka_ms = asp__now_ms();
+	return 0;
+}
+
+uint64_t asp__conn_last_used(const asp_conn *c)
+{
+	return c->last_used_ms;
+}
+
+void asp__conn_touch(asp_conn *c)
+{
+	c->last_used_ms = asp__now_ms();
+}
+
+void asp__conn_info(const asp_conn *c, asp_sandbox_info *out)
+{
+	*out = c->info;
+}

@@ -1,0 +1,58 @@
+/*
+ * conn.h - one SSH connection to the sandbox, as seen by the pool and the
+ * public entry points. No libssh2 type appears here (see ssh.h).
+ */
+#ifndef ASP_CONN_H
+#define ASP_CONN_H
+
+#include <stdint.h>
+
+#include "common.h"
+#include "config.h"
+#include "hostkey.h"
+#include "identity.h"
+
+typedef struct asp_conn asp_conn;
+
+typedef struct asp_conn_params {
+	const asp_config *cfg;
+	const asp_identity *identity; /* NULL: try ssh-agent */
+	const asp_pin *pin;           /* NULL: trust on first use */
+	const char *known_hosts;      /* store used when pin is NULL */
+	unsigned int connect_timeout_ms;
+	unsigned int io_timeout_ms;
+	unsigned int keepalive_s;
+} asp_conn_params;
+
+/* Process-wide libssh2 initialisation, once, thread-safe. */
+int asp__ssh_global_init(asp_error *err);
+
+/*
+ * Connect, handshake, verify the host key (before any credential is sent),
+ * authenticate. cancel_fd (or -1) aborts the attempt when readable.
+ */
+int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_error *err);
+
+/* Disconnect politely within a short deadline, free everything. Accepts NULL. */
+void asp__conn_close(asp_conn *c);
+
+/* 1 when the connection has failed and must not be reused. */
+int asp__conn_dead(const asp_conn *c);
+
+/*
+ * Cheap check of an idle connection before reuse: no network round trip;
+ * notices a peer that has closed or reset the TCP stream. 1 alive, 0 dead.
+ */
+int asp__conn_check_idle(asp_conn *c);
+
+/* Send a keepalive on an idle connection. 0, or <0 when it is dead. */
+int asp__conn_keepalive(asp_conn *c);
+
+/* When the connection was last used (asp__now_ms clock). */
+uint64_t asp__conn_last_used(const asp_conn *c);
+void asp__conn_touch(asp_conn *c);
+
+/* What the connection established, for asp_sandbox_info_get. */
+void asp__conn_info(const asp_conn *c, asp_sandbox_info *out);
+
+#endif

@@ -1,0 +1,703 @@
+/*
+ * exec.c - one command: the wrapper (quote.c) reports the process group,
+ * stdin/stdout/stderr are driven in one non-blocking loop, and a timeout
+ * or cancel kills the remote process group from a second channel.
+ *
+ * Why a second channel: closing a channel or dropping TCP does not kill a
+ * remote command, and libssh2 1.10 has no signal request. The wrapper
+ * shell is a session and process-group leader under sshd, so every process
+ * the command starts (unless it makes its own session) is in group $$.
+ */
+#include "exec.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "quote.h"
+#include "ssh.h"
+
+/* ------------------------------------------------------------ cancel */
+
+struct asp_cancel {
+	atomic_int triggered;
+	int fds[2];
+};
+
+int asp_cancel_new(asp_cancel **out, asp_error *err)
+{
+	asp_cancel *c;
+
+	ASP_ASSERT_ARG(out);
+	if (!(c = asp__calloc(1, sizeof(*c))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	if (pipe2(c->fds, O_CLOEXEC | O_NONBLOCK)) {
+		asp__free(c);
+		return asp__error(err, ASP_ERROR, "cannot create a cancel token: %s", strerror(errno));
+	}
+	atomic_init(&c->triggered, 0);
+	*out = c;
+	return 0;
+}
+
+void asp_cancel_trigger(asp_cancel *c)
+{
+	char b = 1;
+	ssize_t n;
+
+	/* Async-signal-safe: an atomic store and a write(2). */
+	if (c && !atomic_exchange(&c->triggered, 1))
+		n = write(c->fds[1], &b, 1);
+	(void)n;
+}
+
+int asp_cancel_is_triggered(const asp_cancel *c)
+{
+	return c ? atomic_load(&((asp_cancel *)c)->triggered) : 0;
+}
+
+void asp_cancel_reset(asp_cancel *c)
+{
+	char b[16];
+
+	if (!c)
+		return;
+	while (read(c->fds[0], b, sizeof(b)) > 0)
+		;
+	atomic_store(&c->triggered, 0);
+}
+
+void asp_cancel_free(asp_cancel *c)
+{
+	if (!c)
+		return;
+	close(c->fds[0]);
+	close(c->fds[1]);
+	asp__free(c);
+}
+
+int asp__cancel_fd(const asp_cancel *c)
+{
+	return c ? c->fds[0] : -1;
+}
+
+/* ------------------------------------------------------------ capture */
+
+/* One output stream: everything, or a head and a ring-buffered tail. */
+typedef struct capture {
+	asp_buf head;
+	size_t head_max;        /* 0: unlimited */
+	unsigned char *tail;    /* ring of tail_max bytes */
+	size_t tail_max, tail_pos, tail_len;
+	uint64_t total;
+} capture;
+
+struct asp_exec_result {
+	int exit_code;
+	int signal;
+	int timed_out;
+	int cancelled;
+	uint64_t duration_ms;
+	capture out[2];
+	unsigned char *flat[2]; /* head + tail, built once at the end */
+	size_t flat_len[2];
+};
+
+static int capture_init(capture *cp, size_t max)
+{
+	if (!max)
+		return 0;
+	cp->head_max = (max + 1) / 2;
+	cp->tail_max = max - cp->head_max;
+	if (cp->tail_max && !(cp->tail = asp__malloc(cp->tail_max)))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int capture_put(capture *cp, const unsigned char *d, size_t n)
+{
+	size_t take;
+
+	cp->total += n;
+	if (!cp->head_max)
+		return asp__buf_put(&cp->head, d, n);
+	take = cp->head_max - cp->head.len < n ? cp->head_max - cp->head.len : n;
+	if (take && asp__buf_put(&cp->head, d, take))
+		return ASP_ENOMEM;
+	d += take;
+	n -= take;
+	if (!cp->tail_max)
+		return 0;
+	if (n >= cp->tail_max) {
+		d += n - cp->tail_max;
+		n = cp->tail_max;
+	}
+	while (n) {
+		size_t at = (cp->tail_pos + cp->tail_len) % cp->tail_max;
+		size_t room = cp->tail_max - at;
+		size_t k = n < room ? n : room;
+		memcpy(cp->tail + at, d, k);
+		d += k;
+		n -= k;
+		if (cp->tail_len + k > cp->tail_max) {
+			cp->tail_pos = (cp->tail_pos + cp->tail_len + k - cp->tail_max) % cp->tail_max;
+			cp->tail_len = cp->tail_max;
+		} else {
+			cp->tail_len += k;
+		}
+	}
+	return 0;
+}
+
+static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
+{
+	size_t i;
+
+	for (i = 0; i < cp->tail_len; i++)
+		if (asp__buf_put(&cp->head, cp->tail + (cp->tail_pos + i) % cp->tail_max, 1))
+			return ASP_ENOMEM;
+	*out = asp__buf_detach(&cp->head, len);
+	return *out ? 0 : ASP_ENOMEM;
+}
+
+/* ------------------------------------------------------------ the run */
+
+typedef struct run {
+	asp_conn *c;
+	const asp_exec_options *o;
+	asp_exec_result *r;
+	LIBSSH2_CHANNEL *ch;
+	char marker[40];
+	asp_buf pre;            /* stdout before the marker line */
+	int header_done;
+	long pgid;              /* 0 until the wrapper reports it */
+	int nocwd;
+	/* stdin */
+	size_t stdin_off;
+	unsigned char fdbuf[65536];
+	size_t fdbuf_len, fdbuf_off;
+	int fd_eof, eof_sent;
+	/* killing */
+	int kill_wanted;
+	LIBSSH2_CHANNEL *kch;
+	int kill_state;         /* 0 idle, 1 opening, 2 starting, 3 running, 4 done */
+	asp_buf kscript;
+	uint64_t kill_deadline;
+	int cb_failed;
+} run;
+
+static int deliver(run *x, int stream, const unsigned char *d, size_t n, asp_error *err)
+{
+	if (!n)
+		return 0;
+	if (capture_put(&x->r->out[stream - 1], d, n))
+		return asp__error(err, ASP_ENOMEM, "out of memory capturing output");
+	if (x->o->on_output && !x->kill_wanted && x->o->on_output(stream, d, n, x->o->userdata)) {
+		x->r->cancelled = 1;
+		x->kill_wanted = 1;
+	}
+	return 0;
+}
+
+/* Strip the wrapper's "<marker>:<pid>\n" line; anything before it is login-script noise. */
+static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
+{
+	unsigned char *m, *nl;
+	size_t ml = strlen(x->marker), used;
+
+	if (x->header_done)
+		return deliver(x, ASP_STDOUT, d, n, err);
+	if (asp__buf_put(&x->pre, d, n))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	m = memmem(x->pre.data, x->pre.len, x->marker, ml);
+	if (!m || !(nl = memchr(m + ml, '\n', x->pre.len - (size_t)(m - x->pre.data) - ml))) {
+		if (x->pre.len > (1u << 20))
+			return asp__error(err, ASP_EPROTO, "%s: the command wrapper did not start "
+					  "(is the login shell POSIX-compatible?)", x->c->where);
+		return 0;
+	}
+	if (m[ml] == ':' && !strncmp((char *)m + ml + 1, "nocwd", 5))
+		x->nocwd = 1;
+	else
+		x->pgid = strtol((char *)m + ml + 1, NULL, 10);
+	x->header_done = 1;
+	used = (size_t)(nl + 1 - x->pre.data);
+	return deliver(x, ASP_STDOUT, x->pre.data + used, x->pre.len - used, err);
+}
+
+static int read_streams(run *x, int *progress, asp_error *err)
+{
+	unsigned char buf[65536];
+	int stream, rc;
+
+	for (stream = 0; stream < 2; stream++) {
+		for (;;) {
+			ssize_t n = libssh2_channel_read_ex(x->ch, stream, (char *)buf, sizeof(buf));
+			if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
+				break;
+			if (n < 0)
+				return asp__ssh_error(x->c, (int)n, err, "reading command output");
+			*progress = 1;
+			rc = stream == 0 ? take_stdout(x, buf, (size_t)n, err)
+					 : deliver(x, ASP_STDERR, buf, (size_t)n, err);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+static int feed_stdin(run *x, int *progress, asp_error *err)
+{
+	const asp_exec_options *o = x->o;
+	ssize_t n;
+	int rc;
+
+	if (x->eof_sent)
+		return 0;
+	if (o->stdin_data && x->stdin_off < o->stdin_len) {
+		n = libssh2_channel_write(x->ch, (const char *)o->stdin_data + x->stdin_off,
+					  o->stdin_len - x->stdin_off);
+		if (n == LIBSSH2_ERROR_EAGAIN)
+			return 0;
+		if (n < 0)
+			return asp__ssh_error(x->c, (int)n, err, "writing the command's stdin");
+		x->stdin_off += (size_t)n;
+		*progress = 1;
+		return 0;
+	}
+	if (o->stdin_fd >= 0 && !x->fd_eof) {
+		if (x->fdbuf_off == x->fdbuf_len) {
+			n = read(o->stdin_fd, x->fdbuf, sizeof(x->fdbuf));
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+				return 0;
+			if (n < 0)
+				return asp__error(err, ASP_EIO, "reading local stdin: %s", strerror(errno));
+			if (n == 0) {
+				x->fd_eof = 1;
+				return 0;
+			}
+			x->fdbuf_len = (size_t)n;
+			x->fdbuf_off = 0;
+		}
+		n = libssh2_channel_write(x->ch, (const char *)x->fdbuf + x->fdbuf_off,
+					  x->fdbuf_len - x->fdbuf_off);
+		if (n == LIBSSH2_ERROR_EAGAIN)
+			return 0;
+		if (n < 0)
+			return asp__ssh_error(x->c, (int)n, err, "writing the command's stdin");
+		x->fdbuf_off += (size_t)n;
+		*progress = 1;
+		return 0;
+	}
+	rc = libssh2_channel_send_eof(x->ch);
+	if (rc == LIBSSH2_ERROR_EAGAIN)
+		return 0;
+	if (rc < 0)
+		return asp__ssh_error(x->c, rc, err, "closing the command's stdin");
+	x->eof_sent = 1;
+	*progress = 1;
+	return 0;
+}
+
+/* Drive the kill channel one step; it never blocks. */
+static void kill_step(run *x)
+{
+	char sink[1024];
+	int rc;
+
+	if (!x->kill_wanted || !x->pgid || x->kill_state == 4)
+		return;
+	if (x->kill_state == 0) {
+		unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : 2000;
+		if (asp__kill_script(&x->kscript, x->pgid, grace)) {
+			x->kill_state = 4;
+			return;
+		}
+		x->kill_state = 1;
+	}
+	if (x->kill_state == 1) {
+		x->kch = libssh2_channel_open_ex(x->c->session, "session", 7, 65536, ASP_PACKET_SIZE, NULL, 0);
+		if (!x->kch) {
+			if (libssh2_session_last_errno(x->c->session) != LIBSSH2_ERROR_EAGAIN)
+				x->kill_state = 4;
+			return;
+		}
+		x->kill_state = 2;
+	}
+	if (x->kill_state == 2) {
+		rc = libssh2_channel_process_startup(x->kch, "exec", 4, (const char *)x->kscript.data,
+						     (unsigned int)x->kscript.len);
+		if (rc == LIBSSH2_ERROR_EAGAIN)
+			return;
+		x->kill_state = rc ? 4 : 3;
+		if (rc)
+			return;
+	}
+	while (libssh2_channel_read_ex(x->kch, 0, sink, sizeof(sink)) > 0 ||
+	       libssh2_channel_read_ex(x->kch, 1, sink, sizeof(sink)) > 0)
+		;
+	if (libssh2_channel_eof(x->kch))
+		x->kill_state = 4;
+}
+
+static void start_kill(run *x, int timed_out)
+{
+	if (x->kill_wanted)
+		return;
+	x->kill_wanted = 1;
+	if (timed_out)
+		x->r->timed_out = 1;
+	else
+		x->r->cancelled = 1;
+	x->kill_deadline = asp__now_ms() + (x->o->kill_grace_ms ? x->o->kill_grace_ms : 2000) +
+			   x->c->io_timeout_ms + 1000;
+}
+
+static const struct {
+	const char *name;
+	int num;
+} signals[] = {
+	{ "HUP", SIGHUP }, { "INT", SIGINT }, { "QUIT", SIGQUIT }, { "ILL", SIGILL },
+	{ "ABRT", SIGABRT }, { "FPE", SIGFPE }, { "KILL", SIGKILL }, { "SEGV", SIGSEGV },
+	{ "PIPE", SIGPIPE }, { "ALRM", SIGALRM }, { "TERM", SIGTERM }, { "USR1", SIGUSR1 },
+	{ "USR2", SIGUSR2 }, { "BUS", SIGBUS }, { "TRAP", SIGTRAP }, { "XCPU", SIGXCPU },
+	{ "XFSZ", SIGXFSZ }, { "SYS", SIGSYS },
+};
+
+static int signal_number(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+		if (strlen(signals[i].name) == len && !memcmp(signals[i].name, name, len))
+			return signals[i].num;
+	return 0;
+}
+
+static void exit_status(run *x)
+{
+	char *sig = NULL;
+	size_t sl = 0;
+
+	if (libssh2_channel_get_exit_signal(x->ch, &sig, &sl, NULL, NULL, NULL, NULL) == 0 && sig) {
+		x->r->signal = signal_number(sig, sl);
+		if (!x->r->signal)
+			x->r->signal = SIGTERM; /* an unknown name still means a signal death */
+		x->r->exit_code = -1;
+		libssh2_free(x->c->session, sig);
+		return;
+	}
+	x->r->exit_code = libssh2_channel_get_exit_status(x->ch);
+}
+
+static int wait_step(run *x, uint64_t deadline, asp_error *err)
+{
+	struct pollfd in = { x->o->stdin_fd, POLLIN, 0 };
+	int want_fd = x->o->stdin_fd >= 0 && !x->fd_eof && !x->eof_sent &&
+		      x->fdbuf_off == x->fdbuf_len &&
+		      !(x->o->stdin_data && x->stdin_off < x->o->stdin_len);
+	int cancel_fd = x->kill_wanted ? -1 : asp__cancel_fd(x->o->cancel);
+	int rc = asp__ssh_wait(x->c, deadline, cancel_fd, want_fd ? &in : NULL, want_fd,
+			       ASP_WAIT_PATIENT, err);
+
+	if (rc == ASP_ECANCELLED) {
+		start_kill(x, 0);
+		return 0;
+	}
+	return rc == ASP_ETIMEOUT && deadline && asp__now_ms() >= deadline ? 0 : rc;
+}
+
+static int drive(run *x, asp_error *err)
+{
+	const asp_exec_options *o = x->o;
+	uint64_t start = asp__now_ms();
+	uint64_t tdeadline = o->timeout_ms ? start + o->timeout_ms : 0;
+	int rc;
+
+	for (;;) {
+		int progress = 0;
+		uint64_t now, next;
+
+		if ((rc = feed_stdin(x, &progress, err)) || (rc = read_streams(x, &progress, err)))
+			return rc;
+		if (x->nocwd)
+			return 0;
+		kill_step(x);
+		if (libssh2_channel_eof(x->ch) && (!x->kill_wanted || x->kill_state == 4 || !x->pgid))
+			return 0;
+		now = asp__now_ms();
+		if (!x->kill_wanted && tdeadline && now >= tdeadline)
+			start_kill(x, 1);
+		if (!x->kill_wanted && asp_cancel_is_triggered(o->cancel))
+			start_kill(x, 0);
+		if (x->kill_wanted && now >= x->kill_deadline) {
+			/* The process group would not die or the server went quiet: give the connection up. */
+			x->c->dead = 1;
+			return ASP_ETIMEOUT;
+		}
+		if (progress)
+			continue;
+		next = x->kill_wanted ? x->kill_deadline : tdeadline;
+		if (x->kill_wanted && x->kill_state != 4)
+			next = now + 50 < next ? now + 50 : next; /* step the kill channel */
+		if ((rc = wait_step(x, next, err)))
+			return rc;
+	}
+}
+
+static int close_channel(run *x, asp_error *err)
+{
+	int rc;
+
+	while ((rc = libssh2_channel_close(x->ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(x->c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	if (rc)
+		return asp__ssh_error(x->c, rc, err, "closing the command channel");
+	while ((rc = libssh2_channel_wait_closed(x->ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(x->c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	return rc ? asp__ssh_error(x->c, rc, err, "closing the command channel") : 0;
+}
+
+static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
+{
+	uint64_t deadline = asp__now_ms() + 1000;
+
+	if (!ch)
+		return;
+	if (c->dead) {
+		/* Nothing can be sent: libssh2 frees locally when the socket is gone. */
+		libssh2_channel_free(ch);
+		return;
+	}
+	while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+		if (asp__ssh_wait(c, deadline, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
+			break;
+}
+
+static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
+{
+	int rc;
+
+	if (c->dead)
+		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
+	while (!(*out = libssh2_channel_open_ex(c->session, "session", 7, ASP_EXEC_WINDOW,
+						ASP_PACKET_SIZE, NULL, 0))) {
+		rc = libssh2_session_last_errno(c->session);
+		if (rc != LIBSSH2_ERROR_EAGAIN)
+			return asp__ssh_error(c, rc, err, "opening a channel");
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	}
+	return 0;
+}
+
+static int start_command(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, asp_error *err)
+{
+	int rc;
+
+	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, (const char *)script->data,
+						     (unsigned int)script->len)) == LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	if (rc == LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED)
+		return asp__error(err, ASP_EACCES, "%s: the server refused to run commands", c->where);
+	return rc ? asp__ssh_error(c, rc, err, "starting the command") : 0;
+}
+
+int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
+		  const asp_exec_options *o, int *started, asp_error *err)
+{
+	run x;
+	asp_buf script = { 0 };
+	unsigned char rnd[12];
+	uint64_t t0 = asp__now_ms();
+	int rc, i;
+
+	memset(&x, 0, sizeof(x));
+	x.c = c;
+	x.o = o;
+	*started = 0;
+	if (asp__random(rnd, sizeof(rnd)))
+		return asp__error(err, ASP_ERROR, "no randomness for the command marker");
+	memcpy(x.marker, "asp-", 4);
+	for (i = 0; i < 12; i++) {
+		static const char hex[] = "0123456789abcdef";
+		x.marker[4 + 2 * i] = hex[rnd[i] >> 4];
+		x.marker[5 + 2 * i] = hex[rnd[i] & 15];
+	}
+	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err)))
+		return rc;
+	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
+	    capture_init(&x.r->out[1], o->max_output)) {
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((rc = open_channel(c, &x.ch, err)))
+		goto out;
+	*started = 1;
+	if ((rc = start_command(c, x.ch, &script, err)))
+		goto out;
+	if ((rc = drive(&x, err)))
+		goto out;
+	if (x.nocwd) {
+		rc = asp__error(err, ASP_ENOENT, "exec: working directory %s does not exist or is not "
+				"a directory", cwd);
+		goto out;
+	}
+	if (!x.header_done && !c->dead) {
+		/* Output ended before the marker: the login shell never ran our wrapper. */
+		rc = asp__error(err, ASP_EPROTO, "%s: the command wrapper did not run (is the login "
+				"shell POSIX-compatible?)", c->where);
+		goto out;
+	}
+	if ((rc = close_channel(&x, err)))
+		goto out;
+	exit_status(&x);
+	x.r->duration_ms = asp__now_ms() - t0;
+	for (i = 0; i < 2; i++)
+		if (capture_flatten(&x.r->out[i], &x.r->flat[i], &x.r->flat_len[i])) {
+			rc = asp__error(err, ASP_ENOMEM, "out of memory");
+			goto out;
+		}
+out:
+	if (rc == ASP_ETIMEOUT && x.r && x.kill_wanted) {
+		/* The kill did not finish in time; report what we have. */
+		x.r->exit_code = -1;
+		x.r->signal = SIGKILL;
+		x.r->duration_ms = asp__now_ms() - t0;
+		rc = 0;
+		for (i = 0; i < 2; i++)
+			if (capture_flatten(&x.r->out[i], &x.r->flat[i], &x.r->flat_len[i]))
+				rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	if (rc && *started && c->dead && rc != ASP_ENOMEM) {
+		rc = asp__error(err, ASP_ECONNLOST,
+				"%s: connection lost while the command was running; it was not "
+				"replayed and may have run in part (%s)", c->where, err ? err->message : "");
+	}
+	free_channel(c, x.kch);
+	free_channel(c, x.ch);
+	asp__buf_free(&x.kscript);
+	asp__buf_free(&x.pre);
+	asp__buf_free(&script);
+	if (rc) {
+		asp_exec_result_free(x.r);
+		return rc;
+	}
+	*out = x.r;
+	return 0;
+}
+
+int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *errout, asp_error *err)
+{
+	LIBSSH2_CHANNEL *ch = NULL;
+	asp_buf s = { 0 };
+	char buf[4096];
+	int rc;
+
+	if (asp__buf_puts(&s, script))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	if ((rc = open_channel(c, &ch, err)) || (rc = start_command(c, ch, &s, err)))
+		goto out;
+	while (!libssh2_channel_eof(ch)) {
+		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf));
+		ssize_t m = libssh2_channel_read_ex(ch, 0, buf, sizeof(buf));
+		if (n > 0 && errout && errout->len < 4096)
+			asp__buf_put(errout, buf, (size_t)n);
+		if ((n < 0 && n != LIBSSH2_ERROR_EAGAIN) || (m < 0 && m != LIBSSH2_ERROR_EAGAIN)) {
+			rc = asp__ssh_error(c, (int)(n < 0 && n != LIBSSH2_ERROR_EAGAIN ? n : m), err,
+					    "running a helper command");
+			goto out;
+		}
+		if (n <= 0 && m <= 0 &&
+		    (rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			goto out;
+	}
+	{
+		run x;
+		memset(&x, 0, sizeof(x));
+		x.c = c;
+		x.ch = ch;
+		if ((rc = close_channel(&x, err)))
+			goto out;
+	}
+	*status = libssh2_channel_get_exit_status(ch);
+out:
+	free_channel(c, ch);
+	asp__buf_free(&s);
+	return rc;
+}
+
+/* ------------------------------------------------------------ results */
+
+int asp_exec_result_exit_code(const asp_exec_result *r)
+{
+	return r ? r->exit_code : -1;
+}
+
+int asp_exec_result_signal(const asp_exec_result *r)
+{
+	return r ? r->signal : 0;
+}
+
+int asp_exec_result_timed_out(const asp_exec_result *r)
+{
+	return r ? r->timed_out : 0;
+}
+
+int asp_exec_result_cancelled(const asp_exec_result *r)
+{
+	return r ? r->cancelled : 0;
+}
+
+const unsigned char *asp_exec_result_output(const asp_exec_result *r, int stream, size_t *len)
+{
+	if (!r || (stream != ASP_STDOUT && stream != ASP_STDERR)) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	if (len)
+		*len = r->flat_len[stream - 1];
+	return r->flat[stream - 1];
+}
+
+uint64_t asp_exec_result_output_total(const asp_exec_result *r, int stream)
+{
+	if (!r || (stream != ASP_STDOUT && stream != ASP_STDERR))
+		return 0;
+	return r->out[stream - 1].total;
+}
+
+int asp_exec_result_truncated(const asp_exec_result *r, int stream)
+{
+	if (!r || (stream != ASP_STDOUT && stream != ASP_STDERR))
+		return 0;
+	return r->out[stream - 1].total > r->flat_len[stream - 1];
+}
+
+uint64_t asp_exec_result_duration_ms(const asp_exec_result *r)
+{
+	return r ? r->duration_ms : 0;
+}
+
+void asp_exec_result_free(asp_exec_result *r)
+{
+	int i;
+
+	if (!r)
+		return;
+	for (i = 0; i < 2; i++) {
+		asp__buf_free(&r->out[i].head);
+		asp__free(r->out[i].tail);
+		asp__free(r->flat[i]);
+	}
+	asp__free(r);
+}

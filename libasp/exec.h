@@ -1,0 +1,26 @@
+/*
+ * exec.h - running one command on one connection, and the cancel token.
+ */
+#ifndef ASP_EXEC_H
+#define ASP_EXEC_H
+
+#include "conn.h"
+
+/* The read end of the token's wake-up pipe: readable once triggered. */
+int asp__cancel_fd(const asp_cancel *c);
+
+/*
+ * Run `command` in `cwd` (absolute) on connection c, filling a new result
+ * in *out. *started becomes 1 once the request may have reached the server:
+ * from then on a failure must not be retried.
+ */
+int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
+		  const asp_exec_options *o, int *started, asp_error *err);
+
+/*
+ * Run a short helper script (no stdin, no cwd change) and collect its
+ * output; used for recursive removal. *status is its exit code.
+ */
+int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *errout, asp_error *err);
+
+#endif

@@ -1,0 +1,686 @@
+/*
+ * fs.c - read, write (atomic), stat, mkdir, list, remove, rename over the
+ * pipelining SFTP engine. Each operation sends what it can without waiting:
+ * a small read is OPEN, then READs, with the CLOSE's reply left for later;
+ * an atomic write is LSTAT+OPEN, then WRITEs+FSETSTAT+CLOSE+RENAME.
+ */
+#include "fs.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sftp.h"
+
+#define IO_CHUNK 65536u   /* every SFTP server accepts 64 KiB reads and writes */
+#define MAX_INFLIGHT 64u  /* 4 MiB in flight, inside the 16 MiB channel window */
+
+/* Send CLOSE for a handle; its reply is dropped later. */
+static int close_later(asp_conn *c, const unsigned char *h, size_t hl, asp_error *err)
+{
+	asp__sftp_begin(c, SSH_FXP_CLOSE);
+	asp__sftp_str(c, h, hl);
+	return asp__sftp_end(c, 1, NULL, err);
+}
+
+static int get_handle(asp_conn *c, uint32_t id, unsigned char *h, size_t *hl, const char *what,
+		      const char *path, int fallback, asp_error *err)
+{
+	asp_sftp_reply r;
+	const unsigned char *s;
+	size_t sl;
+	int rc;
+
+	if ((rc = asp__sftp_reply(c, &r, id, err)))
+		return rc;
+	if (r.type != SSH_FXP_HANDLE)
+		return asp__sftp_fail(&r, fallback, err, what, path);
+	if (asp__sftp_get_str(&r.p, &r.len, &s, &sl) || sl > 256)
+		return asp__error(err, ASP_EPROTO, "%s %s: malformed handle", what, path);
+	memcpy(h, s, sl);
+	*hl = sl;
+	return 0;
+}
+
+static uint32_t type_of(uint32_t perm)
+{
+	switch (perm & S_IFMT) {
+	case S_IFREG:
+		return ASP_TYPE_FILE;
+	case S_IFDIR:
+		return ASP_TYPE_DIR;
+	case S_IFLNK:
+		return ASP_TYPE_SYMLINK;
+	default:
+		return ASP_TYPE_OTHER;
+	}
+}
+
+static void to_stat(const asp_sftp_attrs *a, asp_stat_info *out)
+{
+	out->size = a->size;
+	out->mtime = a->mtime;
+	out->mode = a->perm & 07777;
+	out->type = type_of(a->perm);
+}
+
+/* Wait for an ATTRS reply. *found = 0 when the path does not exist (no error then). */
+static int get_attrs(asp_conn *c, uint32_t id, asp_sftp_attrs *a, int *found, const char *what,
+		     const char *path, asp_error *err)
+{
+	asp_sftp_reply r;
+	int rc;
+
+	if ((rc = asp__sftp_reply(c, &r, id, err)))
+		return rc;
+	if (r.type == SSH_FXP_ATTRS) {
+		*found = 1;
+		if (asp__sftp_get_attrs(&r.p, &r.len, a))
+			return asp__error(err, ASP_EPROTO, "%s %s: malformed attributes", what, path);
+		return 0;
+	}
+	*found = 0;
+	if (asp__sftp_status(&r) == SSH_FX_NO_SUCH_FILE)
+		return 0;
+	return asp__sftp_fail(&r, ASP_EIO, err, what, path);
+}
+
+static int send_path(asp_conn *c, uint8_t type, const char *path, int discard, uint32_t *id,
+		     asp_error *err)
+{
+	asp__sftp_begin(c, type);
+	asp__sftp_cstr(c, path);
+	return asp__sftp_end(c, discard, id, err);
+}
+
+/* ------------------------------------------------------------ read */
+
+int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, asp_buf *out,
+		 asp_error *err)
+{
+	unsigned char h[256];
+	size_t hl, inflight = 0, window = 2;
+	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
+	uint64_t next = offset, end = limit == ASP_READ_ALL ? UINT64_MAX : offset + limit;
+	uint32_t id;
+	int rc, eof = 0, skip = 0;
+
+	if (limit != ASP_READ_ALL && offset > UINT64_MAX - limit)
+		end = UINT64_MAX;
+	if ((rc = asp__sftp_ensure(c, err)))
+		return rc;
+	asp__sftp_begin(c, SSH_FXP_OPEN);
+	asp__sftp_cstr(c, path);
+	asp__sftp_u32(c, SSH_FXF_READ);
+	asp__sftp_attrs(c, 0, 0);
+	if ((rc = asp__sftp_end(c, 0, &id, err)) ||
+	    (rc = get_handle(c, id, h, &hl, "open", path, ASP_EIO, err)))
+		return rc;
+
+	while (!eof || inflight) {
+		asp_sftp_reply r;
+		uint32_t want;
+
+		/* Keep the pipe full; the window grows so small files cost one round trip. */
+		while (!eof && inflight < window && next < end) {
+			uint32_t n = end - next < IO_CHUNK ? (uint32_t)(end - next) : IO_CHUNK;
+			asp__sftp_begin(c, SSH_FXP_READ);
+			asp__sftp_str(c, h, hl);
+			asp__sftp_u64(c, next);
+			asp__sftp_u32(c, n);
+			if ((rc = asp__sftp_end(c, 0, &ids[(inflight)], err)))
+				goto out;
+			lens[inflight++] = n;
+			next += n;
+		}
+		if (!inflight)
+			break;
+		if ((rc = asp__sftp_reply(c, &r, ids[0], err)))
+			goto out;
+		want = lens[0];
+		inflight--;
+		memmove(ids, ids + 1, inflight * sizeof(ids[0]));
+		memmove(lens, lens + 1, inflight * sizeof(lens[0]));
+		if (skip) {
+			skip--;
+			continue;
+		}
+		if (r.type == SSH_FXP_DATA) {
+			const unsigned char *d;
+			size_t dl;
+			if (asp__sftp_get_str(&r.p, &r.len, &d, &dl) || dl > want) {
+				rc = asp__error(err, ASP_EPROTO, "read %s: malformed data reply", path);
+				goto out;
+			}
+			if (asp__buf_put(out, d, dl)) {
+				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", path);
+				goto out;
+			}
+			if (dl < want) {
+				/* Short read: later replies are for the wrong offsets; drop them and go on from here. */
+				next = offset + out->len;
+				skip = (int)inflight;
+				if (dl == 0)
+					eof = 1;
+			}
+			if (window < MAX_INFLIGHT)
+				window *= 2;
+			continue;
+		}
+		if (asp__sftp_status(&r) == SSH_FX_EOF) {
+			eof = 1;
+			skip = (int)inflight;
+			continue;
+		}
+		/* Reading a directory fails only here: tell that case apart. */
+		rc = asp__sftp_fail(&r, ASP_EIO, err, "read", path);
+		if (rc == ASP_EIO) {
+			asp_sftp_attrs a;
+			int found = 0;
+			asp_error e2;
+			asp__sftp_drain(c, NULL);
+			asp__sftp_begin(c, SSH_FXP_FSTAT);
+			asp__sftp_str(c, h, hl);
+			if (!asp__sftp_end(c, 0, &id, &e2) && !get_attrs(c, id, &a, &found, "stat", path, &e2) &&
+			    found && type_of(a.perm) == ASP_TYPE_DIR)
+				rc = asp__error(err, ASP_EISDIR, "read %s: is a directory", path);
+		}
+		goto out;
+	}
+	rc = 0;
+out:
+	if (rc && asp__conn_dead(c))
+		return rc;
+	if (rc)
+		asp__sftp_drain(c, NULL);
+	close_later(c, h, hl, NULL);
+	asp__sftp_flush(c, NULL);
+	return rc;
+}
+
+/* ------------------------------------------------------------ mkdir */
+
+/* MKDIR every ancestor of path (not path itself unless self), without waiting. */
+static int mkdir_chain(asp_conn *c, const char *path, int self, unsigned int mode, asp_error *err)
+{
+	char *p = asp__strdup(path), *s;
+	int rc = 0;
+
+	if (!p)
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	for (s = p + 1; (s = strchr(s, '/')) != NULL || self; s++) {
+		if (s)
+			*s = '\0';
+		if (*p) {
+			asp__sftp_begin(c, SSH_FXP_MKDIR);
+			asp__sftp_cstr(c, p);
+			asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, mode);
+			if ((rc = asp__sftp_end(c, 1, NULL, err)))
+				break;
+		}
+		if (!s)
+			break;
+		*s = '/';
+	}
+	asp__free(p);
+	return rc;
+}
+
+int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err)
+{
+	asp_sftp_reply r;
+	asp_sftp_attrs a;
+	uint32_t id;
+	int rc, found = 0;
+
+	if ((rc = asp__sftp_ensure(c, err)))
+		return rc;
+	if (!mode)
+		mode = 0755;
+	if (!parents) {
+		asp__sftp_begin(c, SSH_FXP_MKDIR);
+		asp__sftp_cstr(c, path);
+		asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, mode);
+		if ((rc = asp__sftp_end(c, 0, &id, err)) || (rc = asp__sftp_reply(c, &r, id, err)))
+			return rc;
+		if (asp__sftp_status(&r) == SSH_FX_OK)
+			return 0;
+		/* The server says only "failure": find out whether it exists. */
+		rc = asp__sftp_fail(&r, ASP_EIO, err, "mkdir", path);
+		if (rc == ASP_EIO && !send_path(c, SSH_FXP_LSTAT, path, 0, &id, NULL) &&
+		    !get_attrs(c, id, &a, &found, "mkdir", path, NULL) && found)
+			rc = asp__error(err, ASP_EEXIST, "mkdir %s: already exists", path);
+		return rc;
+	}
+	/* mkdir -p: every MKDIR at once, then one STAT tells whether it worked. */
+	if ((rc = mkdir_chain(c, path, 1, mode, err)) ||
+	    (rc = send_path(c, SSH_FXP_STAT, path, 0, &id, err)) ||
+	    (rc = get_attrs(c, id, &a, &found, "mkdir", path, err)))
+		return rc;
+	if (!found)
+		return asp__error(err, ASP_EACCES, "mkdir %s: could not create it or a parent "
+				  "(a parent is not writable or not a directory)", path);
+	if (type_of(a.perm) != ASP_TYPE_DIR)
+		return asp__error(err, ASP_EEXIST, "mkdir %s: exists and is not a directory", path);
+	return 0;
+}
+
+/* ------------------------------------------------------------ write */
+
+static char *temp_name(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	unsigned char rnd[6];
+	size_t dl = slash ? (size_t)(slash - path) : 0;
+	const char *base = slash ? slash + 1 : path;
+
+	if (asp__random(rnd, sizeof(rnd)))
+		return NULL;
+	/* Hidden, in the same directory (rename must not cross filesystems), recognisable. */
+	return asp__sprintf("%.*s/.%.100s.asp-%02x%02x%02x%02x%02x%02x.tmp", (int)dl, path, base,
+			    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+}
+
+/* Queue WRITE requests for all data, keeping at most MAX_INFLIGHT in flight. */
+static int write_data(asp_conn *c, const unsigned char *h, size_t hl, const void *data, size_t len,
+		      const char *path, asp_error *err)
+{
+	uint32_t ids[MAX_INFLIGHT];
+	size_t inflight = 0, off = 0;
+	int rc, failed = 0;
+
+	while (off < len || inflight) {
+		asp_sftp_reply r;
+		while (off < len && inflight < MAX_INFLIGHT) {
+			size_t n = len - off < IO_CHUNK ? len - off : IO_CHUNK;
+			asp__sftp_begin(c, SSH_FXP_WRITE);
+			asp__sftp_str(c, h, hl);
+			asp__sftp_u64(c, off);
+			asp__sftp_str(c, (const unsigned char *)data + off, n);
+			if ((rc = asp__sftp_end(c, 0, &ids[inflight++], err)))
+				return rc;
+			off += n;
+			if (asp__sftp_flush(c, err))
+				return ASP_ECONNLOST;
+		}
+		if ((rc = asp__sftp_reply(c, &r, ids[0], err)))
+			return rc;
+		memmove(ids, ids + 1, --inflight * sizeof(ids[0]));
+		if (!failed && asp__sftp_status(&r) != SSH_FX_OK) {
+			failed = asp__sftp_fail(&r, ASP_ENOSPC, err, "write", path);
+			off = len; /* stop sending; collect what is in flight */
+		}
+	}
+	return failed;
+}
+
+/* After the data: optional FSETSTAT, then CLOSE, all kept so errors are seen. */
+static int finish_file(asp_conn *c, const unsigned char *h, size_t hl, int setmode, uint32_t mode,
+		       const char *path, asp_error *err)
+{
+	asp_sftp_reply r;
+	uint32_t id_mode = 0, id_close;
+	int rc, failed = 0;
+
+	if (setmode) {
+		asp__sftp_begin(c, SSH_FXP_FSETSTAT);
+		asp__sftp_str(c, h, hl);
+		asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, mode & 07777);
+		if ((rc = asp__sftp_end(c, 0, &id_mode, err)))
+			return rc;
+	}
+	asp__sftp_begin(c, SSH_FXP_CLOSE);
+	asp__sftp_str(c, h, hl);
+	if ((rc = asp__sftp_end(c, 0, &id_close, err)))
+		return rc;
+	if (setmode) {
+		if ((rc = asp__sftp_reply(c, &r, id_mode, err)))
+			return rc;
+		if (asp__sftp_status(&r) != SSH_FX_OK)
+			failed = asp__sftp_fail(&r, ASP_EIO, err, "chmod", path);
+	}
+	if ((rc = asp__sftp_reply(c, &r, id_close, err)))
+		return rc;
+	if (!failed && asp__sftp_status(&r) != SSH_FX_OK)
+		failed = asp__sftp_fail(&r, ASP_ENOSPC, err, "close", path);
+	return failed;
+}
+
+static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigned char *h, size_t *hl,
+			  const asp_write_options *o, asp_error *err)
+{
+	uint32_t id;
+	int rc;
+
+	asp__sftp_begin(c, SSH_FXP_OPEN);
+	asp__sftp_cstr(c, path);
+	asp__sftp_u32(c, flags);
+	asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, o->mode ? (o->mode & 07777) : 0644);
+	if ((rc = asp__sftp_end(c, 0, &id, err)))
+		return rc;
+	rc = get_handle(c, id, h, hl, "write", path, ASP_EIO, err);
+	if (rc == ASP_ENOENT && o->mkdirs) {
+		/* Parents missing: create them all at once and try again. */
+		if ((rc = mkdir_chain(c, path, 0, 0755, err)))
+			return rc;
+		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->atomic }, err);
+	}
+	if (rc == ASP_ENOENT)
+		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", path);
+	return rc;
+}
+
+static int write_in_place(asp_conn *c, const char *path, const void *data, size_t len,
+			  const asp_write_options *o, asp_error *err)
+{
+	unsigned char h[256];
+	size_t hl;
+	int rc;
+
+	if ((rc = open_for_write(c, path, SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC, h, &hl, o, err))) {
+		if (rc == ASP_EIO)
+			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", path);
+		return rc == ASP_EIO ? ASP_EISDIR : rc;
+	}
+	rc = write_data(c, h, hl, data, len, path, err);
+	if (rc && asp__conn_dead(c))
+		return rc;
+	if (rc) {
+		close_later(c, h, hl, NULL);
+		return rc;
+	}
+	return finish_file(c, h, hl, o->mode != 0, o->mode, path, err);
+}
+
+static int rename_over(asp_conn *c, const char *from, const char *to, int target_exists,
+		       asp_error *err)
+{
+	asp_sftp_reply r;
+	uint32_t id;
+	int rc;
+
+	if (asp__sftp_has_posix_rename(c)) {
+		asp__sftp_begin(c, SSH_FXP_EXTENDED);
+		asp__sftp_cstr(c, "posix-rename@openssh.com");
+	} else if (!target_exists) {
+		asp__sftp_begin(c, SSH_FXP_RENAME);
+	} else {
+		return asp__error(err, ASP_EPROTO, "rename %s: the SFTP server cannot replace files "
+				  "atomically (no posix-rename@openssh.com); write with atomic=0", to);
+	}
+	asp__sftp_cstr(c, from);
+	asp__sftp_cstr(c, to);
+	if ((rc = asp__sftp_end(c, 0, &id, err)) || (rc = asp__sftp_reply(c, &r, id, err)))
+		return rc;
+	if (asp__sftp_status(&r) == SSH_FX_OK)
+		return 0;
+	return asp__sftp_fail(&r, ASP_EIO, err, "rename", to);
+}
+
+static int remove_quietly(asp_conn *c, const char *path)
+{
+	if (send_path(c, SSH_FXP_REMOVE, path, 1, NULL, NULL))
+		return ASP_ENOMEM;
+	return asp__sftp_flush(c, NULL);
+}
+
+static int write_atomic(asp_conn *c, const char *path, const void *data, size_t len,
+			const asp_write_options *o, char **orphan, int depth, asp_error *err)
+{
+	unsigned char h[256];
+	size_t hl;
+	uint32_t id_lstat;
+	asp_sftp_attrs a;
+	char *tmp = temp_name(path);
+	int rc, found = 0, opened = 0;
+
+	if (!tmp)
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	/* LSTAT the target and create the temp file in the same round trip. */
+	if ((rc = send_path(c, SSH_FXP_LSTAT, path, 0, &id_lstat, err)))
+		goto out;
+	asp__sftp_begin(c, SSH_FXP_OPEN);
+	asp__sftp_cstr(c, tmp);
+	asp__sftp_u32(c, SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_EXCL);
+	asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, o->mode ? (o->mode & 07777) : 0644);
+	{
+		uint32_t id_open;
+		if ((rc = asp__sftp_end(c, 0, &id_open, err)))
+			goto out;
+		rc = get_attrs(c, id_lstat, &a, &found, "write", path, err);
+		if (rc) {
+			asp__sftp_drain(c, NULL);
+			goto out;
+		}
+		rc = get_handle(c, id_open, h, &hl, "write", path, ASP_EIO, err);
+	}
+	if (rc == ASP_ENOENT && o->mkdirs && !found) {
+		if (!(rc = mkdir_chain(c, path, 0, 0755, err))) {
+			asp__free(tmp);
+			return write_atomic(c, path, data, len,
+					    &(asp_write_options){ o->version, o->mode, 0, 1 }, orphan, depth, err);
+		}
+	}
+	if (rc == ASP_ENOENT)
+		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", path);
+	if (rc)
+		goto out;
+	opened = 1;
+	if (found && type_of(a.perm) == ASP_TYPE_DIR) {
+		rc = asp__error(err, ASP_EISDIR, "write %s: is a directory", path);
+		goto out;
+	}
+	if (found && type_of(a.perm) == ASP_TYPE_SYMLINK && depth < 8) {
+		/* Write through the link: replace the file it points to, not the link. */
+		uint32_t id;
+		asp_sftp_reply r;
+		const unsigned char *s;
+		size_t sl;
+		uint32_t cnt;
+		char *real;
+		close_later(c, h, hl, NULL);
+		remove_quietly(c, tmp);
+		opened = 0;
+		if ((rc = send_path(c, SSH_FXP_REALPATH, path, 0, &id, err)) ||
+		    (rc = asp__sftp_reply(c, &r, id, err)))
+			goto out;
+		if (r.type != SSH_FXP_NAME || asp__sftp_get_u32(&r.p, &r.len, &cnt) ||
+		    asp__sftp_get_str(&r.p, &r.len, &s, &sl)) {
+			rc = asp__sftp_fail(&r, ASP_EIO, err, "resolve link", path);
+			goto out;
+		}
+		if (!(real = asp__strndup((const char *)s, sl))) {
+			rc = asp__error(err, ASP_ENOMEM, "out of memory");
+			goto out;
+		}
+		rc = write_atomic(c, real, data, len, o, orphan, depth + 1, err);
+		asp__free(real);
+		goto out;
+	}
+	/* From here a lost connection may leave the temp file behind. */
+	if ((rc = write_data(c, h, hl, data, len, tmp, err)) == 0)
+		rc = finish_file(c, h, hl, o->mode || found, o->mode ? o->mode : a.perm, tmp, err);
+	else if (!asp__conn_dead(c))
+		close_later(c, h, hl, NULL);
+	if (rc == 0) {
+		opened = 0;
+		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
+			remove_quietly(c, tmp);
+		goto out;
+	}
+	if (rc && asp__error_is(err, ASP_ENOSPC))
+		asp__error_prefix(err, "the sandbox's disk is probably full");
+out:
+	if (rc && opened && !asp__conn_dead(c))
+		remove_quietly(c, tmp);
+	if (rc && asp__conn_dead(c) && orphan && !*orphan) {
+		*orphan = tmp;
+		tmp = NULL;
+	}
+	asp__free(tmp);
+	return rc;
+}
+
+int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
+		  const asp_write_options *o, char **orphan, asp_error *err)
+{
+	int rc;
+
+	if ((rc = asp__sftp_ensure(c, err)))
+		return rc;
+	if (!o->atomic)
+		return write_in_place(c, path, data, len, o, err);
+	return write_atomic(c, path, data, len, o, orphan, 0, err);
+}
+
+int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, asp_error *err)
+{
+	size_t i;
+	int rc;
+
+	if ((rc = asp__sftp_ensure(c, err)))
+		return rc;
+	for (i = 0; i < n; i++)
+		if ((rc = send_path(c, SSH_FXP_REMOVE, paths[i], 1, NULL, err)))
+			return rc;
+	return asp__sftp_flush(c, err);
+}
+
+/* ------------------------------------------------------------ metadata */
+
+int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
+{
+	asp_sftp_attrs a;
+	uint32_t id;
+	int rc, found = 0;
+
+	if ((rc = asp__sftp_ensure(c, err)) ||
+	    (rc = send_path(c, follow ? SSH_FXP_STAT : SSH_FXP_LSTAT, path, 0, &id, err)) ||
+	    (rc = get_attrs(c, id, &a, &found, "stat", path, err)))
+		return rc;
+	if (!found)
+		return asp__error(err, ASP_ENOENT, "stat %s: no such file or directory", path);
+	to_stat(&a, out);
+	return 0;
+}
+
+int asp__fs_remove(asp_conn *c, const char *path, asp_error *err)
+{
+	asp_sftp_reply r;
+	asp_stat_info st;
+	uint32_t id;
+	int rc, isdir;
+
+	if ((rc = asp__fs_stat(c, path, 0, &st, err)))
+		return rc;
+	isdir = st.type == ASP_TYPE_DIR;
+	if ((rc = send_path(c, isdir ? SSH_FXP_RMDIR : SSH_FXP_REMOVE, path, 0, &id, err)) ||
+	    (rc = asp__sftp_reply(c, &r, id, err)))
+		return rc;
+	if (asp__sftp_status(&r) == SSH_FX_OK)
+		return 0;
+	rc = asp__sftp_fail(&r, isdir ? ASP_ENOTEMPTY : ASP_EIO, err, "remove", path);
+	if (rc == ASP_ENOTEMPTY)
+		asp__error(err, rc, "remove %s: directory not empty (use recursive)", path);
+	return rc;
+}
+
+int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err)
+{
+	asp_stat_info st;
+	int rc;
+
+	if ((rc = asp__sftp_ensure(c, err)))
+		return rc;
+	rc = rename_over(c, from, to, 1, err);
+	if (rc == ASP_EIO || rc == ASP_EPROTO) {
+		/* Say why when the server only said "failure". */
+		if (asp__fs_stat(c, from, 0, &st, NULL) == ASP_ENOENT)
+			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", from);
+		if (asp__fs_stat(c, to, 0, &st, NULL) == 0 && st.type == ASP_TYPE_DIR)
+			return asp__error(err, ASP_EISDIR, "rename %s to %s: target is a directory", from, to);
+	}
+	return rc;
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const asp_list_entry *)a)->name, ((const asp_list_entry *)b)->name);
+}
+
+int asp__fs_list(asp_conn *c, const char *path, asp_list_entry **out, size_t *count, asp_error *err)
+{
+	unsigned char h[256];
+	size_t hl, n = 0, cap = 0;
+	asp_list_entry *v = NULL;
+	uint32_t id;
+	int rc;
+
+	if ((rc = asp__sftp_ensure(c, err)) || (rc = send_path(c, SSH_FXP_OPENDIR, path, 0, &id, err)))
+		return rc;
+	if ((rc = get_handle(c, id, h, &hl, "list", path, ASP_ENOTDIR, err)))
+		return rc;
+	for (;;) {
+		asp_sftp_reply r;
+		uint32_t i, cnt;
+
+		asp__sftp_begin(c, SSH_FXP_READDIR);
+		asp__sftp_str(c, h, hl);
+		if ((rc = asp__sftp_end(c, 0, &id, err)) || (rc = asp__sftp_reply(c, &r, id, err)))
+			goto fail;
+		if (asp__sftp_status(&r) == SSH_FX_EOF)
+			break;
+		if (r.type != SSH_FXP_NAME || asp__sftp_get_u32(&r.p, &r.len, &cnt)) {
+			rc = asp__sftp_fail(&r, ASP_EIO, err, "list", path);
+			goto fail;
+		}
+		for (i = 0; i < cnt; i++) {
+			const unsigned char *name, *lname;
+			size_t nl, ll;
+			asp_sftp_attrs a;
+			if (asp__sftp_get_str(&r.p, &r.len, &name, &nl) ||
+			    asp__sftp_get_str(&r.p, &r.len, &lname, &ll) ||
+			    asp__sftp_get_attrs(&r.p, &r.len, &a)) {
+				rc = asp__error(err, ASP_EPROTO, "list %s: malformed directory entry", path);
+				goto fail;
+			}
+			if ((nl == 1 && name[0] == '.') || (nl == 2 && name[0] == '.' && name[1] == '.'))
+				continue;
+			if (n == cap) {
+				asp_list_entry *nv;
+				cap = cap ? cap * 2 : 32;
+				if (!(nv = asp__realloc(v, cap * sizeof(*v)))) {
+					rc = asp__error(err, ASP_ENOMEM, "out of memory");
+					goto fail;
+				}
+				v = nv;
+			}
+			if (!(v[n].name = asp__strndup((const char *)name, nl))) {
+				rc = asp__error(err, ASP_ENOMEM, "out of memory");
+				goto fail;
+			}
+			to_stat(&a, &v[n++].st);
+		}
+	}
+	close_later(c, h, hl, NULL);
+	asp__sftp_flush(c, NULL);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_entry);
+	*out = v;
+	*count = n;
+	return 0;
+fail:
+	if (!asp__conn_dead(c))
+		close_later(c, h, hl, NULL);
+	asp__fs_list_free(v, n);
+	return rc;
+}
+
+void asp__fs_list_free(asp_list_entry *e, size_t count)
+{
+	size_t i;
+
+	for (i = 0; e && i < count; i++)
+		asp__free(e[i].name);
+	asp__free(e);
+}

@@ -1,0 +1,38 @@
+/*
+ * fs.h - filesystem operations on one connection, over the SFTP engine.
+ * Paths are absolute (sandbox.c resolves them against the workspace).
+ */
+#ifndef ASP_FS_H
+#define ASP_FS_H
+
+#include "conn.h"
+
+/* One directory entry of asp_list. */
+typedef struct asp_list_entry {
+	char *name;
+	asp_stat_info st;
+} asp_list_entry;
+
+int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, asp_buf *out,
+		 asp_error *err);
+
+/*
+ * Write a file. On an atomic write that dies with the connection after the
+ * temporary file may exist, *orphan receives its path (asp__free) so that
+ * a later write can remove it.
+ */
+int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
+		  const asp_write_options *o, char **orphan, asp_error *err);
+
+/* Remove leftover temporary files (replies are not awaited). */
+int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, asp_error *err);
+
+int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err);
+int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err);
+/* Remove a file or an empty directory. */
+int asp__fs_remove(asp_conn *c, const char *path, asp_error *err);
+int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err);
+int asp__fs_list(asp_conn *c, const char *path, asp_list_entry **out, size_t *count, asp_error *err);
+void asp__fs_list_free(asp_list_entry *e, size_t count);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * pool.c - connection pool. One operation owns a connection at a time
+ * (libssh2 sessions are not thread-safe), so N threads use up to `max`
+ * connections in parallel and the rest wait for one to come back. A small
+ * maintenance thread sends keepalives on idle connections and closes those
+ * idle for longer than idle_close_s.
+ */
+#include "pool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec.h"
+
+struct asp_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t returned;  /* a connection came back or a slot freed */
+	pthread_cond_t wake;      /* wakes the maintenance thread */
+	const asp_conn_params *params;
+	asp_conn **idle;          /* a stack: the most recently used on top */
+	unsigned int nidle;
+	unsigned int total;       /* idle + checked out + being connected */
+	unsigned int max;
+	unsigned int idle_close_s;
+	int stopping;
+	int have_thread;
+	pthread_t thread;
+};
+
+static void abs_deadline(struct timespec *ts, unsigned int ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+/* Under the lock: close idle connections that are too old, ping the others when due. */
+static void maintain(asp_pool *p)
+{
+	uint64_t now = asp__now_ms();
+	unsigned int i, j = 0;
+
+	for (i = 0; i < p->nidle; i++) {
+		asp_conn *c = p->idle[i];
+		uint64_t idle = now - asp__conn_last_used(c);
+		if (idle >= (uint64_t)p->idle_close_s * 1000u ||
+		    (idle >= (uint64_t)p->params->keepalive_s * 1000u && asp__conn_keepalive(c)) ||
+		    !asp__conn_check_idle(c)) {
+			asp__conn_close(c);
+			p->total--;
+			continue;
+		}
+		p->idle[j++] = c;
+	}
+	if (j != p->nidle) {
+		p->nidle = j;
+		pthread_cond_broadcast(&p->returned);
+	}
+}
+
+static void *maintenance(void *arg)
+{
+	asp_pool *p = arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&p->mu);
+	while (!p->stopping) {
+		abs_deadline(&ts, 1000);
+		pthread_cond_timedwait(&p->wake, &p->mu, &ts);
+		if (!p->stopping)
+			maintain(p);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int max,
+		  unsigned int idle_close_s, asp_error *err)
+{
+	asp_pool *p;
+	pthread_condattr_t ca;
+
+	if (!(p = asp__calloc(1, sizeof(*p))) || !(p->idle = asp__calloc(max, sizeof(*p->idle)))) {
+		asp__free(p);
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	p->params = params;
+	p->max = max;
+	p->idle_close_s = idle_close_s;
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->returned, &ca);
+	pthread_cond_init(&p->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	*out = p;
+	return 0;
+}
+
+static void start_maintenance(asp_pool *p)
+{
+	/* Started with the first connection, so a handle that never connects costs no thread. */
+	if (!p->have_thread && pthread_create(&p->thread, NULL, maintenance, p) == 0)
+		p->have_thread = 1;
+}
+
+int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel, asp_error *err)
+{
+	asp_conn *c = NULL;
+	int rc;
+
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		if (asp_cancel_is_triggered(cancel)) {
+			pthread_mutex_unlock(&p->mu);
+			return asp__error(err, ASP_ECANCELLED, "cancelled while waiting for a connection");
+		}
+		while (!fresh && p->nidle > 0) {
+			c = p->idle[--p->nidle];
+			if (asp__conn_check_idle(c)) {
+				pthread_mutex_unlock(&p->mu);
+				*out = c;
+				return 0;
+			}
+			asp__conn_close(c);
+			p->total--;
+			c = NULL;
+		}
+		if (p->total < p->max)
+			break;
+		if (fresh && p->nidle > 0) {
+			/* Make room for a fresh connection by closing an idle one. */
+			asp__conn_close(p->idle[--p->nidle]);
+			p->total--;
+			break;
+		}
+		{
+			struct timespec ts;
+			abs_deadline(&ts, 100); /* re-check the cancel token regularly */
+			pthread_cond_timedwait(&p->returned, &p->mu, &ts);
+		}
+	}
+	p->total++;
+	start_maintenance(p);
+	pthread_mutex_unlock(&p->mu);
+
+	/* Connect without holding the lock: other threads keep working meanwhile. */
+	rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), err);
+	if (rc) {
+		pthread_mutex_lock(&p->mu);
+		p->total--;
+		pthread_cond_signal(&p->returned);
+		pthread_mutex_unlock(&p->mu);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
+void asp__pool_put(asp_pool *p, asp_conn *c)
+{
+	pthread_mutex_lock(&p->mu);
+	if (asp__conn_dead(c) || p->stopping) {
+		asp__conn_close(c);
+		p->total--;
+	} else {
+		asp__conn_touch(c);
+		p->idle[p->nidle++] = c;
+	}
+	pthread_cond_signal(&p->returned);
+	pthread_mutex_unlock(&p->mu);
+}
+
+void asp__pool_free(asp_pool *p)
+{
+	unsigned int i;
+
+	if (!p)
+		return;
+	pthread_mutex_lock(&p->mu);
+	p->stopping = 1;
+	pthread_cond_broadcast(&p->wake);
+	pthread_mutex_unlock(&p->mu);
+	if (p->have_thread)
+		pthread_join(p->thread, NULL);
+	for (i = 0; i < p->nidle; i++)
+		asp__conn_close(p->idle[i]);
+	pthread_cond_destroy(&p->returned);
+	pthread_cond_destroy(&p->wake);
+	pthread_mutex_destroy(&p->mu);
+	asp__free(p->idle);
+	asp__free(p);
+}

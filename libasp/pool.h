@@ -1,0 +1,29 @@
+/*
+ * pool.h - the sandbox's connections: lazy connect, exclusive checkout,
+ * reuse, health check, replacement, keepalive and idle close.
+ */
+#ifndef ASP_POOL_H
+#define ASP_POOL_H
+
+#include "conn.h"
+
+typedef struct asp_pool asp_pool;
+
+/* params must outlive the pool. */
+int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int max,
+		  unsigned int idle_close_s, asp_error *err);
+
+/*
+ * Check out a connection for exclusive use: an idle one that looks alive
+ * (most recently used first), else a new one when under the cap, else wait
+ * for one to be returned. With `fresh`, never reuse an idle connection.
+ */
+int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel, asp_error *err);
+
+/* Return a connection; a dead one is closed and its slot freed. */
+void asp__pool_put(asp_pool *p, asp_conn *c);
+
+/* Close every connection and stop the maintenance thread. Accepts NULL. */
+void asp__pool_free(asp_pool *p);
+
+#endif

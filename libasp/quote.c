@@ -1,0 +1,104 @@
+/*
+ * quote.c - POSIX shell quoting and the few scripts libasp sends.
+ */
+#include "quote.h"
+
+#include <string.h>
+
+int asp__quote(asp_buf *out, const char *s)
+{
+	const char *q;
+
+	if (asp__buf_put(out, "'", 1))
+		return ASP_ENOMEM;
+	/* Inside single quotes every byte is literal except the quote itself. */
+	while ((q = strchr(s, '\'')) != NULL) {
+		if (asp__buf_put(out, s, (size_t)(q - s)) || asp__buf_put(out, "'\\''", 4))
+			return ASP_ENOMEM;
+		s = q + 1;
+	}
+	if (asp__buf_puts(out, s) || asp__buf_put(out, "'", 1))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+int asp__quote_argv(char **out, const char *const *argv, asp_error *err)
+{
+	asp_buf b = { 0 };
+	size_t i;
+
+	ASP_ASSERT_ARG(out && argv && argv[0]);
+	for (i = 0; argv[i]; i++) {
+		if ((i && asp__buf_put(&b, " ", 1)) || asp__quote(&b, argv[i])) {
+			asp__buf_free(&b);
+			return asp__error(err, ASP_ENOMEM, "out of memory quoting arguments");
+		}
+	}
+	*out = (char *)asp__buf_detach(&b, NULL);
+	return 0;
+}
+
+static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err)
+{
+	const char *eq = strchr(entry, '=');
+	char *name;
+	int bad;
+
+	if (!eq)
+		return asp__error(err, ASP_EINVAL, "env[%zu]: expected NAME=value, got \"%.64s\"",
+				  index, entry);
+	if (!(name = asp__strndup(entry, (size_t)(eq - entry))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	bad = !asp__is_env_name(name);
+	asp__free(name);
+	if (bad)
+		return asp__error(err, ASP_EINVAL,
+				  "env[%zu]: name \"%.*s\" is not a valid variable name "
+				  "([A-Za-z_][A-Za-z0-9_]*)",
+				  index, (int)((eq - entry) > 64 ? 64 : (eq - entry)), entry);
+	/* NAME is validated, so it needs no quoting; the value is quoted. */
+	if (asp__buf_puts(out, "export ") || asp__buf_put(out, entry, (size_t)(eq - entry + 1)) ||
+	    asp__quote(out, eq + 1) || asp__buf_puts(out, "; "))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	return 0;
+}
+
+int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
+		     const char *const *env, const char *command, asp_error *err)
+{
+	size_t i;
+	int rc;
+
+	/* exec </dev/null is not used: stdin belongs to the command. */
+	if (asp__buf_puts(out, "cd -- ") || asp__quote(out, cwd) ||
+	    asp__buf_printf(out, " 2>/dev/null || { printf '%%s:nocwd\\n' %s; exit 126; }; ",
+			    marker))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	for (i = 0; env && env[i]; i++)
+		if ((rc = put_env(out, env[i], i, err)) != 0)
+			return rc;
+	if (asp__buf_printf(out, "printf '%%s:%%s\\n' %s \"$$\"; eval ", marker) ||
+	    asp__quote(out, command))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	return 0;
+}
+
+int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms)
+{
+	unsigned int steps = (grace_ms + 49) / 50;
+
+	/* `kill -s SIG -- -PGID` is the spelling that dash, bash and busybox agree on. */
+	return asp__buf_printf(out,
+			       "kill -s TERM -- -%ld 2>/dev/null; i=0; "
+			       "while [ $i -lt %u ] && kill -s 0 -- -%ld 2>/dev/null; "
+			       "do sleep 0.05; i=$((i+1)); done; "
+			       "kill -s KILL -- -%ld 2>/dev/null; exit 0",
+			       pgid, steps, pgid, pgid);
+}
+
+int asp__rm_rf_script(asp_buf *out, const char *path)
+{
+	if (asp__buf_puts(out, "rm -rf -- ") || asp__quote(out, path))
+		return ASP_ENOMEM;
+	return 0;
+}

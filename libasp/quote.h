@@ -1,0 +1,39 @@
+/*
+ * quote.h - POSIX shell quoting: the only place in libasp that builds shell
+ * text. Everything a caller supplies (command, cwd, env values, paths)
+ * reaches the remote shell single-quoted, so it passes through byte for
+ * byte and is never interpreted.
+ */
+#ifndef ASP_QUOTE_H
+#define ASP_QUOTE_H
+
+#include "common.h"
+
+/* Append s single-quoted: abc -> 'abc', it's -> 'it'\''s'. 0 or ASP_ENOMEM. */
+int asp__quote(asp_buf *out, const char *s);
+
+/* Quote each argument and join with spaces (for argv-style commands). */
+int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
+
+/*
+ * The wrapper that runs a user command (see exec.c for the protocol):
+ *   cd -- CWD || report "nocwd"; export NAME=VALUE...; report "$$"; eval COMMAND
+ * The wrapper shell is a session and process-group leader under sshd, so
+ * $$ is the process group that a timeout or cancel kills. The report is the
+ * line "<marker>:<pid>\n" (or "<marker>:nocwd\n") on stdout; anything a
+ * login script printed before it is discarded by the reader.
+ * env entries must be NAME=value with a valid NAME (ASP_EINVAL otherwise).
+ */
+int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
+		     const char *const *env, const char *command, asp_error *err);
+
+/*
+ * The script that kills process group `pgid`: SIGTERM, then SIGKILL if any
+ * member is still alive after grace_ms.
+ */
+int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms);
+
+/* Remove a path recursively (rm -rf -- PATH). */
+int asp__rm_rf_script(asp_buf *out, const char *path);
+
+#endif

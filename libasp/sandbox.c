@@ -1,0 +1,587 @@
+/*
+ * sandbox.c - asp_open / asp_close and the public entry points: argument
+ * checks, path resolution against the workspace, connection checkout and
+ * the retry rule (an operation that cannot have had an effect, or that is
+ * idempotent, is retried once on a fresh connection; an exec that may have
+ * started never is).
+ */
+#include <limits.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "common.h"
+#include "config.h"
+#include "conn.h"
+#include "exec.h"
+#include "fs.h"
+#include "hostkey.h"
+#include "identity.h"
+#include "pool.h"
+#include "quote.h"
+
+#define MAX_ORPHANS 64
+
+struct asp_sandbox {
+	asp_config *cfg;
+	asp_identity *identity;
+	asp_pin pin;
+	int pinned;
+	char *known_hosts;
+	asp_conn_params params;
+	asp_pool *pool;
+	pthread_mutex_t mu;         /* guards orphans */
+	char *orphans[MAX_ORPHANS]; /* temp files of atomic writes cut off by a lost connection */
+	size_t norphans;
+};
+
+struct asp_list {
+	asp_list_entry *e;
+	size_t n;
+};
+
+/* ------------------------------------------------------------ options */
+
+int asp_open_options_init(asp_open_options *opts, unsigned int version)
+{
+	asp_open_options d = ASP_OPEN_OPTIONS_INIT;
+
+	if (!opts || version != ASP_OPEN_OPTIONS_VERSION)
+		return ASP_EINVAL;
+	*opts = d;
+	return 0;
+}
+
+int asp_write_options_init(asp_write_options *opts, unsigned int version)
+{
+	asp_write_options d = ASP_WRITE_OPTIONS_INIT;
+
+	if (!opts || version != ASP_WRITE_OPTIONS_VERSION)
+		return ASP_EINVAL;
+	*opts = d;
+	return 0;
+}
+
+int asp_exec_options_init(asp_exec_options *opts, unsigned int version)
+{
+	asp_exec_options d = ASP_EXEC_OPTIONS_INIT;
+
+	if (!opts || version != ASP_EXEC_OPTIONS_VERSION)
+		return ASP_EINVAL;
+	*opts = d;
+	return 0;
+}
+
+/* ------------------------------------------------------------ open/close */
+
+static int load_config(asp_sandbox *sb, const asp_open_options *o, asp_error *err)
+{
+	char *path = NULL;
+	int rc;
+
+	if (o->config_path)
+		path = asp__strdup(o->config_path);
+	else if ((rc = asp__config_find(&path, o->start_dir, err)))
+		return rc;
+	if (!path)
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	rc = asp__config_load(&sb->cfg, path, err);
+	asp__free(path);
+	return rc;
+}
+
+static int prepare_trust(asp_sandbox *sb, const asp_open_options *o, asp_error *err)
+{
+	int rc;
+
+	if (sb->cfg->host_key) {
+		if ((rc = asp__pin_parse(&sb->pin, sb->cfg->host_key, err))) {
+			asp__error_prefix(err, "%s: connection.host_key", sb->cfg->path);
+			if (err)
+				err->code = ASP_ECONFIG;
+			return ASP_ECONFIG;
+		}
+		sb->pinned = 1;
+		return 0;
+	}
+	return asp__known_hosts_path(&sb->known_hosts, o->known_hosts, err);
+}
+
+int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb;
+	asp_conn *c;
+	int rc;
+
+	ASP_ASSERT_ARG(out);
+	if (opts) {
+		if (opts->version != ASP_OPEN_OPTIONS_VERSION)
+			return asp__error(err, ASP_EINVAL, "asp_open_options.version %u is not supported "
+					  "(expected %u)", opts->version, ASP_OPEN_OPTIONS_VERSION);
+		o = *opts;
+	}
+	if ((rc = asp__ssh_global_init(err)))
+		return rc;
+	if (!(sb = asp__calloc(1, sizeof(*sb))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	pthread_mutex_init(&sb->mu, NULL);
+	if ((rc = load_config(sb, &o, err)) || (rc = prepare_trust(sb, &o, err)))
+		goto fail;
+	if (sb->cfg->identity && (rc = asp__identity_resolve(&sb->identity, sb->cfg, err)))
+		goto fail;
+	sb->params.cfg = sb->cfg;
+	sb->params.identity = sb->identity;
+	sb->params.pin = sb->pinned ? &sb->pin : NULL;
+	sb->params.known_hosts = sb->known_hosts;
+	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000;
+	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000;
+	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
+	if ((rc = asp__pool_new(&sb->pool, &sb->params, o.max_connections ? o.max_connections : 4,
+				o.idle_close_s ? o.idle_close_s : 300, err)))
+		goto fail;
+	if (!(o.flags & ASP_OPEN_LAZY)) {
+		if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, err)))
+			goto fail;
+		asp__pool_put(sb->pool, c);
+	}
+	*out = sb;
+	return 0;
+fail:
+	asp_close(sb);
+	return rc;
+}
+
+void asp_close(asp_sandbox *sb)
+{
+	size_t i;
+
+	if (!sb)
+		return;
+	asp__pool_free(sb->pool);
+	for (i = 0; i < sb->norphans; i++)
+		asp__free(sb->orphans[i]);
+	asp__pin_clear(&sb->pin);
+	asp__identity_free(sb->identity);
+	asp__free(sb->known_hosts);
+	asp__config_free(sb->cfg);
+	pthread_mutex_destroy(&sb->mu);
+	asp__free(sb);
+}
+
+const char *asp_sandbox_config_path(const asp_sandbox *sb)
+{
+	return sb ? sb->cfg->path : NULL;
+}
+
+const char *asp_sandbox_workspace(const asp_sandbox *sb)
+{
+	return sb ? sb->cfg->workspace : NULL;
+}
+
+/* ------------------------------------------------------------ plumbing */
+
+/* Relative paths resolve against the workspace; absolute ones are used as given. */
+static int resolve(const asp_sandbox *sb, const char *path, char **out, const char *what,
+		   asp_error *err)
+{
+	const char *ws = sb->cfg->workspace;
+	size_t wl = strlen(ws);
+
+	if (!path)
+		return asp__error(err, ASP_EINVAL, "%s: path is NULL", what);
+	if (!*path)
+		return asp__error(err, ASP_EINVAL, "%s: path is empty", what);
+	if (path[0] == '/')
+		*out = asp__strdup(path);
+	else if (!strcmp(path, "."))
+		*out = asp__strdup(ws);
+	else
+		*out = asp__sprintf("%.*s/%s", (int)(wl > 1 && ws[wl - 1] == '/' ? wl - 1 : wl), ws, path);
+	return *out ? 0 : asp__error(err, ASP_ENOMEM, "out of memory");
+}
+
+typedef int (*op_fn)(asp_conn *c, void *ctx, int *started, asp_error *err);
+
+/*
+ * Run op on a pooled connection. When the connection dies under it and the
+ * op says it cannot have had an effect (or is idempotent), run it once more
+ * on a fresh connection.
+ */
+static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *ctx, int idempotent,
+		     asp_error *err)
+{
+	int attempt, rc = ASP_ERROR;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		asp_conn *c;
+		int started = 0, dead;
+
+		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cancel, err)))
+			return rc;
+		rc = op(c, ctx, &started, err);
+		dead = asp__conn_dead(c);
+		asp__pool_put(sb->pool, c);
+		if (!rc || !dead || (started && !idempotent))
+			break;
+	}
+	return rc;
+}
+
+/* ------------------------------------------------------------ read */
+
+typedef struct read_ctx {
+	const char *path;
+	uint64_t offset, limit;
+	asp_buf out;
+} read_ctx;
+
+static int do_read(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	read_ctx *x = ctx;
+
+	x->out.len = 0;
+	*started = 1;
+	return asp__fs_read(c, x->path, x->offset, x->limit, &x->out, err);
+}
+
+int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *path,
+	     uint64_t offset, uint64_t limit, asp_error *err)
+{
+	read_ctx x;
+	char *abs;
+	int rc;
+
+	ASP_ASSERT_ARG(out && out_len && sb);
+	if ((rc = resolve(sb, path, &abs, "read", err)))
+		return rc;
+	memset(&x, 0, sizeof(x));
+	x.path = abs;
+	x.offset = offset;
+	x.limit = limit;
+	rc = with_conn(sb, NULL, do_read, &x, 1, err);
+	if (!rc && !(*out = asp__buf_detach(&x.out, out_len)))
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	asp__buf_free(&x.out);
+	asp__free(abs);
+	return rc;
+}
+
+/* ------------------------------------------------------------ write */
+
+typedef struct write_ctx {
+	asp_sandbox *sb;
+	const char *path;
+	const void *data;
+	size_t len;
+	const asp_write_options *o;
+} write_ctx;
+
+/* Remove temp files left by earlier writes that lost their connection. */
+static void forget_orphans(asp_sandbox *sb, asp_conn *c)
+{
+	char *list[MAX_ORPHANS];
+	size_t n, i;
+
+	pthread_mutex_lock(&sb->mu);
+	n = sb->norphans;
+	memcpy(list, sb->orphans, n * sizeof(list[0]));
+	sb->norphans = 0;
+	pthread_mutex_unlock(&sb->mu);
+	if (!n)
+		return;
+	asp__fs_forget(c, list, n, NULL);
+	for (i = 0; i < n; i++)
+		asp__free(list[i]);
+}
+
+static void add_orphan(asp_sandbox *sb, char *path)
+{
+	pthread_mutex_lock(&sb->mu);
+	if (sb->norphans < MAX_ORPHANS) {
+		sb->orphans[sb->norphans++] = path;
+		path = NULL;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	asp__free(path);
+}
+
+static int do_write(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	write_ctx *x = ctx;
+	char *orphan = NULL;
+	int rc;
+
+	*started = 1;
+	forget_orphans(x->sb, c);
+	rc = asp__fs_write(c, x->path, x->data, x->len, x->o, &orphan, err);
+	if (orphan)
+		add_orphan(x->sb, orphan);
+	return rc;
+}
+
+int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
+	      const asp_write_options *opts, asp_error *err)
+{
+	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
+	write_ctx x;
+	char *abs;
+	int rc;
+
+	ASP_ASSERT_ARG(sb && (data || !len));
+	if (opts) {
+		if (opts->version != ASP_WRITE_OPTIONS_VERSION)
+			return asp__error(err, ASP_EINVAL, "asp_write_options.version %u is not supported",
+					  opts->version);
+		o = *opts;
+	}
+	if (o.mode > 07777)
+		return asp__error(err, ASP_EINVAL, "write: mode %o is not a permission mode", o.mode);
+	if ((rc = resolve(sb, path, &abs, "write", err)))
+		return rc;
+	x.sb = sb;
+	x.path = abs;
+	x.data = data ? data : "";
+	x.len = len;
+	x.o = &o;
+	/* An atomic write is safe to repeat: the target only changes at the final rename. */
+	rc = with_conn(sb, NULL, do_write, &x, o.atomic, err);
+	asp__free(abs);
+	return rc;
+}
+
+/* ------------------------------------------------------------ exec */
+
+typedef struct exec_ctx {
+	const char *command, *cwd;
+	const asp_exec_options *o;
+	asp_exec_result *r;
+} exec_ctx;
+
+static int do_exec(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	exec_ctx *x = ctx;
+
+	return asp__exec_run(&x->r, c, x->command, x->cwd, x->o, started, err);
+}
+
+int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
+	     const asp_exec_options *opts, asp_error *err)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	exec_ctx x;
+	char *cwd;
+	int rc;
+
+	ASP_ASSERT_ARG(out && sb && command);
+	if (opts) {
+		if (opts->version != ASP_EXEC_OPTIONS_VERSION)
+			return asp__error(err, ASP_EINVAL, "asp_exec_options.version %u is not supported",
+					  opts->version);
+		o = *opts;
+	}
+	if ((rc = resolve(sb, o.cwd ? o.cwd : sb->cfg->workspace, &cwd, "exec cwd", err)))
+		return rc;
+	x.command = command;
+	x.cwd = cwd;
+	x.o = &o;
+	x.r = NULL;
+	rc = with_conn(sb, o.cancel, do_exec, &x, 0, err);
+	asp__free(cwd);
+	if (!rc)
+		*out = x.r;
+	return rc;
+}
+
+/* ------------------------------------------------------------ filesystem */
+
+typedef struct path_ctx {
+	asp_sandbox *sb;
+	const char *path, *path2;
+	unsigned int mode;
+	int flag;
+	asp_stat_info st;
+	asp_list_entry *e;
+	size_t n;
+} path_ctx;
+
+static int run_path_op(asp_sandbox *sb, const char *path, const char *path2, const char *what,
+		       op_fn op, path_ctx *x, int idempotent, asp_error *err)
+{
+	char *a = NULL, *b = NULL;
+	int rc;
+
+	if ((rc = resolve(sb, path, &a, what, err)) ||
+	    (path2 && (rc = resolve(sb, path2, &b, what, err)))) {
+		asp__free(a);
+		return rc;
+	}
+	x->sb = sb;
+	x->path = a;
+	x->path2 = b;
+	rc = with_conn(sb, NULL, op, x, idempotent, err);
+	asp__free(a);
+	asp__free(b);
+	return rc;
+}
+
+static int do_stat(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	path_ctx *x = ctx;
+
+	*started = 1;
+	return asp__fs_stat(c, x->path, 1, &x->st, err);
+}
+
+int asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, asp_error *err)
+{
+	path_ctx x;
+	int rc;
+
+	ASP_ASSERT_ARG(out && sb);
+	memset(&x, 0, sizeof(x));
+	if (!(rc = run_path_op(sb, path, NULL, "stat", do_stat, &x, 1, err)))
+		*out = x.st;
+	return rc;
+}
+
+static int do_mkdir(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	path_ctx *x = ctx;
+
+	*started = 1;
+	return asp__fs_mkdir(c, x->path, x->mode, x->flag, err);
+}
+
+int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents, asp_error *err)
+{
+	path_ctx x;
+
+	ASP_ASSERT_ARG(sb && mode <= 07777);
+	memset(&x, 0, sizeof(x));
+	x.mode = mode;
+	x.flag = parents;
+	return run_path_op(sb, path, NULL, "mkdir", do_mkdir, &x, parents, err);
+}
+
+static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	path_ctx *x = ctx;
+	asp_stat_info st;
+	asp_buf script = { 0 }, errout = { 0 };
+	int rc, status = 0;
+
+	*started = 1;
+	if (!x->flag)
+		return asp__fs_remove(c, x->path, err);
+	if ((rc = asp__fs_stat(c, x->path, 0, &st, err)))
+		return rc;
+	if (st.type != ASP_TYPE_DIR)
+		return asp__fs_remove(c, x->path, err);
+	/* A tree: one rm -rf beats a round trip per entry. */
+	if (asp__rm_rf_script(&script, x->path))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	rc = asp__exec_simple(c, (const char *)script.data, &status, &errout, err);
+	if (!rc && status)
+		rc = asp__error(err, ASP_EACCES, "remove %s: %.*s", x->path,
+				(int)(errout.len > 300 ? 300 : errout.len),
+				errout.len ? (const char *)errout.data : "rm -rf failed");
+	asp__buf_free(&script);
+	asp__buf_free(&errout);
+	return rc;
+}
+
+int asp_remove(asp_sandbox *sb, const char *path, int recursive, asp_error *err)
+{
+	path_ctx x;
+
+	ASP_ASSERT_ARG(sb);
+	memset(&x, 0, sizeof(x));
+	x.flag = recursive;
+	return run_path_op(sb, path, NULL, "remove", do_remove, &x, 0, err);
+}
+
+static int do_rename(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	path_ctx *x = ctx;
+
+	*started = 1;
+	return asp__fs_rename(c, x->path, x->path2, err);
+}
+
+int asp_rename(asp_sandbox *sb, const char *from, const char *to, asp_error *err)
+{
+	path_ctx x;
+
+	ASP_ASSERT_ARG(sb && to);
+	memset(&x, 0, sizeof(x));
+	return run_path_op(sb, from, to, "rename", do_rename, &x, 0, err);
+}
+
+static int do_list(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	path_ctx *x = ctx;
+
+	*started = 1;
+	return asp__fs_list(c, x->path, &x->e, &x->n, err);
+}
+
+int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, asp_error *err)
+{
+	path_ctx x;
+	asp_list *l;
+	int rc;
+
+	ASP_ASSERT_ARG(out && sb);
+	memset(&x, 0, sizeof(x));
+	if ((rc = run_path_op(sb, path, NULL, "list", do_list, &x, 1, err)))
+		return rc;
+	if (!(l = asp__calloc(1, sizeof(*l)))) {
+		asp__fs_list_free(x.e, x.n);
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	l->e = x.e;
+	l->n = x.n;
+	*out = l;
+	return 0;
+}
+
+size_t asp_list_count(const asp_list *l)
+{
+	return l ? l->n : 0;
+}
+
+const char *asp_list_name(const asp_list *l, size_t i)
+{
+	return l && i < l->n ? l->e[i].name : NULL;
+}
+
+int asp_list_stat(asp_stat_info *out, const asp_list *l, size_t i)
+{
+	if (!out || !l || i >= l->n)
+		return ASP_EINVAL;
+	*out = l->e[i].st;
+	return 0;
+}
+
+void asp_list_free(asp_list *l)
+{
+	if (!l)
+		return;
+	asp__fs_list_free(l->e, l->n);
+	asp__free(l);
+}
+
+/* ------------------------------------------------------------ info */
+
+int asp_sandbox_info_get(asp_sandbox *sb, asp_sandbox_info *out, asp_error *err)
+{
+	asp_conn *c;
+	int rc;
+
+	ASP_ASSERT_ARG(sb && out && out->version == ASP_SANDBOX_INFO_VERSION);
+	if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, err)))
+		return rc;
+	asp__conn_info(c, out);
+	asp__pool_put(sb->pool, c);
+	return 0;
+}

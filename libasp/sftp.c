@@ -1,0 +1,455 @@
+/*
+ * sftp.c - SFTP v3 request/reply engine over a libssh2 channel.
+ *
+ * libssh2's own SFTP layer waits for each reply before the next request
+ * and cannot use posix-rename@openssh.com; speaking the protocol directly
+ * lets every operation pipeline its requests (see fs.c).
+ */
+#include "sftp.h"
+
+#include <string.h>
+
+#include "ssh.h"
+
+#define SFTP_MAX_PACKET (1024u * 1024u) /* larger replies are a protocol violation */
+
+/* ------------------------------------------------------------ building */
+
+/* Builders record an allocation failure and report it once, from asp__sftp_end. */
+static int out_put(asp_conn *c, const void *p, size_t n)
+{
+	if (asp__buf_put(&c->sftp.out, p, n)) {
+		c->sftp.ok_mem = 0;
+		return ASP_ENOMEM;
+	}
+	return 0;
+}
+
+int asp__sftp_u32(asp_conn *c, uint32_t v)
+{
+	unsigned char b[4] = { (unsigned char)(v >> 24), (unsigned char)(v >> 16),
+			       (unsigned char)(v >> 8), (unsigned char)v };
+	return out_put(c, b, 4);
+}
+
+int asp__sftp_u64(asp_conn *c, uint64_t v)
+{
+	return asp__sftp_u32(c, (uint32_t)(v >> 32)) | asp__sftp_u32(c, (uint32_t)v);
+}
+
+int asp__sftp_str(asp_conn *c, const void *s, size_t len)
+{
+	return asp__sftp_u32(c, (uint32_t)len) | out_put(c, s, len);
+}
+
+int asp__sftp_cstr(asp_conn *c, const char *s)
+{
+	return asp__sftp_str(c, s, strlen(s));
+}
+
+int asp__sftp_attrs(asp_conn *c, uint32_t flags, uint32_t perm)
+{
+	int rc = asp__sftp_u32(c, flags);
+
+	if (flags & SSH_FILEXFER_ATTR_PERMISSIONS)
+		rc |= asp__sftp_u32(c, perm);
+	return rc;
+}
+
+int asp__sftp_begin(asp_conn *c, uint8_t type)
+{
+	c->sftp.ok_mem = 1;
+	c->sftp.out_mark = c->sftp.out.len;
+	/* length placeholder, type, id */
+	return asp__sftp_u32(c, 0) | out_put(c, &type, 1) | asp__sftp_u32(c, c->sftp.next_id);
+}
+
+static int expect_push(asp_sftp_state *s, uint32_t id, int discard)
+{
+	if (s->headexpect > 0 && s->headexpect == s->nexpect) {
+		s->headexpect = s->nexpect = 0;
+	}
+	if (s->nexpect == s->capexpect) {
+		size_t cap = s->capexpect ? s->capexpect * 2 : 64;
+		uint32_t *e = asp__realloc(s->expect, cap * sizeof(*e));
+		unsigned char *d;
+		if (!e)
+			return ASP_ENOMEM;
+		s->expect = e;
+		if (!(d = asp__realloc(s->discard, cap)))
+			return ASP_ENOMEM;
+		s->discard = d;
+		s->capexpect = cap;
+	}
+	s->expect[s->nexpect] = id;
+	s->discard[s->nexpect++] = (unsigned char)discard;
+	return 0;
+}
+
+int asp__sftp_end(asp_conn *c, int discard, uint32_t *id, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+	size_t n;
+	unsigned char *p;
+
+	if (!s->ok_mem || expect_push(s, s->next_id, discard)) {
+		s->out.len = s->out_mark;
+		return asp__error(err, ASP_ENOMEM, "out of memory building an SFTP request");
+	}
+	n = s->out.len - s->out_mark - 4;
+	p = s->out.data + s->out_mark;
+	p[0] = (unsigned char)(n >> 24);
+	p[1] = (unsigned char)(n >> 16);
+	p[2] = (unsigned char)(n >> 8);
+	p[3] = (unsigned char)n;
+	if (id)
+		*id = s->next_id;
+	s->next_id++;
+	return 0;
+}
+
+/* ------------------------------------------------------------ I/O */
+
+static int write_some(asp_conn *c, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+
+	while (s->out_off < s->out.len) {
+		ssize_t n = libssh2_channel_write(s->chan, (const char *)s->out.data + s->out_off,
+						  s->out.len - s->out_off);
+		if (n == LIBSSH2_ERROR_EAGAIN)
+			return 0;
+		if (n < 0)
+			return asp__ssh_error(c, (int)n, err, "sending an SFTP request");
+		s->out_off += (size_t)n;
+	}
+	s->out.len = s->out_off = 0;
+	return 0;
+}
+
+int asp__sftp_flush(asp_conn *c, asp_error *err)
+{
+	return write_some(c, err);
+}
+
+/* Bytes of a complete packet at the front of `in`, or 0. */
+static size_t complete_packet(const asp_buf *in, int *too_big)
+{
+	size_t n;
+
+	*too_big = 0;
+	if (in->len < 4)
+		return 0;
+	n = (size_t)in->data[0] << 24 | (size_t)in->data[1] << 16 | (size_t)in->data[2] << 8 | in->data[3];
+	if (n > SFTP_MAX_PACKET || n < 5) {
+		*too_big = 1;
+		return 0;
+	}
+	return in->len >= n + 4 ? n + 4 : 0;
+}
+
+static int read_some(asp_conn *c, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+	ssize_t n;
+
+	if (asp__buf_grow(&s->in, 65536))
+		return asp__error(err, ASP_ENOMEM, "out of memory reading an SFTP reply");
+	n = libssh2_channel_read(s->chan, (char *)s->in.data + s->in.len, s->in.cap - s->in.len - 1);
+	if (n == LIBSSH2_ERROR_EAGAIN)
+		return 1;
+	if (n < 0)
+		return asp__ssh_error(c, (int)n, err, "reading an SFTP reply");
+	if (n == 0) {
+		if (libssh2_channel_eof(s->chan)) {
+			c->dead = 1;
+			return asp__error(err, ASP_ECONNLOST, "%s: the SFTP server closed its channel", c->where);
+		}
+		return 1;
+	}
+	s->in.len += (size_t)n;
+	return 0;
+}
+
+/* Drop the packet at the front of `in`. */
+static void consume(asp_sftp_state *s, size_t n)
+{
+	memmove(s->in.data, s->in.data + n, s->in.len - n);
+	s->in.len -= n;
+}
+
+/* Wait for the next packet; returns its size in *n (still at the front of in). */
+static int next_packet(asp_conn *c, size_t *n, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+	int too_big, rc;
+
+	for (;;) {
+		if ((*n = complete_packet(&s->in, &too_big)) > 0)
+			return 0;
+		if (too_big) {
+			c->dead = 1;
+			return asp__error(err, ASP_EPROTO, "%s: malformed SFTP packet length", c->where);
+		}
+		if ((rc = write_some(c, err)) != 0)
+			return rc;
+		rc = read_some(c, err);
+		if (rc < 0)
+			return rc;
+		if (rc == 1 && (rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)) != 0)
+			return rc;
+	}
+}
+
+
+int asp__sftp_reply(asp_conn *c, asp_sftp_reply *r, uint32_t id, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+	size_t n;
+	int rc;
+
+	if (s->in_front) {
+		consume(s, s->in_front);
+		s->in_front = 0;
+	}
+	for (;;) {
+		uint32_t want;
+		int drop;
+
+		if (s->headexpect >= s->nexpect)
+			return asp__error(err, ASP_ERROR, "%s: internal error: no SFTP reply expected", c->where);
+		if ((rc = next_packet(c, &n, err)) != 0)
+			return rc;
+		want = s->expect[s->headexpect];
+		drop = s->discard[s->headexpect];
+		s->headexpect++;
+		r->type = s->in.data[4];
+		r->id = (uint32_t)s->in.data[5] << 24 | (uint32_t)s->in.data[6] << 16 |
+			(uint32_t)s->in.data[7] << 8 | s->in.data[8];
+		if (n < 9 || r->id != want) {
+			c->dead = 1;
+			return asp__error(err, ASP_EPROTO, "%s: SFTP reply %u out of order (expected %u)",
+					  c->where, r->id, want);
+		}
+		if (drop) {
+			consume(s, n);
+			continue;
+		}
+		if (r->id != id) {
+			c->dead = 1;
+			return asp__error(err, ASP_ERROR, "%s: internal error: reply %u read for request %u",
+					  c->where, r->id, id);
+		}
+		r->p = s->in.data + 9;
+		r->len = n - 9;
+		s->in_front = n;
+		return 0;
+	}
+}
+
+size_t asp__sftp_pending(const asp_conn *c)
+{
+	const asp_sftp_state *s = &c->sftp;
+	size_t i, n = 0;
+
+	for (i = s->headexpect; i < s->nexpect; i++)
+		n += !s->discard[i];
+	return n;
+}
+
+int asp__sftp_drain(asp_conn *c, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+	size_t i, n;
+	int rc;
+
+	for (i = s->headexpect; i < s->nexpect; i++)
+		s->discard[i] = 1;
+	if (s->in_front) {
+		consume(s, s->in_front);
+		s->in_front = 0;
+	}
+	while (s->headexpect < s->nexpect) {
+		if ((rc = next_packet(c, &n, err)) != 0)
+			return rc;
+		s->headexpect++;
+		consume(s, n);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ decoding */
+
+int asp__sftp_get_u32(const unsigned char **p, size_t *len, uint32_t *v)
+{
+	if (*len < 4)
+		return ASP_EPROTO;
+	*v = (uint32_t)(*p)[0] << 24 | (uint32_t)(*p)[1] << 16 | (uint32_t)(*p)[2] << 8 | (*p)[3];
+	*p += 4;
+	*len -= 4;
+	return 0;
+}
+
+int asp__sftp_get_u64(const unsigned char **p, size_t *len, uint64_t *v)
+{
+	uint32_t hi, lo;
+
+	if (asp__sftp_get_u32(p, len, &hi) || asp__sftp_get_u32(p, len, &lo))
+		return ASP_EPROTO;
+	*v = (uint64_t)hi << 32 | lo;
+	return 0;
+}
+
+int asp__sftp_get_str(const unsigned char **p, size_t *len, const unsigned char **s, size_t *slen)
+{
+	uint32_t n;
+
+	if (asp__sftp_get_u32(p, len, &n) || n > *len)
+		return ASP_EPROTO;
+	*s = *p;
+	*slen = n;
+	*p += n;
+	*len -= n;
+	return 0;
+}
+
+int asp__sftp_get_attrs(const unsigned char **p, size_t *len, asp_sftp_attrs *a)
+{
+	uint32_t skip, count, i;
+	const unsigned char *s;
+	size_t sl;
+
+	memset(a, 0, sizeof(*a));
+	if (asp__sftp_get_u32(p, len, &a->flags))
+		return ASP_EPROTO;
+	if ((a->flags & SSH_FILEXFER_ATTR_SIZE) && asp__sftp_get_u64(p, len, &a->size))
+		return ASP_EPROTO;
+	if ((a->flags & SSH_FILEXFER_ATTR_UIDGID) &&
+	    (asp__sftp_get_u32(p, len, &skip) || asp__sftp_get_u32(p, len, &skip)))
+		return ASP_EPROTO;
+	if ((a->flags & SSH_FILEXFER_ATTR_PERMISSIONS) && asp__sftp_get_u32(p, len, &a->perm))
+		return ASP_EPROTO;
+	if ((a->flags & SSH_FILEXFER_ATTR_ACMODTIME) &&
+	    (asp__sftp_get_u32(p, len, &skip) || asp__sftp_get_u32(p, len, &a->mtime)))
+		return ASP_EPROTO;
+	if (a->flags & SSH_FILEXFER_ATTR_EXTENDED) {
+		if (asp__sftp_get_u32(p, len, &count))
+			return ASP_EPROTO;
+		for (i = 0; i < count; i++)
+			if (asp__sftp_get_str(p, len, &s, &sl) || asp__sftp_get_str(p, len, &s, &sl))
+				return ASP_EPROTO;
+	}
+	return 0;
+}
+
+int asp__sftp_status(const asp_sftp_reply *r)
+{
+	const unsigned char *p = r->p;
+	size_t len = r->len;
+	uint32_t code;
+
+	if (r->type != SSH_FXP_STATUS || asp__sftp_get_u32(&p, &len, &code))
+		return -1;
+	return (int)code;
+}
+
+int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const char *what,
+		   const char *path)
+{
+	int st = asp__sftp_status(r);
+	const unsigned char *p = r->p, *msg = NULL;
+	size_t len = r->len, mlen = 0;
+	uint32_t code;
+
+	if (st < 0)
+		return asp__error(err, ASP_EPROTO, "%s %s: unexpected SFTP reply type %u", what, path,
+				  r->type);
+	asp__sftp_get_u32(&p, &len, &code);
+	if (asp__sftp_get_str(&p, &len, &msg, &mlen))
+		mlen = 0;
+	switch (st) {
+	case SSH_FX_NO_SUCH_FILE:
+		return asp__error(err, ASP_ENOENT, "%s %s: no such file or directory", what, path);
+	case SSH_FX_PERMISSION_DENIED:
+		return asp__error(err, ASP_EACCES, "%s %s: permission denied", what, path);
+	case SSH_FX_EOF:
+		return asp__error(err, fallback, "%s %s: unexpected end of file", what, path);
+	default:
+		return asp__error(err, fallback, "%s %s: %.*s (SFTP status %d)", what, path,
+				  (int)(mlen > 200 ? 200 : mlen), mlen ? (const char *)msg : "failure", st);
+	}
+}
+
+/* ------------------------------------------------------------ channel */
+
+static int parse_version(asp_conn *c, const unsigned char *p, size_t len, asp_error *err)
+{
+	uint32_t ver = 0;
+	const unsigned char *name, *data;
+	size_t nl, dl;
+
+	if (asp__sftp_get_u32(&p, &len, &ver) || ver < 3)
+		return asp__error(err, ASP_EPROTO, "%s: SFTP server speaks version %u, need 3", c->where, ver);
+	while (len > 0) {
+		if (asp__sftp_get_str(&p, &len, &name, &nl) || asp__sftp_get_str(&p, &len, &data, &dl))
+			return asp__error(err, ASP_EPROTO, "%s: malformed SFTP VERSION", c->where);
+		if (nl == 24 && !memcmp(name, "posix-rename@openssh.com", 24))
+			c->sftp.posix_rename = 1;
+		else if (nl == 17 && !memcmp(name, "fsync@openssh.com", 17))
+			c->sftp.fsync = 1;
+	}
+	return 0;
+}
+
+int asp__sftp_ensure(asp_conn *c, asp_error *err)
+{
+	asp_sftp_state *s = &c->sftp;
+	LIBSSH2_CHANNEL *ch;
+	unsigned char init[9] = { 0, 0, 0, 5, SSH_FXP_INIT, 0, 0, 0, 3 };
+	size_t n;
+	int rc;
+
+	if (s->chan)
+		return 0;
+	if (c->dead)
+		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
+	while (!(ch = libssh2_channel_open_ex(c->session, "session", 7, ASP_SFTP_WINDOW,
+					      ASP_PACKET_SIZE, NULL, 0))) {
+		rc = libssh2_session_last_errno(c->session);
+		if (rc != LIBSSH2_ERROR_EAGAIN)
+			return asp__ssh_error(c, rc, err, "opening the SFTP channel");
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	}
+	while ((rc = libssh2_channel_process_startup(ch, "subsystem", 9, "sftp", 4)) ==
+	       LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	if (rc) {
+		libssh2_channel_free(ch);
+		return asp__ssh_error(c, rc, err, "starting the sftp subsystem");
+	}
+	s->chan = ch;
+	s->next_id = 1;
+	if (asp__buf_put(&s->out, init, sizeof(init)))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	if ((rc = next_packet(c, &n, err)) != 0)
+		goto fail;
+	if (s->in.data[4] != SSH_FXP_VERSION) {
+		rc = asp__error(err, ASP_EPROTO, "%s: SFTP server did not answer INIT with VERSION", c->where);
+		goto fail;
+	}
+	rc = parse_version(c, s->in.data + 5, n - 5, err);
+	consume(s, n);
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	c->dead = 1;
+	return rc;
+}
+
+int asp__sftp_has_posix_rename(const asp_conn *c)
+{
+	return c->sftp.posix_rename;
+}

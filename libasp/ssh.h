@@ -1,0 +1,74 @@
+/*
+ * ssh.h - the SSH layer's shared internals (conn.c, sftp.c, exec.c):
+ * the connection structure, waiting on a non-blocking session with
+ * deadlines, and the single libssh2 -> asp error map. Only these three
+ * files include libssh2.h.
+ */
+#ifndef ASP_SSH_H
+#define ASP_SSH_H
+
+#include <libssh2.h>
+#include <poll.h>
+
+#include "conn.h"
+
+/* Receive windows: large ones keep bulk transfers from stalling on round trips. */
+#define ASP_SFTP_WINDOW (16u * 1024 * 1024)
+#define ASP_EXEC_WINDOW (4u * 1024 * 1024)
+#define ASP_PACKET_SIZE 32768u
+
+typedef struct asp_sftp_state {
+	LIBSSH2_CHANNEL *chan;    /* the long-lived "sftp" subsystem channel, or NULL */
+	uint32_t next_id;
+	int posix_rename;         /* server offers posix-rename@openssh.com */
+	int fsync;                /* server offers fsync@openssh.com */
+	asp_buf in;               /* received bytes not yet parsed */
+	size_t in_front;          /* size of the reply handed out last, consumed on the next call */
+	asp_buf out;              /* bytes queued for the channel */
+	size_t out_off;           /* how much of out is already written */
+	size_t out_mark;          /* where the request being built starts in out */
+	int ok_mem;               /* 0 once building the current request ran out of memory */
+	uint32_t *expect;         /* ids of replies still to come, in order */
+	unsigned char *discard;   /* per expected reply: drop it when it comes */
+	size_t nexpect, capexpect, headexpect;
+} asp_sftp_state;
+
+struct asp_conn {
+	int sock;
+	LIBSSH2_SESSION *session;
+	char *where;              /* "host:port" for messages */
+	unsigned int io_timeout_ms;
+	unsigned int keepalive_s;
+	uint64_t last_rx_ms;      /* last time bytes arrived from the server */
+	uint64_t last_ka_ms;      /* last keepalive sent */
+	uint64_t last_used_ms;
+	int dead;
+	asp_sftp_state sftp;
+	asp_sandbox_info info;
+};
+
+/* How asp__ssh_wait treats silence from the server. */
+enum {
+	ASP_WAIT_REPLY = 0,  /* a reply is due: silence longer than io_timeout fails */
+	ASP_WAIT_PATIENT = 1 /* a command may be quiet: send keepalives, fail only on no sign of life */
+};
+
+/*
+ * Wait until the session can make progress (the socket is ready in the
+ * direction libssh2 is blocked on), one of `extra` fds is ready, or it is
+ * time to re-check. deadline (asp__now_ms clock, 0 = none) returns
+ * ASP_ETIMEOUT when passed. cancel_fd (or -1) returns ASP_ECANCELLED when
+ * readable. A dead peer marks the connection dead and returns
+ * ASP_ETIMEOUT (REPLY) or ASP_ECONNLOST (PATIENT).
+ */
+int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
+		  int nextra, int mode, asp_error *err);
+
+/*
+ * The single libssh2 -> asp error map. rc is a libssh2 error code; `what`
+ * says what was being done ("opening a channel"). Transport failures mark
+ * the connection dead and map to ASP_ECONNLOST.
+ */
+int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what);
+
+#endif

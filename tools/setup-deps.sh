@@ -1,0 +1,89 @@
+#!/bin/sh
+# setup-deps.sh - install what libasp's build, tests and demo need on Debian 12,
+# and nothing else. Run by `make deps`, `make check` and `make demo`, as root
+# (or through sudo). Idempotent: quiet when there is nothing to do, one line
+# per action otherwise.
+set -eu
+
+# Debian packages. Append here (one place) when a later part needs more.
+PACKAGES="build-essential pkg-config libssh2-1-dev libcjson-dev libssl-dev check
+openssh-server openssh-client python3 python3-jsonschema python3-asyncssh
+python3-paramiko nftables iproute2 valgrind procps util-linux"
+
+# The unprivileged login user of the integration tests' sshd.
+TEST_USER=asp-test
+TEST_HOME=/home/$TEST_USER
+
+# sshd's privilege-separation directory.
+SSHD_PRIVSEP_DIR=/run/sshd
+
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+	SUDO=sudo
+fi
+
+say() {
+	printf 'setup-deps: %s\n' "$*"
+}
+
+as_root() {
+	if [ -n "$SUDO" ] && ! command -v sudo >/dev/null 2>&1; then
+		say "need root (or sudo) to run: $*" >&2
+		exit 1
+	fi
+	$SUDO "$@"
+}
+
+is_installed() {
+	[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = "install ok installed" ]
+}
+
+missing_packages() {
+	for p in $PACKAGES; do
+		is_installed "$p" || printf '%s ' "$p"
+	done
+}
+
+install_packages() {
+	missing=$(missing_packages)
+	[ -n "$missing" ] || return 0
+	say "installing ${missing% }"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+	# shellcheck disable=SC2086 # word splitting is intended
+	as_root env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+# A locked password ("!") makes sshd refuse the account even for key auth
+# (UsePAM no); "*" means no password can match while keys still work.
+ensure_test_user() {
+	if ! id "$TEST_USER" >/dev/null 2>&1; then
+		say "creating user $TEST_USER"
+		as_root useradd --create-home --home-dir "$TEST_HOME" --shell /bin/bash "$TEST_USER"
+		as_root usermod -p '*' "$TEST_USER"
+		return 0
+	fi
+	# Only root reads the shadow entry: without root, skip the check rather than prompt.
+	[ -z "$SUDO" ] || return 0
+	if [ "$(getent shadow "$TEST_USER" | cut -d: -f2)" != '*' ]; then
+		say "setting a no-password ('*') entry for $TEST_USER"
+		usermod -p '*' "$TEST_USER"
+	fi
+	if [ ! -d "$TEST_HOME" ]; then
+		say "creating $TEST_HOME"
+		mkdir -p "$TEST_HOME"
+		chown "$TEST_USER:" "$TEST_HOME"
+		chmod 0755 "$TEST_HOME"
+	fi
+}
+
+ensure_privsep_dir() {
+	[ -d "$SSHD_PRIVSEP_DIR" ] && return 0
+	say "creating $SSHD_PRIVSEP_DIR"
+	as_root mkdir -p "$SSHD_PRIVSEP_DIR"
+	as_root chmod 0755 "$SSHD_PRIVSEP_DIR"
+}
+
+install_packages
+ensure_test_user
+ensure_privsep_dir
