@@ -41,7 +41,7 @@ STATIC      := $(BUILD)/libasp.a
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 INTEG_SRC   := $(wildcard tests/integration/test_*.c)
-FIXTURE_SRC := tests/fixture/fixture.c
+FIXTURE_SRC := $(wildcard tests/fixture/*.c)
 
 .PHONY: all lib tools tests check check-unit check-integration check-san check-valgrind \
         install uninstall clean demo deps help examples
@@ -107,6 +107,9 @@ check-all: all tests
 deps:
 	sh tools/setup-deps.sh
 
+demo:
+	sh tools/demo.sh
+
 help:
 	@echo "make            build libasp.so, libasp.a and the tools into $(BUILD)/"
 	@echo "make check      install missing packages, build, run every test"
@@ -122,7 +125,10 @@ install: lib
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libasp.so
 	install -m 0644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/asp.h $(DESTDIR)$(INCLUDEDIR)/
-	install -m 0644 pkgconfig/libasp.pc $(DESTDIR)$(PKGCONFIGDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    pkgconfig/libasp.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
+	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(SHARED)) $(DESTDIR)$(LIBDIR)/$(SONAME) \

@@ -1,10 +1,10 @@
 /*
  * config.c - `.asp.json` discovery, parsing and strict validation (DESIGN §2).
  *
- * Parsing is two passes over the raw text: a lexical check of our own, then
- * cJSON. The first pass exists because cJSON is lenient where JSON is not
+ * The text gets checks of our own around cJSON: size and UTF-8 before it,
+ * and a lexical pass after it, because cJSON is lenient where JSON is not
  * (leading zeros, raw control characters in strings, \f as whitespace) and
- * silently truncates strings at an escaped NUL, which would let a value be
+ * silently truncates strings at an escaped NUL. Either would let a value be
  * read differently here than by any other tool, including the JSON Schema.
  *
  * Every message reads "<file>: <where>: expected <what>, got <what>", where
@@ -289,14 +289,12 @@ static int check_escape(const struct ctx *c, const char *text, size_t len, size_
 }
 
 /*
- * Reject what cJSON would accept but JSON does not, and invalid UTF-8.
- * Anything else that is malformed is left for cJSON to find.
+ * Size, emptiness and UTF-8, checked before cJSON sees the text. Valid
+ * UTF-8 also keeps cJSON's BOM check from reading past a short buffer.
  */
-static int check_text(const struct ctx *c, const char *text, size_t len)
+static int check_encoding(const struct ctx *c, const char *text, size_t len)
 {
 	size_t i = skip_bom(text, len), bad;
-	char q[QUOTE_MAX];
-	int in_string = 0, rc;
 
 	if (len > CONFIG_MAX_BYTES)
 		return fail(c, NULL, "expected at most %d bytes (1 MiB), got %zu bytes",
@@ -308,6 +306,20 @@ static int check_text(const struct ctx *c, const char *text, size_t len)
 	if ((bad = utf8_error_at((const unsigned char *)text, len)) < len)
 		return fail_at(c, text, bad, "expected UTF-8 text, got byte 0x%02x",
 			       (unsigned char)text[bad]);
+	return 0;
+}
+
+/*
+ * Reject what cJSON accepted but JSON does not. Run after cJSON, so that a
+ * structural error (say, an unterminated string) is reported where cJSON
+ * found it rather than at a raw newline further on.
+ */
+static int check_lexical(const struct ctx *c, const char *text, size_t len)
+{
+	size_t i;
+	char q[QUOTE_MAX];
+	int in_string = 0, rc;
+
 	for (i = skip_bom(text, len); i < len;) {
 		unsigned char ch = (unsigned char)text[i];
 		size_t n;
@@ -789,8 +801,12 @@ int asp__config_parse(asp_config **out, const char *text, size_t len, const char
 	ASP_ASSERT_ARG(text || !len);
 	if (!text)
 		text = "";
-	if ((rc = check_text(&c, text, len)) || (rc = parse_json(&root, &c, text, len)))
+	if ((rc = check_encoding(&c, text, len)) || (rc = parse_json(&root, &c, text, len)))
 		return rc;
+	if ((rc = check_lexical(&c, text, len))) {
+		cJSON_Delete(root);
+		return rc;
+	}
 	if (!(cfg = asp__calloc(1, sizeof(*cfg)))) {
 		cJSON_Delete(root);
 		return out_of_memory(&c);

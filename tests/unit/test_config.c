@@ -183,8 +183,13 @@ static const struct {
 	{ "{\"é\": 1 2}", "line 1, column 9: expected valid JSON, got \"2}\"" },
 	{ "{\"a\": 022}", "line 1, column 7: expected a JSON number, got \"022\"" },
 	{ "{\"a\": 1.}", "line 1, column 7: expected a JSON number, got \"1.\"" },
-	{ "{\"a\": -}", "line 1, column 7: expected a JSON number, got \"-\"" },
-	{ "{\"a\": 1e}", "line 1, column 7: expected a JSON number, got \"1e\"" },
+	{ "{\"a\": -}", "line 1, column 7: expected valid JSON, got \"-}\"" },
+	{ "{\"a\": 1e}", "line 1, column 8: expected valid JSON, got \"e}\"" },
+	{ "{\"a\": -01}", "line 1, column 7: expected a JSON number, got \"-01\"" },
+	{ "{\"a\": 1.5e+}", "line 1, column 10: expected valid JSON, got \"e+}\"" },
+	{ "{\"a\": 1E+2, \"b\": 00}", "line 1, column 18: expected a JSON number, got \"00\"" },
+	/* A structural error is reported before a lexical one (the raw newline). */
+	{ "{\"a\": \"x\ny\",\n \"b\" 1}", "line 3, column 6: expected valid JSON, got \"1}\"" },
 	{ "{\"a\": NaN}", "line 1, column 7: expected valid JSON, got \"NaN}\"" },
 	{ "{\"a\": \"x\ty\"}", "line 1, column 9: expected control characters in strings to be escaped, got raw byte 0x09" },
 	{ "{\"a\":\f1}", "line 1, column 6: expected JSON text, got control character 0x0c" },
@@ -409,6 +414,32 @@ static void remove_root(void)
 {
 	if (g_root[0] && nftw(g_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
 		fprintf(stderr, "cannot remove %s\n", g_root);
+}
+
+/*
+ * Tests here chdir and set ASP_CONFIG. Each runs in its own process unless
+ * CK_FORK=no (e.g. under valgrind), so put both back after each test.
+ */
+static char g_cwd[PATH_MAX], *g_env;
+
+static void save_process_state(void)
+{
+	const char *env = getenv("ASP_CONFIG");
+
+	ck_assert_ptr_nonnull(getcwd(g_cwd, sizeof(g_cwd)));
+	g_env = env ? strdup(env) : NULL;
+}
+
+static void restore_process_state(void)
+{
+	if (chdir(g_cwd) != 0)
+		fprintf(stderr, "cannot return to %s\n", g_cwd);
+	if (g_env)
+		setenv("ASP_CONFIG", g_env, 1);
+	else
+		unsetenv("ASP_CONFIG");
+	free(g_env);
+	g_env = NULL;
 }
 
 /* g_root/<rel>, as a static buffer (a few in rotation). */
@@ -771,6 +802,7 @@ Suite *suite_config(void)
 
 	tc = tcase_create("files");
 	tcase_add_unchecked_fixture(tc, make_root, remove_root);
+	tcase_add_checked_fixture(tc, save_process_state, restore_process_state);
 	tcase_add_test(tc, test_load_file);
 	tcase_add_test(tc, test_load_errors_name_the_file);
 	tcase_add_test(tc, test_load_too_large);
