@@ -94,7 +94,10 @@ $(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(FIXTURE_SRC) $(BUIL
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"integration_suites.h"' -o $@ tests/main.c $(INTEG_SRC) \
 	    $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
-tests: $(BUILD)/tests/test-unit $(BUILD)/tests/test-integration
+$(BUILD)/tests/config-lint: tests/tools/config_lint.c $(STATIC) | $(BUILD)/tests
+	$(CC) $(CFLAGS_ALL) $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) -o $@
+
+tests: $(BUILD)/tests/test-unit $(BUILD)/tests/test-integration $(BUILD)/tests/config-lint
 
 # `make check`: install what is missing, build, run every test.
 check: deps
@@ -103,6 +106,8 @@ check: deps
 check-all: all tests
 	./$(BUILD)/tests/test-unit
 	./$(BUILD)/tests/test-integration
+	BUILD=$(BUILD) sh tests/meta.sh
+	/usr/bin/python3 tests/schema_agree.py
 
 deps:
 	sh tools/setup-deps.sh

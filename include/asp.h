@@ -97,16 +97,20 @@ ASP_EXTERN(void) asp_free(void *ptr);
 /* ---------------------------------------------------------------- config */
 
 /*
- * Find the configuration file: $ASP_CONFIG if set (it must exist), else
- * `.asp.json` in start_dir (NULL: the current directory), then each parent
- * up to `/`. *out receives an absolute path to free with asp_free.
- * Returns ASP_ENOCONFIG when nothing is found.
+ * Find the configuration file: $ASP_CONFIG if set and not empty (it must
+ * name a regular file), else `.asp.json` in start_dir (NULL: the current
+ * directory), then each parent up to `/`. *out receives an absolute path to
+ * free with asp_free. Returns ASP_ENOCONFIG when nothing is found, and
+ * ASP_ECONFIG when a `.asp.json` exists but cannot be used (a directory, a
+ * dangling link): the search stops there rather than silently using a
+ * parent's file.
  */
 ASP_EXTERN(int) asp_find_config(char **out, const char *start_dir, asp_error *err);
 
 /*
- * Load and strictly validate a configuration file without connecting.
- * Useful for linting; asp_open does the same internally.
+ * Load and strictly validate a configuration file, including the syntax of
+ * connection.host_key, without connecting. Useful for linting; asp_open
+ * does the same internally.
  */
 ASP_EXTERN(int) asp_check_config(const char *path, asp_error *err);
 

@@ -15,6 +15,7 @@
  * that a token in connection.user never reaches a log.
  */
 #include "config.h"
+#include "hostkey.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -260,7 +261,7 @@ static size_t number_span(const char *s, size_t len)
 {
 	size_t i = 0;
 
-	while (i < len && (is_digit(s[i]) || strchr("+-.eE", s[i])))
+	while (i < len && s[i] && (is_digit(s[i]) || strchr("+-.eE", s[i])))
 		i++;
 	return i;
 }
@@ -352,12 +353,33 @@ static int check_lexical(const struct ctx *c, const char *text, size_t len)
 	return 0;
 }
 
-/* Bytes up to the end of the line, to show where a syntax error is. */
-static size_t line_length(const char *s, size_t len)
+static int is_word_char(char ch)
 {
-	const char *nl = memchr(s, '\n', len);
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || is_digit(ch) ||
+	       (ch && strchr("+-._", ch));
+}
 
-	return nl ? (size_t)(nl - s) : len;
+/*
+ * Name the token at a syntax error: a word or number, one character, or
+ * just "a string". Never more: the text that follows may be the token in
+ * connection.user.
+ */
+static const char *describe_token(char *buf, size_t size, const char *text, size_t len)
+{
+	size_t n = 1;
+
+	if (text[0] == '"') {
+		snprintf(buf, size, "a string");
+		return buf;
+	}
+	if (is_word_char(text[0]))
+		while (n < len && n < SHOW_MAX && is_word_char(text[n]))
+			n++;
+	else
+		while (n < len && ((unsigned char)text[n] & 0xC0) == 0x80)
+			n++;
+	quote(buf, size, text, n);
+	return buf;
 }
 
 /*
@@ -377,8 +399,8 @@ static int syntax_error(const struct ctx *c, const char *text, size_t len, size_
 		;
 	if (rest == len && text[off] != '}' && text[off] != ']')
 		return fail_at(c, text, len, "expected valid JSON, got end of file");
-	quote(q, sizeof(q), text + off, line_length(text + off, len - off));
-	return fail_at(c, text, off, "expected valid JSON, got %s", q);
+	return fail_at(c, text, off, "expected valid JSON, got %s",
+		       describe_token(q, sizeof(q), text + off, len - off));
 }
 
 /* Parse with cJSON, mapping its failure position to a line and column. */
@@ -395,10 +417,10 @@ static int parse_json(cJSON **out, const struct ctx *c, const char *text, size_t
 	while (off < len && is_json_space(text[off]))
 		off++;
 	if (off < len) {
-		quote(q, sizeof(q), text + off, len - off);
 		cJSON_Delete(*out);
 		*out = NULL;
-		return fail_at(c, text, off, "expected end of file after the JSON value, got %s", q);
+		return fail_at(c, text, off, "expected end of file after the JSON value, got %s",
+			       describe_token(q, sizeof(q), text + off, len - off));
 	}
 	return 0;
 }
@@ -999,16 +1021,17 @@ static void to_parent(char *dir)
 
 static int find_upward(char **out, const char *start, asp_error *err)
 {
-	char dir[PATH_MAX], candidate[PATH_MAX + sizeof(CONFIG_NAME) + 1];
+	char real[PATH_MAX], dir[PATH_MAX], candidate[PATH_MAX + sizeof(CONFIG_NAME) + 1];
 	struct stat st;
 	int rc;
 
-	if (!realpath(start, dir))
+	if (!realpath(start, real))
 		return asp__error(err, ASP_ENOCONFIG, "cannot search for %s from %s: %s",
 				  CONFIG_NAME, start, strerror(errno));
-	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
 		return asp__error(err, ASP_ENOCONFIG, "cannot search for %s from %s: not a directory",
 				  CONFIG_NAME, start);
+	memcpy(dir, real, sizeof(dir));
 	for (;;) {
 		snprintf(candidate, sizeof(candidate), "%s/%s", strcmp(dir, "/") ? dir : "",
 			 CONFIG_NAME);
@@ -1016,13 +1039,10 @@ static int find_upward(char **out, const char *start, asp_error *err)
 			return rc;
 		if (rc == 1)
 			break;
-		if (!strcmp(dir, "/")) {
-			if (!realpath(start, dir))
-				snprintf(dir, sizeof(dir), "%s", start);
+		if (!strcmp(dir, "/"))
 			return asp__error(err, ASP_ENOCONFIG,
 					  "no %s in %s or any parent directory (set ASP_CONFIG to name one)",
-					  CONFIG_NAME, dir);
-		}
+					  CONFIG_NAME, real);
 		to_parent(dir);
 	}
 	if (!(*out = asp__strdup(candidate)))
@@ -1048,13 +1068,26 @@ int asp_find_config(char **out, const char *start_dir, asp_error *err)
 	return asp__config_find(out, start_dir, err);
 }
 
+int asp__config_pin(asp_pin *out, const asp_config *cfg, asp_error *err)
+{
+	if (asp__pin_parse(out, cfg->host_key, err) == 0)
+		return 0;
+	asp__error_prefix(err, "%s: connection.host_key", cfg->path);
+	if (err)
+		err->code = ASP_ECONFIG;
+	return ASP_ECONFIG;
+}
+
 int asp_check_config(const char *path, asp_error *err)
 {
 	asp_config *cfg = NULL;
+	asp_pin pin;
 	int rc;
 
 	ASP_ASSERT_ARG(path);
 	rc = asp__config_load(&cfg, path, err);
+	if (!rc && cfg->host_key && !(rc = asp__config_pin(&pin, cfg, err)))
+		asp__pin_clear(&pin);
 	asp__config_free(cfg);
 	return rc;
 }

@@ -41,4 +41,8 @@ int asp__config_load(asp_config **out, const char *path, asp_error *err);
 
 void asp__config_free(asp_config *cfg);
 
+struct asp_pin;
+/* Parse cfg->host_key (non-NULL) into *out; ASP_ECONFIG naming file and field. */
+int asp__config_pin(struct asp_pin *out, const asp_config *cfg, asp_error *err);
+
 #endif

@@ -14,8 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include "quote.h"
 
 /* ------------------------------------------------------------ init */
 
@@ -245,6 +249,86 @@ static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, in
 	return 0;
 }
 
+/*
+ * x-asp-proxy-command: OpenSSH ProxyCommand semantics. %h, %p and %r are
+ * replaced by the host, port and user, each single-quoted so that no value
+ * from the config can inject shell syntax; %% is a literal %.
+ */
+static int proxy_script(asp_buf *out, const asp_config *cfg)
+{
+	const char *p;
+	char port[16];
+
+	snprintf(port, sizeof(port), "%u", cfg->port);
+	for (p = cfg->proxy_command; *p; p++) {
+		int rc = 0;
+		if (*p == '%' && p[1]) {
+			p++;
+			if (*p == 'h')
+				rc = asp__quote(out, cfg->host);
+			else if (*p == 'p')
+				rc = asp__buf_puts(out, port);
+			else if (*p == 'r')
+				rc = asp__quote(out, cfg->user);
+			else if (*p == '%')
+				rc = asp__buf_put(out, "%", 1);
+			else
+				return ASP_EINVAL;
+		} else {
+			rc = asp__buf_put(out, p, 1);
+		}
+		if (rc)
+			return ASP_ENOMEM;
+	}
+	return 0;
+}
+
+static int proxy_connect(asp_conn *c, const asp_config *cfg, asp_error *err)
+{
+	asp_buf script = { 0 };
+	int sv[2], rc;
+	pid_t pid;
+
+	if ((rc = proxy_script(&script, cfg)))
+		return asp__error(err, rc == ASP_EINVAL ? ASP_ECONFIG : rc,
+				  "%s: connection.x-asp-proxy-command: unknown %%-escape (use %%h, %%p, %%r or %%%%)",
+				  cfg->path);
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
+		asp__buf_free(&script);
+		return asp__error(err, ASP_ECONNECT, "%s: socketpair: %s", c->where, strerror(errno));
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* The child: the socket is its stdin and stdout; stderr stays ours for diagnostics. */
+		dup2(sv[1], 0);
+		dup2(sv[1], 1);
+		setpgid(0, 0);
+		execl("/bin/sh", "sh", "-c", (const char *)script.data, (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	asp__buf_free(&script);
+	if (pid < 0) {
+		close(sv[0]);
+		return asp__error(err, ASP_ECONNECT, "%s: cannot start the proxy command: %s", c->where,
+				  strerror(errno));
+	}
+	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
+	c->sock = sv[0];
+	c->proxy_pid = pid;
+	return 0;
+}
+
+static void proxy_reap(asp_conn *c)
+{
+	if (c->proxy_pid <= 0)
+		return;
+	kill(-c->proxy_pid, SIGTERM);
+	kill(c->proxy_pid, SIGTERM);
+	waitpid(c->proxy_pid, NULL, 0);
+	c->proxy_pid = 0;
+}
+
 /* Run a libssh2 call that may return EAGAIN until it completes or a deadline passes. */
 #define SSH_LOOP(c, rc, expr, deadline, cancel_fd, err)                                   \
 	do {                                                                             \
@@ -449,7 +533,8 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 		asp__free(c);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
-	if ((rc = tcp_connect(c, cfg, deadline, cancel_fd, err)))
+	rc = cfg->proxy_command ? proxy_connect(c, cfg, err) : tcp_connect(c, cfg, deadline, cancel_fd, err);
+	if (rc)
 		goto fail;
 	if (!(c->session = libssh2_session_init_ex(NULL, NULL, NULL, c))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory creating an SSH session");
@@ -509,6 +594,7 @@ void asp__conn_close(asp_conn *c)
 	}
 	if (c->sock >= 0)
 		close(c->sock);
+	proxy_reap(c);
 	asp__buf_free(&c->sftp.in);
 	asp__buf_free(&c->sftp.out);
 	asp__free(c->sftp.expect);

@@ -94,12 +94,8 @@ static int prepare_trust(asp_sandbox *sb, const asp_open_options *o, asp_error *
 	int rc;
 
 	if (sb->cfg->host_key) {
-		if ((rc = asp__pin_parse(&sb->pin, sb->cfg->host_key, err))) {
-			asp__error_prefix(err, "%s: connection.host_key", sb->cfg->path);
-			if (err)
-				err->code = ASP_ECONFIG;
-			return ASP_ECONFIG;
-		}
+		if ((rc = asp__config_pin(&sb->pin, sb->cfg, err)))
+			return rc;
 		sb->pinned = 1;
 		return 0;
 	}

@@ -9,6 +9,7 @@
 
 #include <libssh2.h>
 #include <poll.h>
+#include <sys/types.h>
 
 #include "conn.h"
 
@@ -35,6 +36,7 @@ typedef struct asp_sftp_state {
 
 struct asp_conn {
 	int sock;
+	pid_t proxy_pid;          /* x-asp-proxy-command child, or 0 */
 	LIBSSH2_SESSION *session;
 	char *where;              /* "host:port" for messages */
 	unsigned int io_timeout_ms;

@@ -1,0 +1,47 @@
+#!/bin/sh
+# meta.sh - keeps code and docs in sync (curl-style meta tests):
+#  - every symbol libasp.so exports starts with asp_ and is documented in docs/api.md;
+#  - every error code in asp.h is in docs/api.md's table;
+#  - asp.h compiles as C99, C11 and C++ with warnings as errors;
+#  - the README's C example compiles and links.
+set -u
+BUILD=${BUILD:-build}
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); printf 'meta: FAIL: %s\n' "$*"; }
+
+syms=$(nm -D --defined-only "$BUILD/libasp.so" | awk '$2 ~ /^[TDBR]$/ {print $3}')
+[ -n "$syms" ] || bad "no exported symbols found in $BUILD/libasp.so"
+for s in $syms; do
+	case $s in
+	asp_*) ok ;;
+	*) bad "exported symbol without the asp_ prefix: $s" ;;
+	esac
+	if grep -q "\`[^\`]*\b$s\b" docs/api.md; then ok; else bad "$s is not documented in docs/api.md"; fi
+	if grep -q "\b$s(" include/asp.h; then ok; else bad "$s is not declared in include/asp.h"; fi
+done
+
+for code in $(sed -n 's/^\t\(ASP_E[A-Z]*\|ASP_OK\|ASP_ERROR\) = .*/\1/p' include/asp.h); do
+	if grep -q "^| \`$code\` |" docs/api.md; then ok; else bad "error code $code is not in docs/api.md"; fi
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '#include <asp.h>\nint main(void) { return asp_version() == 0; }\n' > "$tmp/h.c"
+cp "$tmp/h.c" "$tmp/h.cc"
+for std in c99 c11; do
+	if cc -std=$std -Wall -Wextra -Wpedantic -Werror -Iinclude -c "$tmp/h.c" -o "$tmp/h.o"; then ok
+	else bad "asp.h does not compile as $std"; fi
+done
+if c++ -std=c++11 -Wall -Wextra -Wpedantic -Werror -Iinclude -c "$tmp/h.cc" -o "$tmp/hpp.o"; then ok
+else bad "asp.h does not compile as C++"; fi
+
+# The README's example, verbatim.
+sed -n '/^## Ten lines of C/,/^```$/p' README.md | sed -n '/^```c$/,/^```$/p' | sed '1d;$d' > "$tmp/readme.c"
+if [ -s "$tmp/readme.c" ] && cc -std=c11 -Wall -Wextra -Werror -Iinclude "$tmp/readme.c" -L"$BUILD" -lasp \
+	-o "$tmp/readme"; then ok
+else bad "the README's C example does not build"; fi
+
+printf 'meta: %d passed, %d failed\n' "$pass" "$fail"
+[ "$fail" -eq 0 ]
