@@ -589,8 +589,15 @@ void asp__conn_close(asp_conn *c)
 				if (asp__ssh_wait(c, deadline, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
 					break;
 		}
-		/* Channels and SFTP state are freed with the session. */
-		libssh2_session_free(c->session);
+		/*
+		 * A non-blocking session_free returns EAGAIN while a channel still
+		 * wants to send its close; with the socket shut down those sends fail
+		 * at once and it frees everything (channels, SFTP channel included).
+		 */
+		if (c->sock >= 0)
+			shutdown(c->sock, SHUT_RDWR);
+		for (int i = 0; i < 100 && libssh2_session_free(c->session) == LIBSSH2_ERROR_EAGAIN; i++)
+			;
 	}
 	if (c->sock >= 0)
 		close(c->sock);
