@@ -329,16 +329,21 @@ static void proxy_reap(asp_conn *c)
 	c->proxy_pid = 0;
 }
 
-/* Run a libssh2 call that may return EAGAIN until it completes or a deadline passes. */
-#define SSH_LOOP(c, rc, expr, deadline, cancel_fd, err)                                   \
+/*
+ * Run a libssh2 call that may return EAGAIN until it completes or a deadline
+ * passes. rc receives the libssh2 result; wrc receives 0, or the ASP_E* code
+ * (err filled) when waiting failed (deadline, cancel). The two must be kept
+ * apart: ASP_E* and LIBSSH2_ERROR_* values overlap (ASP_ETIMEOUT and
+ * LIBSSH2_ERROR_HOSTKEY_INIT are both -10).
+ */
+#define SSH_LOOP(c, rc, wrc, expr, deadline, cancel_fd, err)                              \
 	do {                                                                             \
+		(wrc) = 0;                                                               \
 		while (((rc) = (expr)) == LIBSSH2_ERROR_EAGAIN) {                        \
-			int w_ = asp__ssh_wait((c), (deadline), (cancel_fd), NULL, 0,    \
-					       ASP_WAIT_REPLY, (err));                   \
-			if (w_) {                                                        \
-				(rc) = w_;                                               \
+			(wrc) = asp__ssh_wait((c), (deadline), (cancel_fd), NULL, 0,     \
+					      ASP_WAIT_REPLY, (err));                    \
+			if (wrc)                                                         \
 				break;                                                   \
-			}                                                                \
 		}                                                                        \
 	} while (0)
 
@@ -387,19 +392,26 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 {
 	const asp_config *cfg = p->cfg;
 	const char *pass = getenv("ASP_IDENTITY_PASSPHRASE");
-	int rc;
+	int rc, wrc;
 
-	SSH_LOOP(c, rc,
+	SSH_LOOP(c, rc, wrc,
 		 libssh2_userauth_publickey_frommemory(c->session, cfg->user, strlen(cfg->user), NULL, 0,
 						       p->identity->key, p->identity->key_len,
 						       pass ? pass : NULL),
 		 deadline, cancel_fd, err);
+	if (wrc)
+		return wrc;
 	if (rc == 0) {
 		c->info.auth = ASP_AUTH_PUBLICKEY;
 		return 0;
 	}
-	if (rc > -100 && rc < 0 && !is_transport_error(rc)) {
-		if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED)
+	if (rc < 0 && !is_transport_error(rc)) {
+		/* KEYFILE_AUTH_FAILED: an encrypted key without (or with a wrong) passphrase. */
+		if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED
+#ifdef LIBSSH2_ERROR_KEYFILE_AUTH_FAILED
+		    || rc == LIBSSH2_ERROR_KEYFILE_AUTH_FAILED
+#endif
+		)
 			return asp__error(err, ASP_EAUTH,
 					  "%s: cannot use the private key from %s: it could not be "
 					  "decoded%s",
@@ -417,7 +429,7 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 		return asp__error(err, ASP_EAUTH, "%s: the server rejected the key from %s for user \"%s\"",
 				  c->where, p->identity->source, cfg->user);
 	}
-	return rc < -100 ? rc : asp__ssh_error(c, rc, err, "authenticating");
+	return asp__ssh_error(c, rc, err, "authenticating");
 }
 
 static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods, uint64_t deadline,
@@ -425,7 +437,7 @@ static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods
 {
 	LIBSSH2_AGENT *agent;
 	struct libssh2_agent_publickey *id = NULL, *prev = NULL;
-	int rc, tried = 0;
+	int rc, wrc = 0, tried = 0;
 
 	if (!getenv("SSH_AUTH_SOCK") || !*getenv("SSH_AUTH_SOCK"))
 		return asp__error(err, ASP_EAUTH,
@@ -442,19 +454,20 @@ static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods
 	rc = LIBSSH2_ERROR_AUTHENTICATION_FAILED;
 	while (libssh2_agent_get_identity(agent, &id, prev) == 0) {
 		tried++;
-		SSH_LOOP(c, rc, libssh2_agent_userauth(agent, p->cfg->user, id), deadline, cancel_fd, err);
-		if (rc == 0 || rc < -100 || is_transport_error(rc))
+		SSH_LOOP(c, rc, wrc, libssh2_agent_userauth(agent, p->cfg->user, id), deadline, cancel_fd,
+			 err);
+		if (rc == 0 || wrc || is_transport_error(rc))
 			break;
 		prev = id;
 	}
 	libssh2_agent_disconnect(agent);
 	libssh2_agent_free(agent);
+	if (wrc)
+		return wrc;
 	if (rc == 0) {
 		c->info.auth = ASP_AUTH_AGENT;
 		return 0;
 	}
-	if (rc < -100)
-		return rc;
 	if (is_transport_error(rc))
 		return asp__ssh_error(c, rc, err, "authenticating with ssh-agent");
 	return asp__error(err, ASP_EAUTH, "%s: the server rejected all %d key(s) from ssh-agent for user \"%s\"",
@@ -518,7 +531,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 	const asp_config *cfg = p->cfg;
 	uint64_t deadline = asp__now_ms() + p->connect_timeout_ms;
 	asp_conn *c;
-	int rc;
+	int rc, wrc;
 
 	if ((rc = asp__ssh_global_init(err)))
 		return rc;
@@ -544,14 +557,21 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 	libssh2_session_set_blocking(c->session, 0);
 	set_host_key_preference(c, p->pin);
 	c->last_rx_ms = asp__now_ms();
-	SSH_LOOP(c, rc, libssh2_session_handshake(c->session, c->sock), deadline, cancel_fd, err);
+	SSH_LOOP(c, rc, wrc, libssh2_session_handshake(c->session, c->sock), deadline, cancel_fd, err);
+	if (wrc == ASP_ETIMEOUT) {
+		rc = asp__error(err, ASP_ETIMEOUT, "%s: the SSH handshake did not complete within %u ms",
+				c->where, p->connect_timeout_ms);
+		goto fail;
+	}
+	if (wrc) {
+		rc = wrc;
+		goto fail;
+	}
 	if (rc) {
-		if (rc > -100) {
-			asp__ssh_error(c, rc, err, "SSH handshake failed");
-			rc = ASP_ECONNECT;
-			if (err)
-				err->code = rc;
-		}
+		asp__ssh_error(c, rc, err, "SSH handshake failed");
+		rc = ASP_ECONNECT;
+		if (err)
+			err->code = rc;
 		goto fail;
 	}
 	if ((rc = verify_host_key(c, p, err)))
