@@ -43,8 +43,8 @@ UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 INTEG_SRC   := $(wildcard tests/integration/test_*.c)
 FIXTURE_SRC := $(wildcard tests/fixture/*.c)
 
-.PHONY: all lib tools tests check check-unit check-integration check-san check-valgrind \
-        install uninstall clean demo deps help examples
+.PHONY: all lib tools tests check check-all check-san check-valgrind \
+        install uninstall clean demo deps help
 
 all: lib tools
 
@@ -76,6 +76,28 @@ pkgconfig/libasp.pc: pkgconfig/libasp.pc.in include/asp.h Makefile
 # ------------------------------------------------------------------ tools
 tools: lib
 
+# ---- asp-exec (tools/asp-exec): the CLI and its connection-sharing master.
+# It links the static library: it uses asp__quote_argv and asp__base64_encode.
+ASP_EXEC_SRC := $(wildcard tools/asp-exec/*.c)
+ASP_EXEC     := $(BUILD)/bin/asp-exec
+
+tools: $(ASP_EXEC)
+tests: $(ASP_EXEC)
+
+$(ASP_EXEC): $(ASP_EXEC_SRC) $(wildcard tools/asp-exec/*.h) $(STATIC) | $(BUILD)/bin
+	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+
+install: install-asp-exec
+install-asp-exec: $(ASP_EXEC)
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 0755 $(ASP_EXEC) $(DESTDIR)$(BINDIR)/asp-exec
+
+uninstall: uninstall-asp-exec
+uninstall-asp-exec:
+	rm -f $(DESTDIR)$(BINDIR)/asp-exec
+.PHONY: install-asp-exec uninstall-asp-exec
+# ---- end asp-exec
+
 # ------------------------------------------------------------------ tests
 # Each tests/unit/test_X.c defines `Suite *suite_X(void)`; the list is generated.
 $(BUILD)/tests/unit_suites.h: $(UNIT_SRC) | $(BUILD)/tests
@@ -99,6 +121,29 @@ $(BUILD)/tests/config-lint: tests/tools/config_lint.c $(STATIC) | $(BUILD)/tests
 
 tests: $(BUILD)/tests/test-unit $(BUILD)/tests/test-integration $(BUILD)/tests/config-lint
 
+# Fuzz targets: replayed over their corpus by `make check` (any compiler),
+# fuzzed for real by `make fuzz` (clang's libFuzzer, FUZZ_SECONDS each).
+FUZZ_TARGETS := config hostkey quote sftp
+FUZZ_SECONDS ?= 60
+FUZZ_REPLAY  := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay-%)
+
+$(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(TEST_CFLAGS) -o $@ $< tests/fuzz/replay.c $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+
+check-fuzz-replay: $(FUZZ_REPLAY)
+	for t in $(FUZZ_TARGETS); do ./$(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
+
+fuzz:
+	@mkdir -p build-fuzz
+	for t in $(FUZZ_TARGETS); do \
+	  clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilibasp \
+	    $(DEP_CFLAGS) -o build-fuzz/fuzz-$$t tests/fuzz/fuzz_$$t.c $(LIB_SRC) $(DEP_LIBS) || exit 1; \
+	  mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
+	  ./build-fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build-fuzz/crash-$$t- \
+	    build-fuzz/corpus-$$t || exit 1; \
+	done
+
 # `make check`: install what is missing, build, run every test.
 check: deps
 	$(MAKE) check-all
@@ -108,6 +153,17 @@ check-all: all tests
 	./$(BUILD)/tests/test-integration
 	BUILD=$(BUILD) sh tests/meta.sh
 	/usr/bin/python3 tests/schema_agree.py
+	$(MAKE) check-fuzz-replay
+
+# The same suites under ASan+UBSan (leaks included), then valgrind on the unit suite.
+check-san:
+	$(MAKE) SAN=1 tests
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-unit
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-integration
+
+check-valgrind: $(BUILD)/tests/test-unit
+	CK_FORK=no valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	    ./$(BUILD)/tests/test-unit
 
 deps:
 	sh tools/setup-deps.sh

@@ -173,6 +173,8 @@ unsigned char *asp__buf_detach(asp_buf *b, size_t *len)
 
 	if (!b->data && asp__buf_grow(b, 0))
 		return NULL;
+	/* Callers rely on the terminator, also for an empty or rewound buffer. */
+	b->data[b->len] = '\0';
 	d = b->data;
 	if (len)
 		*len = b->len;

@@ -96,6 +96,25 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what)
 
 /* ------------------------------------------------------------ waiting */
 
+/* libssh2 sends keepalives at whole-second intervals of at least 2 s. */
+static uint64_t keepalive_ms(const asp_conn *c)
+{
+	return (uint64_t)(c->keepalive_s < 2 ? 2 : c->keepalive_s) * 1000u;
+}
+
+/* Stamping sent bytes tells asp__ssh_wait since when a reply is due. */
+static LIBSSH2_SEND_FUNC(conn_send)
+{
+	asp_conn *c = *abstract;
+	ssize_t n = send(socket, buffer, length, flags);
+
+	if (n > 0) {
+		c->last_tx_ms = asp__now_ms();
+		return n;
+	}
+	return n < 0 ? -errno : 0;
+}
+
 /* Counting received bytes is how we notice a silent peer (see asp__ssh_wait). */
 static LIBSSH2_RECV_FUNC(conn_recv)
 {
@@ -119,32 +138,38 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	if (deadline && now >= deadline)
 		return asp__error(err, ASP_ETIMEOUT, "%s: deadline passed", c->where);
 	if (mode == ASP_WAIT_REPLY) {
-		silence = c->last_rx_ms + c->io_timeout_ms;
+		/* A reply is due since we last sent something (or heard something, if later). */
+		uint64_t since = c->last_tx_ms > c->last_rx_ms ? c->last_tx_ms : c->last_rx_ms;
+		silence = since + c->io_timeout_ms;
 		if (now >= silence) {
 			c->dead = 1;
 			return asp__error(err, ASP_ETIMEOUT, "%s: no answer from the server for %u ms",
 					  c->where, c->io_timeout_ms);
 		}
 	} else {
-		uint64_t ka = (uint64_t)c->keepalive_s * 1000u;
-		/* Ask for a reply after keepalive_s of silence; give up when none comes. */
-		silence = c->last_rx_ms + ka + c->io_timeout_ms;
+		/*
+		 * A quiet command: after keepalive_s of silence ask the server for a
+		 * reply (libssh2 paces the keepalives itself, in whole seconds, at
+		 * least 2 s apart), and give up when nothing at all comes back.
+		 */
+		uint64_t ka = keepalive_ms(c);
+		silence = c->last_rx_ms + ka + 1000 + c->io_timeout_ms;
 		if (now >= silence) {
 			c->dead = 1;
 			return asp__error(err, ASP_ECONNLOST, "%s: no sign of life from the server for %llu ms",
 					  c->where, (unsigned long long)(now - c->last_rx_ms));
 		}
-		if (now >= c->last_rx_ms + ka && now >= c->last_ka_ms + ka) {
-			int next;
-			c->last_ka_ms = now;
+		if (now >= c->last_rx_ms + ka) {
+			int next = 0;
+			libssh2_keepalive_config(c->session, 1, (unsigned int)(ka / 1000));
 			rc = libssh2_keepalive_send(c->session, &next);
 			if (rc && rc != LIBSSH2_ERROR_EAGAIN)
 				return asp__ssh_error(c, rc, err, "sending keepalive");
+			if (now + 1000 < silence)
+				silence = now + 1000; /* look again soon: libssh2 decides when one is due */
+		} else {
+			silence = c->last_rx_ms + ka; /* wake up when a keepalive is due */
 		}
-		if (now < c->last_rx_ms + ka)
-			silence = c->last_rx_ms + ka; /* wake up to send the keepalive */
-		else if (c->last_ka_ms + ka < silence)
-			silence = c->last_ka_ms + ka > now ? c->last_ka_ms + ka : silence;
 	}
 	limit = silence;
 	if (deadline && deadline < limit)
@@ -505,14 +530,17 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
 }
 
-static void set_recv_callback(LIBSSH2_SESSION *session)
+static void set_io_callbacks(LIBSSH2_SESSION *session)
 {
-	LIBSSH2_RECV_FUNC((*fn)) = conn_recv;
+	LIBSSH2_RECV_FUNC((*rfn)) = conn_recv;
+	LIBSSH2_SEND_FUNC((*sfn)) = conn_send;
 	void *cb;
 
 	/* libssh2 takes callbacks as void *; ISO C has no cast for that, memcpy is the portable way. */
-	memcpy(&cb, &fn, sizeof(cb));
+	memcpy(&cb, &rfn, sizeof(cb));
 	libssh2_session_callback_set(session, LIBSSH2_CALLBACK_RECV, cb);
+	memcpy(&cb, &sfn, sizeof(cb));
+	libssh2_session_callback_set(session, LIBSSH2_CALLBACK_SEND, cb);
 }
 
 static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
@@ -553,7 +581,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 		rc = asp__error(err, ASP_ENOMEM, "out of memory creating an SSH session");
 		goto fail;
 	}
-	set_recv_callback(c->session);
+	set_io_callbacks(c->session);
 	libssh2_session_set_blocking(c->session, 0);
 	set_host_key_preference(c, p->pin);
 	c->last_rx_ms = asp__now_ms();
@@ -579,7 +607,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 	if ((rc = authenticate(c, p, deadline, cancel_fd, err)))
 		goto fail;
 	c->io_timeout_ms = p->io_timeout_ms;
-	libssh2_keepalive_config(c->session, 1, p->keepalive_s);
+	libssh2_keepalive_config(c->session, 1, (unsigned int)(keepalive_ms(c) / 1000));
 	c->last_used_ms = asp__now_ms();
 	*out = c;
 	return 0;
@@ -664,12 +692,16 @@ int asp__conn_keepalive(asp_conn *c)
 
 	if (c->dead)
 		return ASP_ECONNLOST;
+	/*
+	 * No reply wanted: nobody reads an idle connection, and unread replies
+	 * would hide a closed stream from asp__conn_check_idle's peek.
+	 */
+	libssh2_keepalive_config(c->session, 0, (unsigned int)(keepalive_ms(c) / 1000));
 	rc = libssh2_keepalive_send(c->session, &next);
 	if (rc && rc != LIBSSH2_ERROR_EAGAIN) {
 		c->dead = 1;
 		return ASP_ECONNLOST;
 	}
-	c->last_ka_ms = asp__now_ms();
 	return 0;
 }
 

@@ -190,16 +190,17 @@ typedef struct run {
 	int cb_failed;
 } run;
 
+static void start_kill(run *x, int timed_out);
+
 static int deliver(run *x, int stream, const unsigned char *d, size_t n, asp_error *err)
 {
 	if (!n)
 		return 0;
 	if (capture_put(&x->r->out[stream - 1], d, n))
 		return asp__error(err, ASP_ENOMEM, "out of memory capturing output");
-	if (x->o->on_output && !x->kill_wanted && x->o->on_output(stream, d, n, x->o->userdata)) {
-		x->r->cancelled = 1;
-		x->kill_wanted = 1;
-	}
+	/* Non-zero cancels, exactly as asp_cancel would (start_kill sets the deadline). */
+	if (x->o->on_output && !x->kill_wanted && x->o->on_output(stream, d, n, x->o->userdata))
+		start_kill(x, 0);
 	return 0;
 }
 
@@ -532,8 +533,10 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		x.marker[4 + 2 * i] = hex[rnd[i] >> 4];
 		x.marker[5 + 2 * i] = hex[rnd[i] & 15];
 	}
-	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err)))
+	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
+		asp__buf_free(&script);
 		return rc;
+	}
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
 	    capture_init(&x.r->out[1], o->max_output)) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
@@ -616,7 +619,8 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *erro
 					    "running a helper command");
 			goto out;
 		}
-		if (n <= 0 && m <= 0 &&
+		/* The reads may have taken in the EOF: then there is nothing to wait for. */
+		if (n <= 0 && m <= 0 && !libssh2_channel_eof(ch) &&
 		    (rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			goto out;
 	}

@@ -116,6 +116,9 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	if ((rc = asp__sftp_end(c, 0, &id, err)) ||
 	    (rc = get_handle(c, id, h, &hl, "open", path, ASP_EIO, err)))
 		return rc;
+	/* No file reaches past INT64_MAX (off_t); servers reject such offsets as malformed. */
+	if (offset > (uint64_t)INT64_MAX)
+		eof = 1;
 
 	while (!eof || inflight) {
 		asp_sftp_reply r;
@@ -267,6 +270,23 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 
 /* ------------------------------------------------------------ write */
 
+/* mkdir -p of path's directory for a write; says why when that fails. */
+static int make_parents(asp_conn *c, const char *path, asp_error *err)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+	int rc;
+
+	if (!slash || slash == path)
+		return 0;
+	if (!(dir = asp__strndup(path, (size_t)(slash - path))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	if ((rc = asp__fs_mkdir(c, dir, 0755, 1, err)))
+		asp__error_prefix(err, "write %s", path);
+	asp__free(dir);
+	return rc;
+}
+
 static char *temp_name(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -360,8 +380,8 @@ static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigne
 		return rc;
 	rc = get_handle(c, id, h, hl, "write", path, ASP_EIO, err);
 	if (rc == ASP_ENOENT && o->mkdirs) {
-		/* Parents missing: create them all at once and try again. */
-		if ((rc = mkdir_chain(c, path, 0, 0755, err)))
+		/* Parents missing: create them and try again. */
+		if ((rc = make_parents(c, path, err)))
 			return rc;
 		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->atomic }, err);
 	}
@@ -455,7 +475,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		rc = get_handle(c, id_open, h, &hl, "write", path, ASP_EIO, err);
 	}
 	if (rc == ASP_ENOENT && o->mkdirs && !found) {
-		if (!(rc = mkdir_chain(c, path, 0, 0755, err))) {
+		if (!(rc = make_parents(c, path, err))) {
 			asp__free(tmp);
 			return write_atomic(c, path, data, len,
 					    &(asp_write_options){ o->version, o->mode, 0, 1 }, orphan, depth, err);
@@ -593,6 +613,13 @@ int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err
 	if ((rc = asp__sftp_ensure(c, err)))
 		return rc;
 	rc = rename_over(c, from, to, 1, err);
+	if (rc == ASP_ENOENT) {
+		/* The server does not say which side is missing: name the right one. */
+		if (asp__fs_stat(c, from, 0, &st, NULL) == ASP_ENOENT)
+			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", from);
+		return asp__error(err, ASP_ENOENT, "rename %s to %s: the target's directory does not "
+				  "exist", from, to);
+	}
 	if (rc == ASP_EIO || rc == ASP_EPROTO) {
 		/* Say why when the server only said "failure". */
 		if (asp__fs_stat(c, from, 0, &st, NULL) == ASP_ENOENT)

@@ -42,7 +42,7 @@ struct asp_conn {
 	unsigned int io_timeout_ms;
 	unsigned int keepalive_s;
 	uint64_t last_rx_ms;      /* last time bytes arrived from the server */
-	uint64_t last_ka_ms;      /* last keepalive sent */
+	uint64_t last_tx_ms;      /* last time bytes were sent to the server */
 	uint64_t last_used_ms;
 	int dead;
 	asp_sftp_state sftp;

@@ -292,6 +292,46 @@ START_TEST(test_kill9_and_start_again)
 }
 END_TEST
 
+/* While sshd is down, something else holds its port for a moment: start_again waits it out. */
+START_TEST(test_start_again_waits_for_port)
+{
+	fx_sshd fx;
+	char marker[400];
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	snprintf(marker, sizeof(marker), "%s/port-taken", fx.dir);
+	ck_assert_int_eq(fx_sshd_kill9(&fx), 0);
+	ck_assert_int_eq(fx_run("python3 -c 'import socket, time\n"
+				"s = socket.socket()\n"
+				"s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+				"s.bind((\"127.0.0.1\", %d))\n"
+				"s.listen()\n"
+				"open(\"%s\", \"w\").close()\n"
+				"time.sleep(0.7)' >/dev/null 2>&1 &",
+				fx.port, marker),
+			 0);
+	for (int i = 0; i < 500 && access(marker, F_OK) != 0; i++)
+		sleep_ms(10);
+	ck_assert_int_eq(access(marker, F_OK), 0);
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+	ck_assert(fx_log_contains(&fx, "Address already in use"));
+	ck_assert_int_eq(ssh_run(&fx, "true"), 0);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+/* A server that cannot start says why, and leaves nothing behind. */
+START_TEST(test_start_failure_cleans_up)
+{
+	fx_sshd fx;
+
+	ck_assert_int_eq(fx_sshd_start_with(&fx, "NoSuchOption yes\n"), -1);
+	ck_assert_int_eq(fx.dir[0], '\0');
+	ck_assert_int_eq(fx.pid, 0);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
 START_TEST(test_rotate_host_key)
 {
 	fx_sshd fx;
@@ -471,6 +511,25 @@ END_TEST
 
 /* ------------------------------------------------------- process ownership */
 
+/* A fixture dir whose creator is gone is removed by the next start; a new one is kept. */
+START_TEST(test_sweeps_stale_dirs)
+{
+	char stale[] = "/tmp/asp-fx.XXXXXX", fresh[] = "/tmp/asp-fx.XXXXXX";
+	fx_sshd fx;
+
+	ck_assert_ptr_nonnull(mkdtemp(stale));
+	ck_assert_ptr_nonnull(mkdtemp(fresh));
+	/* pid 1 never has start time 0: the owner is dead. */
+	ck_assert_int_eq(fx_run("echo '1 0' > %s/.fx-owner && touch %s/sshd.log", stale, stale), 0);
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	ck_assert(!dir_exists(stale));
+	ck_assert(dir_exists(fresh));
+	ck_assert(dir_exists(fx.dir));
+	fx_sshd_stop(&fx);
+	rmdir(fresh);
+}
+END_TEST
+
 /* A child's exit (atexit cleanup included) leaves its parent's server alone. */
 START_TEST(test_child_exit_keeps_parent_server)
 {
@@ -485,6 +544,28 @@ START_TEST(test_child_exit_keeps_parent_server)
 	ck_assert_int_eq(wait_exit(child, 5000), 0);
 	ck_assert(pid_alive(fx.pid));
 	ck_assert(dir_exists(fx.dir));
+	ck_assert_int_eq(ssh_run(&fx, "true"), 0);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+/* A child that restarts its parent's server stops it at exit, but leaves the dir. */
+START_TEST(test_child_restart_leaves_parent_dir)
+{
+	fx_sshd fx;
+	pid_t child;
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	fflush(NULL);
+	child = fork();
+	if (child == 0)
+		exit(fx_sshd_restart(&fx) == 0 ? 0 : 1);
+	ck_assert_int_eq(wait_exit(child, 15000), 0);
+	ck_assert(dir_exists(fx.dir));
+	ck_assert_int_eq(access(fx.config, R_OK), 0);
+	/* The server the child started went with it; ours is long gone. */
+	ck_assert(!pid_alive(fx.pid));
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
 	ck_assert_int_eq(ssh_run(&fx, "true"), 0);
 	fx_sshd_stop(&fx);
 }
@@ -583,6 +664,8 @@ Suite *suite_fixture(void)
 	tcase_add_test(tc, test_restart);
 	tcase_add_test(tc, test_restart_cuts_connections);
 	tcase_add_test(tc, test_kill9_and_start_again);
+	tcase_add_test(tc, test_start_again_waits_for_port);
+	tcase_add_test(tc, test_start_failure_cleans_up);
 	tcase_add_test(tc, test_rotate_host_key);
 	tcase_add_test(tc, test_stop_cleans_up);
 	tcase_add_test(tc, test_extra_sshd_config);
@@ -592,7 +675,9 @@ Suite *suite_fixture(void)
 	tcase_add_test(tc, test_config_variants);
 
 	tc = new_case(s, "ownership");
+	tcase_add_test(tc, test_sweeps_stale_dirs);
 	tcase_add_test(tc, test_child_exit_keeps_parent_server);
+	tcase_add_test(tc, test_child_restart_leaves_parent_dir);
 	tcase_add_test(tc, test_child_exit_stops_its_server);
 	tcase_add_test(tc, test_child_killed_stops_its_server);
 
