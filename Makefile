@@ -154,6 +154,7 @@ check-all: all tests
 	BUILD=$(BUILD) sh tests/meta.sh
 	/usr/bin/python3 tests/schema_agree.py
 	$(MAKE) check-fuzz-replay
+	$(MAKE) check-node
 
 # The same suites under ASan+UBSan (leaks included), then valgrind on the unit suite.
 check-san:
@@ -164,6 +165,11 @@ check-san:
 check-valgrind: $(BUILD)/tests/test-unit
 	CK_FORK=no valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	    ./$(BUILD)/tests/test-unit
+
+# The Node binding and the pi example, against their own sshd fixture.
+check-node: lib
+	cd bindings/node && npm install --no-audit --no-fund --loglevel=error && npm test
+	cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test
 
 deps:
 	sh tools/setup-deps.sh

@@ -166,6 +166,8 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 
 /* ------------------------------------------------------------ the run */
 
+#define IO_BUF 65536
+
 typedef struct run {
 	asp_conn *c;
 	const asp_exec_options *o;
@@ -178,7 +180,8 @@ typedef struct run {
 	int nocwd;
 	/* stdin */
 	size_t stdin_off;
-	unsigned char fdbuf[65536];
+	unsigned char *rbuf;    /* IO_BUF bytes for reading output (heap: FFI threads have small stacks) */
+	unsigned char *fdbuf;   /* IO_BUF bytes of stdin_fd data not yet sent, when stdin_fd is used */
 	size_t fdbuf_len, fdbuf_off;
 	int fd_eof, eof_sent;
 	/* killing */
@@ -232,12 +235,12 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 
 static int read_streams(run *x, int *progress, asp_error *err)
 {
-	unsigned char buf[65536];
+	unsigned char *buf = x->rbuf;
 	int stream, rc;
 
 	for (stream = 0; stream < 2; stream++) {
 		for (;;) {
-			ssize_t n = libssh2_channel_read_ex(x->ch, stream, (char *)buf, sizeof(buf));
+			ssize_t n = libssh2_channel_read_ex(x->ch, stream, (char *)buf, IO_BUF);
 			if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
 				break;
 			if (n < 0)
@@ -273,7 +276,7 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 	}
 	if (o->stdin_fd >= 0 && !x->fd_eof) {
 		if (x->fdbuf_off == x->fdbuf_len) {
-			n = read(o->stdin_fd, x->fdbuf, sizeof(x->fdbuf));
+			n = read(o->stdin_fd, x->fdbuf, IO_BUF);
 			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 				return 0;
 			if (n < 0)
@@ -451,19 +454,19 @@ static int drive(run *x, asp_error *err)
 	}
 }
 
-static int close_channel(run *x, asp_error *err)
+static int close_channel(asp_conn *c, LIBSSH2_CHANNEL *ch, asp_error *err)
 {
 	int rc;
 
-	while ((rc = libssh2_channel_close(x->ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((rc = asp__ssh_wait(x->c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			return rc;
 	if (rc)
-		return asp__ssh_error(x->c, rc, err, "closing the command channel");
-	while ((rc = libssh2_channel_wait_closed(x->ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((rc = asp__ssh_wait(x->c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+		return asp__ssh_error(c, rc, err, "closing the command channel");
+	while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			return rc;
-	return rc ? asp__ssh_error(x->c, rc, err, "closing the command channel") : 0;
+	return rc ? asp__ssh_error(c, rc, err, "closing the command channel") : 0;
 }
 
 static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
@@ -538,7 +541,8 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		return rc;
 	}
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
-	    capture_init(&x.r->out[1], o->max_output)) {
+	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
+	    (o->stdin_fd >= 0 && !(x.fdbuf = asp__malloc(IO_BUF)))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -560,7 +564,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 				"shell POSIX-compatible?)", c->where);
 		goto out;
 	}
-	if ((rc = close_channel(&x, err)))
+	if ((rc = close_channel(c, x.ch, err)))
 		goto out;
 	exit_status(&x);
 	x.r->duration_ms = asp__now_ms() - t0;
@@ -589,6 +593,8 @@ out:
 	free_channel(c, x.ch);
 	asp__buf_free(&x.kscript);
 	asp__buf_free(&x.pre);
+	asp__free(x.rbuf);
+	asp__free(x.fdbuf);
 	asp__buf_free(&script);
 	if (rc) {
 		asp_exec_result_free(x.r);
@@ -624,14 +630,8 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *erro
 		    (rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			goto out;
 	}
-	{
-		run x;
-		memset(&x, 0, sizeof(x));
-		x.c = c;
-		x.ch = ch;
-		if ((rc = close_channel(&x, err)))
-			goto out;
-	}
+	if ((rc = close_channel(c, ch, err)))
+		goto out;
 	*status = libssh2_channel_get_exit_status(ch);
 out:
 	free_channel(c, ch);

@@ -42,6 +42,9 @@ missing_packages() {
 	for p in $PACKAGES; do
 		is_installed "$p" || printf '%s ' "$p"
 	done
+	# Node (bindings/node, examples/node): any node >= 18 with npm will do;
+	# take Debian's only when the machine has none.
+	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || printf 'nodejs npm '
 }
 
 install_packages() {

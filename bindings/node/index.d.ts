@@ -1,0 +1,203 @@
+/// <reference types="node" />
+/*
+ * TypeScript declarations for the libasp Node binding (index.js).
+ * The C API these wrap is include/asp.h.
+ */
+
+/** Symbolic names of every libasp error code (asp_error_name). */
+export type AspErrorCode =
+	| 'ASP_OK'
+	| 'ASP_ERROR'
+	| 'ASP_EINVAL'
+	| 'ASP_ENOMEM'
+	| 'ASP_ENOCONFIG'
+	| 'ASP_ECONFIG'
+	| 'ASP_EHOSTKEY'
+	| 'ASP_EAUTH'
+	| 'ASP_ECONNECT'
+	| 'ASP_ECONNLOST'
+	| 'ASP_ETIMEOUT'
+	| 'ASP_ECANCELLED'
+	| 'ASP_ENOENT'
+	| 'ASP_EISDIR'
+	| 'ASP_EACCES'
+	| 'ASP_EEXIST'
+	| 'ASP_ENOTDIR'
+	| 'ASP_ENOTEMPTY'
+	| 'ASP_ENOSPC'
+	| 'ASP_EPROTO'
+	| 'ASP_EIO';
+
+/** An error reported by libasp, or an argument libasp would refuse (ASP_EINVAL). */
+export declare class AspError extends Error {
+	constructor(errno: number, message?: string, options?: { cause?: unknown });
+	readonly name: 'AspError';
+	/** e.g. 'ASP_ENOENT'. A code newer than these declarations still has its C name. */
+	readonly code: AspErrorCode | (string & {});
+	/** The negative asp_error_code value, e.g. -12. */
+	readonly errno: number;
+}
+
+/** A path or C string: UTF-8 text, or raw bytes (for names that are not UTF-8). No NUL bytes. */
+export type CString = string | Uint8Array;
+
+export interface OpenOptions {
+	/** The .asp.json to use; default: discovery ($ASP_CONFIG, then startDir and its parents). */
+	config?: CString;
+	/** Where discovery starts; default: process.cwd(). */
+	startDir?: CString;
+	/** Trust-on-first-use store; default $ASP_KNOWN_HOSTS, else $XDG_CONFIG_HOME/asp/known_hosts. */
+	knownHosts?: CString;
+	/** Most connections kept to the sandbox; default 4. */
+	maxConnections?: number;
+	/** TCP connect + SSH handshake + authentication deadline, ms; default 10000. */
+	connectTimeout?: number;
+	/** Longest silence tolerated while a reply is due, ms; default 30000 (does not limit commands). */
+	ioTimeout?: number;
+	/** Keepalive after this much silence, seconds; default 15. */
+	keepalive?: number;
+	/** Close connections idle this long, seconds; default 300. */
+	idleClose?: number;
+	/** Do not connect in open(); the first operation connects. */
+	lazy?: boolean;
+}
+
+export interface ReadOptions {
+	/** Byte offset to start at; default 0. */
+	offset?: number | bigint;
+	/** Most bytes to read; default: to the end of the file. */
+	limit?: number | bigint;
+}
+
+export interface WriteOptions {
+	/** Permission bits; default: keep an existing file's mode, 0644 (less umask) for a new one. */
+	mode?: number;
+	/** Create missing parent directories (0755). */
+	mkdirs?: boolean;
+	/** Temp file + rename, so readers never see a torn file; default true. */
+	atomic?: boolean;
+}
+
+export type OutputStream = 'stdout' | 'stderr';
+
+export interface ExecOptions {
+	/** Working directory, relative to the workspace; default: the workspace. */
+	cwd?: CString;
+	/** Variables added to the command's environment (names: [A-Za-z_][A-Za-z0-9_]*). */
+	env?: Record<string, string | Uint8Array | number | boolean | undefined>;
+	/** Bytes fed to stdin, then EOF. */
+	stdin?: string | Uint8Array;
+	/** Kill the command's process group after this many ms; 0 or absent: no limit. */
+	timeout?: number;
+	/** Aborting kills the command's whole remote process group; the result has cancelled: true. */
+	signal?: AbortSignal;
+	/**
+	 * Output as it arrives, in order per stream, on the main thread. Throwing
+	 * stops the command and rejects the exec with what was thrown.
+	 */
+	onData?: (stream: OutputStream, chunk: Buffer) => void;
+	/** Keep at most this many bytes of each stream in the result (half head, half tail); 0: all. */
+	maxOutput?: number;
+	/** After SIGTERM, wait this long before SIGKILL, ms; default 2000. */
+	killGrace?: number;
+}
+
+export interface ExecResult {
+	/** 0..255, or null when the command was killed by a signal. */
+	exitCode: number | null;
+	/** The terminating signal, e.g. 'SIGTERM', or null. */
+	signal: NodeJS.Signals | string | null;
+	stdout: Buffer;
+	stderr: Buffer;
+	/** The timeout passed and the command was killed. */
+	timedOut: boolean;
+	/** The AbortSignal (or an exception in onData) stopped the command. */
+	cancelled: boolean;
+	durationMs: number;
+	/** Bytes each stream produced, including any dropped by maxOutput. */
+	stdoutTotal: number;
+	stderrTotal: number;
+	/** maxOutput dropped bytes from the middle of a stream. */
+	truncated: boolean;
+}
+
+export type FileType = 'file' | 'directory' | 'symlink' | 'other';
+
+export interface Stat {
+	type: FileType;
+	size: number;
+	/** Permission bits (07777). */
+	mode: number;
+	mtime: Date;
+	mtimeMs: number;
+}
+
+export interface DirEntry extends Stat {
+	/** Entry name, without a directory part (symlinks are not followed). */
+	name: string;
+}
+
+export interface MkdirOptions {
+	/** Default 0755. */
+	mode?: number;
+	/** Create missing parents; an existing directory is not an error. */
+	parents?: boolean;
+}
+
+export interface RemoveOptions {
+	/** Remove a directory and everything in it. */
+	recursive?: boolean;
+}
+
+export interface SandboxInfo {
+	/** How the host key was trusted. */
+	trust: 'pinned' | 'known' | 'first-use';
+	/** How the client authenticated. */
+	auth: 'none' | 'publickey' | 'agent';
+	/** e.g. 'ssh-ed25519'. */
+	hostKeyType: string;
+	/** 'SHA256:...'. */
+	hostKeyFingerprint: string;
+	/** The trust-on-first-use store consulted; '' when the key is pinned. */
+	knownHosts: string;
+}
+
+/** An open sandbox: a validated configuration and a pool of SSH connections. */
+export declare class Sandbox {
+	private constructor();
+	/** The sandbox workspace (an absolute path in the sandbox). Relative paths resolve against it. */
+	readonly workspace: string;
+	/** Absolute path of the .asp.json in use. */
+	readonly configPath: string;
+	/** true once close() was called. */
+	readonly closed: boolean;
+
+	read(path: CString, options?: ReadOptions): Promise<Buffer>;
+	write(path: CString, data: string | Uint8Array, options?: WriteOptions): Promise<void>;
+	exec(command: CString, options?: ExecOptions): Promise<ExecResult>;
+	stat(path: CString): Promise<Stat>;
+	mkdir(path: CString, options?: MkdirOptions): Promise<void>;
+	list(path: CString): Promise<DirEntry[]>;
+	remove(path: CString, options?: RemoveOptions): Promise<void>;
+	rename(from: CString, to: CString): Promise<void>;
+	info(): Promise<SandboxInfo>;
+	/** Waits for operations in flight, then closes every connection. Later calls reject (ASP_EINVAL). */
+	close(): Promise<void>;
+}
+
+/** Find and validate .asp.json and connect (unless lazy). */
+export declare function open(options?: OpenOptions): Promise<Sandbox>;
+/** Discovery only: the absolute path of the .asp.json that open() would use. */
+export declare function findConfig(startDir?: CString): Promise<string>;
+/** Load and validate a configuration file without connecting. */
+export declare function checkConfig(path: CString): Promise<void>;
+/** The running library's version, e.g. '0.1.0'. */
+export declare function version(): string;
+/** Load the shared library now (otherwise done on first use); returns where it was found. */
+export declare function load(): string;
+/** Where the shared library was loaded from ($ASP_LIBRARY, the build tree, or 'libasp.so.0'). */
+export declare const libraryPath: string;
+/** Every error code by name, from the library: { ASP_OK: 0, ASP_ERROR: -1, ... }. */
+export declare const codes: Readonly<Record<AspErrorCode, number>>;
+/** Pass as ReadOptions.limit to read to the end (the default). */
+export declare const READ_ALL: bigint;

@@ -1,0 +1,794 @@
+'use strict';
+/*
+ * libasp for Node: a koffi binding of include/asp.h.
+ *
+ * Every call that talks to the sandbox runs as a koffi `.async` call on a
+ * libuv worker thread, so the event loop keeps ticking while a command runs.
+ * Quick local calls (result accessors, cancel tokens, error names) are
+ * synchronous.
+ *
+ * Copyright (c) 2026 The libasp authors. MIT licence, see LICENSE.
+ */
+
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const koffi = require('koffi');
+
+/* ------------------------------------------------------------ constants */
+
+const READ_ALL = 0xffffffffffffffffn; // ASP_READ_ALL
+const ASP_OPEN_LAZY = 0x1;
+const ASP_STDOUT = 1;
+const ASP_STDERR = 2;
+const OPEN_OPTIONS_VERSION = 1;
+const WRITE_OPTIONS_VERSION = 1;
+const EXEC_OPTIONS_VERSION = 1;
+const SANDBOX_INFO_VERSION = 1;
+const ERROR_MESSAGE_MAX = 512;
+const ASP_EINVAL = -2;
+const ASP_ECANCELLED = -11;
+/* The last code in asp.h today; codes are only ever appended, see loadCodes(). */
+const KNOWN_LAST_CODE = -20;
+
+/*
+ * koffi runs a native call on a stack of its own, and an async call's stack
+ * is only 128 KiB by default, with no guard page. asp_exec alone keeps two
+ * 64 KiB I/O buffers on the stack, then libssh2 and OpenSSL go deeper: 128 KiB
+ * overflows into neighbouring memory. Ask for a thread-sized stack instead
+ * (mapped lazily, so it costs address space, not memory).
+ */
+const ASYNC_STACK_SIZE = 8 * 1024 * 1024;
+const MIN_ASYNC_STACK_SIZE = 1024 * 1024;
+
+const TYPE_NAMES = { 1: 'file', 2: 'directory', 3: 'symlink', 4: 'other' };
+const TRUST_NAMES = { 1: 'pinned', 2: 'known', 3: 'first-use' };
+const AUTH_NAMES = { 1: 'none', 2: 'publickey', 3: 'agent' };
+
+/* ------------------------------------------------------------ errors */
+
+/** An error reported by libasp (or an argument libasp would refuse). */
+class AspError extends Error {
+	constructor(errno, message, options) {
+		const code = codeName(errno);
+		super(message || `${code}: ${strerror(errno)}`, options);
+		this.name = 'AspError';
+		/** Symbolic name from asp.h, e.g. 'ASP_ENOENT'. */
+		this.code = code;
+		/** The negative asp_error_code value, e.g. -12. */
+		this.errno = errno;
+	}
+}
+
+/* ------------------------------------------------------------ loading */
+
+let lib = null;        // the bound functions, once loaded
+let libraryPath = null;
+let codes = null;      // { ASP_OK: 0, ASP_ERROR: -1, ... }
+let codeNames = null;  // { '-12': 'ASP_ENOENT', ... }
+
+function candidates() {
+	const list = [];
+	if (process.env.ASP_LIBRARY)
+		list.push(process.env.ASP_LIBRARY);
+	list.push(path.resolve(__dirname, '..', '..', 'build', 'libasp.so.0'));
+	list.push('libasp.so.0');
+	return list;
+}
+
+function configureKoffi() {
+	try {
+		if (koffi.config().async_stack_size < ASYNC_STACK_SIZE)
+			koffi.config({ async_stack_size: ASYNC_STACK_SIZE });
+	} catch (e) {
+		/* Another module loaded a library through this koffi first. */
+		const size = koffi.config().async_stack_size;
+		if (size < MIN_ASYNC_STACK_SIZE)
+			process.emitWarning(`koffi's async stack is ${size} bytes and can no longer be changed ` +
+				`(${e.message}); libasp calls may overflow it. Require 'libasp' before other ` +
+				`modules that load native libraries through koffi.`, 'LibaspWarning');
+	}
+}
+
+function bind(handle) {
+	const t = {};
+	t.sandbox = koffi.opaque('asp_sandbox');
+	t.cancel = koffi.opaque('asp_cancel');
+	t.result = koffi.opaque('asp_exec_result');
+	t.list = koffi.opaque('asp_list');
+	t.openOptions = koffi.struct('asp_open_options', {
+		version: 'uint',
+		config_path: 'const char *',
+		start_dir: 'const char *',
+		known_hosts: 'const char *',
+		max_connections: 'uint',
+		connect_timeout_ms: 'uint',
+		io_timeout_ms: 'uint',
+		keepalive_s: 'uint',
+		idle_close_s: 'uint',
+		flags: 'uint',
+	});
+	t.writeOptions = koffi.struct('asp_write_options', {
+		version: 'uint',
+		mode: 'uint',
+		mkdirs: 'int',
+		atomic: 'int',
+	});
+	/* userdata is a void * in C; we only ever store a small integer in it. */
+	t.outputCb = koffi.proto('int asp_output_cb(int stream, const void *data, size_t len, intptr_t userdata)');
+	t.execOptions = koffi.struct('asp_exec_options', {
+		version: 'uint',
+		cwd: 'const char *',
+		env: 'const char **',
+		stdin_data: 'const void *',
+		stdin_len: 'size_t',
+		timeout_ms: 'uint',
+		cancel: 'asp_cancel *',
+		on_output: 'asp_output_cb *',
+		userdata: 'intptr_t',
+		max_output: 'size_t',
+		kill_grace_ms: 'uint',
+		stdin_fd: 'int',
+	});
+	t.statInfo = koffi.struct('asp_stat_info', {
+		size: 'uint64_t',
+		mtime: 'int64_t',
+		mode: 'uint32_t',
+		type: 'uint32_t',
+	});
+	t.sandboxInfo = koffi.struct('asp_sandbox_info', {
+		version: 'uint',
+		trust: 'int',
+		auth: 'int',
+		host_key_type: 'char[32]',
+		host_key_fingerprint: 'char[64]',
+		known_hosts: 'char[1024]',
+	});
+
+	/*
+	 * The asp_error *err argument is a caller-owned Buffer of
+	 * sizeof(asp_error) bytes (int code + char[512]), decoded by hand.
+	 */
+	const f = (sig) => handle.func(sig);
+	return {
+		types: t,
+		version: f('const char *asp_version(void)'),
+		strerror: f('const char *asp_strerror(int code)'),
+		errorName: f('const char *asp_error_name(int code)'),
+		free: f('void asp_free(void *ptr)'),
+		findConfig: f('int asp_find_config(_Out_ void **out, const char *start_dir, void *err)'),
+		checkConfig: f('int asp_check_config(const char *path, void *err)'),
+		open: f('int asp_open(_Out_ asp_sandbox **out, const asp_open_options *opts, void *err)'),
+		close: f('void asp_close(asp_sandbox *sb)'),
+		configPath: f('const char *asp_sandbox_config_path(const asp_sandbox *sb)'),
+		workspace: f('const char *asp_sandbox_workspace(const asp_sandbox *sb)'),
+		infoGet: f('int asp_sandbox_info_get(asp_sandbox *sb, _Inout_ asp_sandbox_info *out, void *err)'),
+		cancelNew: f('int asp_cancel_new(_Out_ asp_cancel **out, void *err)'),
+		cancelTrigger: f('void asp_cancel_trigger(asp_cancel *c)'),
+		cancelFree: f('void asp_cancel_free(asp_cancel *c)'),
+		read: f('int asp_read(_Out_ void **out, _Out_ size_t *out_len, asp_sandbox *sb, const char *path, uint64_t offset, uint64_t limit, void *err)'),
+		write: f('int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len, const asp_write_options *opts, void *err)'),
+		exec: f('int asp_exec(_Out_ asp_exec_result **out, asp_sandbox *sb, const char *command, const asp_exec_options *opts, void *err)'),
+		resExitCode: f('int asp_exec_result_exit_code(const asp_exec_result *r)'),
+		resSignal: f('int asp_exec_result_signal(const asp_exec_result *r)'),
+		resTimedOut: f('int asp_exec_result_timed_out(const asp_exec_result *r)'),
+		resCancelled: f('int asp_exec_result_cancelled(const asp_exec_result *r)'),
+		resOutput: f('const void *asp_exec_result_output(const asp_exec_result *r, int stream, _Out_ size_t *len)'),
+		resTotal: f('uint64_t asp_exec_result_output_total(const asp_exec_result *r, int stream)'),
+		resTruncated: f('int asp_exec_result_truncated(const asp_exec_result *r, int stream)'),
+		resDuration: f('uint64_t asp_exec_result_duration_ms(const asp_exec_result *r)'),
+		resFree: f('void asp_exec_result_free(asp_exec_result *r)'),
+		stat: f('int asp_stat(_Out_ asp_stat_info *out, asp_sandbox *sb, const char *path, void *err)'),
+		mkdir: f('int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents, void *err)'),
+		remove: f('int asp_remove(asp_sandbox *sb, const char *path, int recursive, void *err)'),
+		rename: f('int asp_rename(asp_sandbox *sb, const char *from, const char *to, void *err)'),
+		listDir: f('int asp_list_dir(_Out_ asp_list **out, asp_sandbox *sb, const char *path, void *err)'),
+		listCount: f('size_t asp_list_count(const asp_list *l)'),
+		listName: f('const char *asp_list_name(const asp_list *l, size_t i)'),
+		listStat: f('int asp_list_stat(_Out_ asp_stat_info *out, const asp_list *l, size_t i)'),
+		listFree: f('void asp_list_free(asp_list *l)'),
+	};
+}
+
+/** Load the shared library (done on first use). Returns the path that loaded. */
+function load() {
+	if (lib)
+		return libraryPath;
+	configureKoffi();
+	const tried = [];
+	for (const candidate of candidates()) {
+		/* A path is only worth trying if it exists; a bare name goes to the loader. */
+		if (candidate.includes('/') && !fs.existsSync(candidate)) {
+			tried.push(`${candidate}: not found`);
+			continue;
+		}
+		let handle;
+		try {
+			handle = koffi.load(candidate);
+		} catch (e) {
+			tried.push(`${candidate}: ${e.message}`);
+			continue;
+		}
+		lib = bind(handle);
+		libraryPath = candidate;
+		loadCodes();
+		return libraryPath;
+	}
+	throw new Error(`libasp: cannot load the shared library (set ASP_LIBRARY, run \`make lib\`, ` +
+		`or install libasp.so.0):\n  ${tried.join('\n  ')}`);
+}
+
+/* Names of every code, asked from the library itself (asp_error_name). */
+function loadCodes() {
+	codes = {};
+	codeNames = {};
+	for (let c = 0; ; c--) {
+		const name = lib.errorName(c);
+		if (name === 'ASP_UNKNOWN' || !name) {
+			if (c <= KNOWN_LAST_CODE - 1)
+				break;
+			continue; // never expected: a gap below the last known code
+		}
+		codes[name] = c;
+		codeNames[c] = name;
+	}
+	Object.freeze(codes);
+}
+
+function codeName(errno) {
+	try {
+		load();
+	} catch {
+		return `ASP_${errno}`;
+	}
+	return codeNames[errno] || lib.errorName(errno);
+}
+
+function strerror(errno) {
+	try {
+		load();
+	} catch {
+		return 'error';
+	}
+	return lib.strerror(errno);
+}
+
+/* ------------------------------------------------------------ marshalling */
+
+function newErr() {
+	return Buffer.alloc(4 + ERROR_MESSAGE_MAX);
+}
+
+function errorFrom(rc, errBuf) {
+	let message = '';
+	if (errBuf && errBuf.readInt32LE(0) === rc) {
+		const end = errBuf.indexOf(0, 4);
+		message = errBuf.toString('utf8', 4, end < 0 ? errBuf.length : end);
+	}
+	return new AspError(rc, message || `${codeName(rc)}: ${strerror(rc)}`);
+}
+
+function einval(message) {
+	return new AspError(ASP_EINVAL, message);
+}
+
+/*
+ * A C string argument as a NUL-terminated Buffer. Strings are UTF-8;
+ * a Buffer/Uint8Array passes its bytes as they are (non-UTF-8 names).
+ * Passing Buffers also keeps koffi from copying strings into its small
+ * per-call heap.
+ */
+function cstr(value, what) {
+	let bytes;
+	if (typeof value === 'string')
+		bytes = Buffer.from(value, 'utf8');
+	else if (value instanceof Uint8Array)
+		bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+	else
+		throw new TypeError(`${what} must be a string or a Buffer, got ${value === null ? 'null' : typeof value}`);
+	if (bytes.includes(0))
+		throw einval(`${what} contains a NUL byte`);
+	const out = Buffer.allocUnsafe(bytes.length + 1);
+	bytes.copy(out);
+	out[bytes.length] = 0;
+	return out;
+}
+
+function optCstr(value, what) {
+	return value === undefined || value === null ? null : cstr(value, what);
+}
+
+function bytesOf(value, what) {
+	if (typeof value === 'string')
+		return Buffer.from(value, 'utf8');
+	if (value instanceof Uint8Array)
+		return Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+	if (value === undefined || value === null)
+		return Buffer.alloc(0);
+	throw new TypeError(`${what} must be a string or a Buffer`);
+}
+
+function uint(value, what, max = 0xffffffff) {
+	if (value === undefined || value === null)
+		return 0;
+	if (typeof value !== 'number' || !Number.isFinite(value) || value < 0)
+		throw new RangeError(`${what} must be a non-negative number, got ${String(value)}`);
+	const n = Math.ceil(value);
+	if (n > max)
+		throw new RangeError(`${what} must be at most ${max}, got ${value}`);
+	return n;
+}
+
+function u64(value, what, dflt) {
+	if (value === undefined || value === null)
+		return dflt;
+	if (typeof value === 'bigint') {
+		if (value < 0n || value > READ_ALL)
+			throw new RangeError(`${what} is out of range`);
+		return value;
+	}
+	if (typeof value === 'number' && Number.isFinite(value) && value >= 0)
+		return BigInt(Math.floor(value));
+	if (value === Infinity)
+		return READ_ALL;
+	throw new RangeError(`${what} must be a non-negative number or bigint, got ${String(value)}`);
+}
+
+function copyOut(ptr, len) {
+	if (!ptr || !len)
+		return Buffer.alloc(0);
+	/* koffi.view aliases C memory; Buffer.from(Uint8Array) copies it out. */
+	return Buffer.from(new Uint8Array(koffi.view(ptr, len)));
+}
+
+function statFrom(st) {
+	const mtimeMs = Number(st.mtime) * 1000;
+	return {
+		type: TYPE_NAMES[st.type] || 'other',
+		size: Number(st.size),
+		mode: st.mode,
+		mtime: new Date(mtimeMs),
+		mtimeMs,
+	};
+}
+
+function signalName(num) {
+	if (!num)
+		return null;
+	for (const [name, n] of Object.entries(os.constants.signals))
+		if (n === num)
+			return name;
+	return `SIG${num}`;
+}
+
+/*
+ * Run a bound function on a worker thread; resolve with its int result.
+ * koffi passes a Buffer argument (or a Buffer inside a struct) as a pointer
+ * to its memory and keeps no reference to it, so the completion callback
+ * holds `args`: nothing the worker reads can be collected before it is done.
+ */
+function callAsync(fn, ...args) {
+	return new Promise((resolve, reject) => {
+		fn.async(...args, (err, rc) => {
+			if (args.length < 0)
+				throw new Error('unreachable'); // keeps args alive until completion
+			return err ? reject(err) : resolve(rc);
+		});
+	});
+}
+
+/* ------------------------------------------------------------ exec streaming */
+
+/*
+ * One registered callback for the life of the process. The C side calls it
+ * on the worker thread that runs asp_exec; koffi queues the call to the main
+ * thread and the worker waits for it, so chunks arrive in order, before the
+ * exec's promise settles. `userdata` carries the id of the running exec.
+ */
+const streams = new Map(); // id -> { onData, fail }
+let nextStreamId = 1;
+let outputCbPtr = null;
+
+function outputCallback() {
+	if (!outputCbPtr) {
+		outputCbPtr = koffi.register((stream, data, len, id) => {
+			const s = streams.get(Number(id));
+			if (!s || s.failed)
+				return 0;
+			try {
+				s.onData(stream === ASP_STDERR ? 'stderr' : 'stdout', copyOut(data, Number(len)));
+			} catch (e) {
+				s.fail(e);
+			}
+			/* Always 0: stopping goes through the cancel token (see fail). */
+			return 0;
+		}, koffi.pointer(lib.types.outputCb));
+	}
+	return outputCbPtr;
+}
+
+/* ------------------------------------------------------------ the sandbox */
+
+const CLOSED = Symbol('closed');
+
+class Sandbox {
+	constructor(handle) {
+		this._h = handle;
+		this._inflight = new Set();
+		this._closing = null;
+		/** Absolute path of the .asp.json in use. */
+		this.configPath = lib.configPath(handle);
+		/** The sandbox workspace (absolute path in the sandbox). */
+		this.workspace = lib.workspace(handle);
+	}
+
+	get closed() {
+		return this._h === CLOSED || this._closing !== null;
+	}
+
+	/*
+	 * Track an operation so close() can wait for it (asp_close must not race
+	 * with calls). The methods are async functions, so bad arguments reject;
+	 * they call _run before their first await, so tracking starts at the call.
+	 */
+	_run(what, body) {
+		if (this.closed)
+			return Promise.reject(einval(`${what}: the sandbox is closed`));
+		let p;
+		try {
+			p = body(this._h);
+		} catch (e) {
+			return Promise.reject(e);
+		}
+		this._inflight.add(p);
+		const done = () => this._inflight.delete(p);
+		p.then(done, done);
+		return p;
+	}
+
+	/** Read bytes from a file: the whole file, or `limit` bytes from `offset`. */
+	async read(file, opts = {}) {
+		const p = cstr(file, 'path');
+		const offset = u64(opts.offset, 'offset', 0n);
+		const limit = u64(opts.limit, 'limit', READ_ALL);
+		return this._run('read', async (h) => {
+			const out = [null];
+			const len = [0];
+			const err = newErr();
+			const rc = await callAsync(lib.read, out, len, h, p, offset, limit, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			try {
+				return copyOut(out[0], Number(len[0]));
+			} finally {
+				lib.free(out[0]);
+			}
+		});
+	}
+
+	/** Create or replace a file (atomically by default). */
+	async write(file, data, opts = {}) {
+		const p = cstr(file, 'path');
+		const bytes = bytesOf(data, 'data');
+		const o = {
+			version: WRITE_OPTIONS_VERSION,
+			mode: uint(opts.mode, 'mode', 0o7777),
+			mkdirs: opts.mkdirs ? 1 : 0,
+			atomic: opts.atomic === undefined || opts.atomic ? 1 : 0,
+		};
+		return this._run('write', async (h) => {
+			const err = newErr();
+			/* A zero-length Buffer may have no memory behind it: libasp accepts NULL with len 0. */
+			const rc = await callAsync(lib.write, h, p, bytes.length ? bytes : null, bytes.length, o, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/** Run shell text in a fresh shell in the sandbox. */
+	async exec(command, opts = {}) {
+		const cmd = cstr(command, 'command');
+		const cwd = optCstr(opts.cwd, 'cwd');
+		const env = [];
+		if (opts.env !== undefined && opts.env !== null) {
+			if (typeof opts.env !== 'object')
+				throw new TypeError('env must be an object of NAME: value');
+			for (const [name, value] of Object.entries(opts.env)) {
+				if (value === undefined)
+					continue;
+				if (name.includes('='))
+					throw einval(`env name ${JSON.stringify(name)} contains '='`);
+				const v = typeof value === 'string' || value instanceof Uint8Array ? value : String(value);
+				env.push(cstr(Buffer.concat([Buffer.from(`${name}=`, 'utf8'), bytesOf(v, `env ${name}`)]),
+					`env ${name}`));
+			}
+		}
+		const stdin = bytesOf(opts.stdin, 'stdin');
+		const timeout = uint(opts.timeout, 'timeout');
+		const killGrace = uint(opts.killGrace, 'killGrace');
+		const maxOutput = uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER);
+		const signal = opts.signal;
+		const onData = opts.onData;
+		if (onData !== undefined && typeof onData !== 'function')
+			throw new TypeError('onData must be a function');
+		if (signal !== undefined && signal !== null &&
+		    (typeof signal !== 'object' || typeof signal.addEventListener !== 'function'))
+			throw new TypeError('signal must be an AbortSignal');
+		if (signal && signal.aborted)
+			throw new AspError(ASP_ECANCELLED, 'exec: cancelled before it started (the AbortSignal was already aborted)', { cause: signal.reason });
+
+		return this._run('exec', async (h) => {
+			let token = null;
+			let streamId = 0;
+			let callbackError = null;
+			let onAbort = null;
+			const err = newErr();
+			try {
+				if (signal || onData) {
+					const out = [null];
+					const rc = lib.cancelNew(out, err);
+					if (rc)
+						throw errorFrom(rc, err);
+					token = out[0];
+				}
+				if (signal) {
+					onAbort = () => lib.cancelTrigger(token);
+					signal.addEventListener('abort', onAbort, { once: true });
+				}
+				if (onData) {
+					streamId = nextStreamId++;
+					const entry = {
+						onData,
+						failed: false,
+						fail: (e) => {
+							/* An exception in onData stops the command and rejects the exec. */
+							entry.failed = true;
+							callbackError = e;
+							lib.cancelTrigger(token);
+						},
+					};
+					streams.set(streamId, entry);
+				}
+				const o = {
+					version: EXEC_OPTIONS_VERSION,
+					cwd,
+					env: env.length ? [...env, null] : null,
+					stdin_data: stdin.length ? stdin : null,
+					stdin_len: stdin.length,
+					timeout_ms: timeout,
+					cancel: token,
+					on_output: onData ? outputCallback() : null,
+					userdata: streamId,
+					max_output: maxOutput,
+					kill_grace_ms: killGrace,
+					stdin_fd: -1,
+				};
+				const out = [null];
+				const rc = await callAsync(lib.exec, out, h, cmd, o, err);
+				if (rc)
+					throw errorFrom(rc, err);
+				const r = out[0];
+				try {
+					if (callbackError)
+						throw callbackError;
+					const olen = [0];
+					const stdout = copyOut(lib.resOutput(r, ASP_STDOUT, olen), Number(olen[0]));
+					const elen = [0];
+					const stderr = copyOut(lib.resOutput(r, ASP_STDERR, elen), Number(elen[0]));
+					const sig = lib.resSignal(r);
+					return {
+						exitCode: sig ? null : lib.resExitCode(r),
+						signal: signalName(sig),
+						stdout,
+						stderr,
+						timedOut: !!lib.resTimedOut(r),
+						cancelled: !!lib.resCancelled(r),
+						durationMs: Number(lib.resDuration(r)),
+						stdoutTotal: Number(lib.resTotal(r, ASP_STDOUT)),
+						stderrTotal: Number(lib.resTotal(r, ASP_STDERR)),
+						truncated: !!(lib.resTruncated(r, ASP_STDOUT) || lib.resTruncated(r, ASP_STDERR)),
+					};
+				} finally {
+					lib.resFree(r);
+				}
+			} finally {
+				if (onAbort)
+					signal.removeEventListener('abort', onAbort);
+				if (streamId)
+					streams.delete(streamId);
+				if (token)
+					lib.cancelFree(token);
+			}
+		});
+	}
+
+	/** Metadata of a path (symlinks followed). */
+	async stat(file) {
+		const p = cstr(file, 'path');
+		return this._run('stat', async (h) => {
+			const st = {};
+			const err = newErr();
+			const rc = await callAsync(lib.stat, st, h, p, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			return statFrom(st);
+		});
+	}
+
+	/** Create a directory; with `parents`, missing parents too and no error if it exists. */
+	async mkdir(dir, opts = {}) {
+		const p = cstr(dir, 'path');
+		const mode = uint(opts.mode, 'mode', 0o7777);
+		const parents = opts.parents ? 1 : 0;
+		return this._run('mkdir', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.mkdir, h, p, mode, parents, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/** Entries of a directory (without . and ..), sorted by name; symlinks not followed. */
+	async list(dir) {
+		const p = cstr(dir, 'path');
+		return this._run('list', async (h) => {
+			const out = [null];
+			const err = newErr();
+			const rc = await callAsync(lib.listDir, out, h, p, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			const l = out[0];
+			try {
+				const n = Number(lib.listCount(l));
+				const entries = [];
+				for (let i = 0; i < n; i++) {
+					const st = {};
+					lib.listStat(st, l, i);
+					entries.push({ name: lib.listName(l, i), ...statFrom(st) });
+				}
+				return entries;
+			} finally {
+				lib.listFree(l);
+			}
+		});
+	}
+
+	/** Remove a file or an empty directory; with `recursive`, a whole tree. */
+	async remove(file, opts = {}) {
+		const p = cstr(file, 'path');
+		const recursive = opts.recursive ? 1 : 0;
+		return this._run('remove', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.remove, h, p, recursive, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/** Rename `from` to `to`, replacing a file at `to`. */
+	async rename(from, to) {
+		const a = cstr(from, 'from');
+		const b = cstr(to, 'to');
+		return this._run('rename', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.rename, h, a, b, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/** Connect if needed and describe the connection (trust, auth, host key). */
+	async info() {
+		return this._run('info', async (h) => {
+			const info = {
+				version: SANDBOX_INFO_VERSION, trust: 0, auth: 0,
+				host_key_type: '', host_key_fingerprint: '', known_hosts: '',
+			};
+			const err = newErr();
+			const rc = await callAsync(lib.infoGet, h, info, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			return {
+				trust: TRUST_NAMES[info.trust] || String(info.trust),
+				auth: AUTH_NAMES[info.auth] || String(info.auth),
+				hostKeyType: info.host_key_type,
+				hostKeyFingerprint: info.host_key_fingerprint,
+				knownHosts: info.known_hosts,
+			};
+		});
+	}
+
+	/**
+	 * Wait for the operations in flight, then close every connection.
+	 * New operations are refused from the moment close() is called.
+	 */
+	close() {
+		if (this._h === CLOSED)
+			return Promise.resolve();
+		if (this._closing)
+			return this._closing;
+		const h = this._h;
+		this._closing = (async () => {
+			await Promise.allSettled([...this._inflight]);
+			await new Promise((resolve, reject) =>
+				lib.close.async(h, (e) => (e ? reject(e) : resolve())));
+			this._h = CLOSED;
+		})();
+		return this._closing;
+	}
+}
+
+/* ------------------------------------------------------------ module API */
+
+/** Open a sandbox: find and validate .asp.json, and connect (unless `lazy`). */
+async function open(opts = {}) {
+	load();
+	const o = {
+		version: OPEN_OPTIONS_VERSION,
+		config_path: optCstr(opts.config, 'config'),
+		start_dir: optCstr(opts.startDir, 'startDir'),
+		known_hosts: optCstr(opts.knownHosts, 'knownHosts'),
+		max_connections: uint(opts.maxConnections, 'maxConnections'),
+		connect_timeout_ms: uint(opts.connectTimeout, 'connectTimeout'),
+		io_timeout_ms: uint(opts.ioTimeout, 'ioTimeout'),
+		keepalive_s: uint(opts.keepalive, 'keepalive'),
+		idle_close_s: uint(opts.idleClose, 'idleClose'),
+		flags: opts.lazy ? ASP_OPEN_LAZY : 0,
+	};
+	const out = [null];
+	const err = newErr();
+	const rc = await callAsync(lib.open, out, o, err);
+	if (rc)
+		throw errorFrom(rc, err);
+	return new Sandbox(out[0]);
+}
+
+/** Discovery only: $ASP_CONFIG, else .asp.json in startDir and its parents. */
+async function findConfig(startDir) {
+	load();
+	const dir = optCstr(startDir, 'startDir');
+	const out = [null];
+	const err = newErr();
+	const rc = await callAsync(lib.findConfig, out, dir, err);
+	if (rc)
+		throw errorFrom(rc, err);
+	try {
+		return koffi.decode(out[0], 'char', -1);
+	} finally {
+		lib.free(out[0]);
+	}
+}
+
+/** Load and validate a configuration file without connecting. */
+async function checkConfig(file) {
+	load();
+	const p = cstr(file, 'path');
+	const err = newErr();
+	const rc = await callAsync(lib.checkConfig, p, err);
+	if (rc)
+		throw errorFrom(rc, err);
+}
+
+module.exports = {
+	open,
+	findConfig,
+	checkConfig,
+	AspError,
+	Sandbox,
+	READ_ALL,
+	/** The running library's version string, e.g. "0.1.0". */
+	version() {
+		load();
+		return lib.version();
+	},
+	/** Path or name the shared library was loaded from. */
+	get libraryPath() {
+		return load();
+	},
+	/** Every error code by name, from asp_error_name: { ASP_OK: 0, ASP_ERROR: -1, ... }. */
+	get codes() {
+		load();
+		return codes;
+	},
+	load,
+};

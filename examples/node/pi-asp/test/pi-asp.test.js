@@ -1,0 +1,376 @@
+/*
+ * pi's own read/write/edit/bash tools, loaded with this extension by pi's
+ * resource loader (no LLM: the tools are executed directly), against the
+ * same tools on a local copy of the workspace. Results must be equal once
+ * the two root paths are written alike.
+ */
+import assert from 'node:assert/strict';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import zlib from 'node:zlib';
+
+import * as pi from '@mariozechner/pi-coding-agent';
+import asp from 'libasp';
+
+import { createPiAspExtension } from '../index.js';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const extensionPath = path.resolve(here, '..', 'index.js');
+const require = createRequire(import.meta.url);
+const { startSshd } = require('../../../../bindings/node/test/sshd-fixture.js');
+
+let fx;
+let localDir;
+let agentDir;
+let session;
+let localSession;
+let remote; // name -> pi AgentTool running through the extension
+let local;  // name -> pi AgentTool on the local copy
+
+/* A 2x2 RGB PNG, made here so the test ships no binary file. */
+function png() {
+	const crcTable = Array.from({ length: 256 }, (_, n) => {
+		let c = n;
+		for (let k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+		return c >>> 0;
+	});
+	const crc = (buf) => {
+		let c = 0xffffffff;
+		for (const b of buf)
+			c = crcTable[(c ^ b) & 0xff] ^ (c >>> 8);
+		return (c ^ 0xffffffff) >>> 0;
+	};
+	const chunk = (type, data) => {
+		const len = Buffer.alloc(4);
+		len.writeUInt32BE(data.length);
+		const td = Buffer.concat([Buffer.from(type), data]);
+		const c = Buffer.alloc(4);
+		c.writeUInt32BE(crc(td));
+		return Buffer.concat([len, td, c]);
+	};
+	const ihdr = Buffer.from([0, 0, 0, 2, 0, 0, 0, 2, 8, 2, 0, 0, 0]);
+	const raw = Buffer.from([0, 255, 0, 0, 0, 255, 0, 0, 0, 0, 255, 255, 255, 255]);
+	return Buffer.concat([Buffer.from([137, 80, 78, 71, 13, 10, 26, 10]), chunk('IHDR', ihdr),
+		chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+}
+
+function populate(dir) {
+	fs.writeFileSync(path.join(dir, 'hello.txt'), 'hello\nworld\n');
+	fs.writeFileSync(path.join(dir, 'long.txt'),
+		Array.from({ length: 2600 }, (_, i) => `line ${i + 1} ${'x'.repeat(i % 50)}`).join('\n'));
+	fs.mkdirSync(path.join(dir, 'src'));
+	fs.writeFileSync(path.join(dir, 'src', 'app.js'),
+		'function greet(name) {\n\treturn "Hello, " + name;\n}\n\nmodule.exports = { greet };\n');
+	fs.writeFileSync(path.join(dir, 'crlf.txt'), '\ufeffone\r\ntwo\r\nthree\r\n');
+	fs.writeFileSync(path.join(dir, 'image.png'), png());
+	fs.writeFileSync(path.join(dir, 'quote\'s $dir.txt'), 'hostile name\n');
+}
+
+function chownTree(dir, uid, gid) {
+	fs.chownSync(dir, uid, gid);
+	for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+		const p = path.join(dir, e.name);
+		if (e.isDirectory())
+			chownTree(p, uid, gid);
+		else
+			fs.lchownSync(p, uid, gid);
+	}
+}
+
+/* Relative path -> content of every file under dir. */
+function snapshot(dir) {
+	const out = {};
+	const walk = (d) => {
+		for (const e of fs.readdirSync(d, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+			const p = path.join(d, e.name);
+			if (e.isDirectory())
+				walk(p);
+			else
+				out[path.relative(dir, p)] = fs.readFileSync(p).toString('base64');
+		}
+	};
+	walk(dir);
+	return out;
+}
+
+function normalize(value) {
+	return JSON.parse(JSON.stringify(value ?? null)
+		.replaceAll(fx.workspace, '<CWD>')
+		.replaceAll(localDir, '<CWD>')
+		.replace(/\/tmp\/pi-bash-[0-9a-f]+\.log/g, '<FULL-OUTPUT-LOG>'));
+}
+
+/* Run a tool; its result, or its error message, normalized. */
+async function run(tool, params, { signal, updates } = {}) {
+	try {
+		const r = await tool.execute(`call-${crypto.randomUUID()}`, params, signal,
+			updates ? (u) => updates.push(u) : undefined);
+		return { ok: normalize(r) };
+	} catch (e) {
+		return { error: normalize(e.message) };
+	}
+}
+
+async function same(name, params, opts) {
+	const r = await run(remote[name], params, opts);
+	const l = await run(local[name], params, opts);
+	assert.deepEqual(r, l);
+	return r;
+}
+
+before(async () => {
+	fx = await startSshd();
+	populate(fx.workspace);
+	if (process.getuid() === 0)
+		chownTree(fx.workspace, fx.uid, fx.gid);
+	localDir = fs.mkdtempSync('/tmp/pi-asp-local.');
+	fs.cpSync(fx.workspace, localDir, { recursive: true });
+	agentDir = fs.mkdtempSync('/tmp/pi-asp-agent.');
+
+	/* As pi itself loads it: through its resource loader, from the extension's path. */
+	process.env.ASP_CONFIG = fx.config;
+	const loader = new pi.DefaultResourceLoader({
+		cwd: localDir, agentDir, additionalExtensionPaths: [extensionPath],
+	});
+	await loader.reload();
+	const loaded = loader.getExtensions();
+	assert.deepEqual(loaded.errors, []);
+	({ session } = await pi.createAgentSession({
+		cwd: localDir,
+		agentDir,
+		resourceLoader: loader,
+		sessionManager: pi.SessionManager.inMemory(localDir),
+		settingsManager: pi.SettingsManager.inMemory(),
+		authStorage: pi.AuthStorage.inMemory(),
+	}));
+	remote = Object.fromEntries(session.agent.state.tools.map((t) => [t.name, t]));
+	/* The reference: the same pi, same tools, same wrapping, without the extension, on the copy. */
+	const plainLoader = new pi.DefaultResourceLoader({ cwd: localDir, agentDir });
+	await plainLoader.reload();
+	({ session: localSession } = await pi.createAgentSession({
+		cwd: localDir,
+		agentDir,
+		resourceLoader: plainLoader,
+		sessionManager: pi.SessionManager.inMemory(localDir),
+		settingsManager: pi.SettingsManager.inMemory(),
+		authStorage: pi.AuthStorage.inMemory(),
+	}));
+	local = Object.fromEntries(localSession.agent.state.tools.map((t) => [t.name, t]));
+});
+
+after(async () => {
+	try {
+		/* As pi does on quit: session_shutdown (the extension closes its sandbox), then dispose. */
+		await session?.extensionRunner?.emit({ type: 'session_shutdown', reason: 'quit' });
+		session?.dispose();
+		localSession?.dispose();
+	} catch {
+		/* best effort */
+	}
+	delete process.env.ASP_CONFIG;
+	if (localDir)
+		fs.rmSync(localDir, { recursive: true, force: true });
+	if (agentDir)
+		fs.rmSync(agentDir, { recursive: true, force: true });
+	if (fx)
+		await fx.stop();
+});
+
+describe('pi tools through pi-asp', () => {
+	it('the extension replaced the four default tools', () => {
+		assert.deepEqual(session.getActiveToolNames().sort(), ['bash', 'edit', 'read', 'write']);
+		for (const name of ['read', 'write', 'edit', 'bash'])
+			assert.ok(remote[name], name);
+	});
+
+	it('bash runs in the sandbox, as the sandbox user, in the workspace', async () => {
+		const r = await run(remote.bash, { command: 'pwd; id -un' });
+		const me = process.getuid() === 0 ? 'asp-test' : fx.user;
+		assert.deepEqual(r, { ok: { content: [{ type: 'text', text: `<CWD>\n${me}\n` }] } });
+	});
+
+	it('read: text, ranges, truncation, images, errors', async () => {
+		await same('read', { path: 'hello.txt' });
+		await same('read', { path: 'long.txt' });
+		await same('read', { path: 'long.txt', offset: 2590 });
+		await same('read', { path: 'long.txt', offset: 10, limit: 5 });
+		await same('read', { path: 'long.txt', offset: 99999 });
+		await same('read', { path: 'crlf.txt' });
+		await same('read', { path: "quote's $dir.txt" });
+		const img = await same('read', { path: 'image.png' });
+		assert.equal(img.ok.content[1].type, 'image');
+		const missing = await same('read', { path: 'missing.txt' });
+		assert.match(missing.error, /ENOENT: no such file or directory, access '<CWD>\/missing.txt'/);
+		const dir = await same('read', { path: 'src' });
+		assert.match(dir.error, /EISDIR/);
+		const abs = await run(remote.read, { path: path.join(fx.workspace, 'hello.txt') });
+		assert.deepEqual(abs, await run(local.read, { path: path.join(localDir, 'hello.txt') }));
+	});
+
+	it('write: new files, new directories, overwrite', async () => {
+		await same('write', { path: 'new.txt', content: 'brand new\n' });
+		await same('write', { path: 'deep/er/file.md', content: '# title\n\nünïcødé ✓\n' });
+		await same('write', { path: 'hello.txt', content: 'replaced\n' });
+		await same('write', { path: 'src', content: 'x' });
+		assert.equal(fs.readFileSync(path.join(fx.workspace, 'deep/er/file.md'), 'utf8'), '# title\n\nünïcødé ✓\n');
+	});
+
+	it('edit: replacements, diffs, line endings and BOM, failures', async () => {
+		const r = await same('edit', {
+			path: 'src/app.js',
+			edits: [{ oldText: 'return "Hello, " + name;', newText: 'return `Hi, ${name}!`;' }],
+		});
+		assert.match(r.ok.details.diff, /Hi, \$\{name\}!/);
+		await same('edit', { path: 'crlf.txt', edits: [{ oldText: 'two', newText: 'TWO' }, { oldText: 'three', newText: '3' }] });
+		await same('edit', { path: 'src/app.js', edits: [{ oldText: 'not there', newText: 'x' }] });
+		await same('edit', { path: 'src/app.js', edits: [{ oldText: '\n', newText: '' }] });
+		const missing = await same('edit', { path: 'nope.js', edits: [{ oldText: 'a', newText: 'b' }] });
+		assert.match(missing.error, /Could not edit file: nope.js. Error code: ENOENT/);
+	});
+
+	it('edit refuses a file the sandbox user cannot write', { skip: process.getuid() !== 0 && 'needs root' }, async () => {
+		const ro = path.join(fx.workspace, 'readonly.txt');
+		fs.writeFileSync(ro, 'locked\n', { mode: 0o644 });
+		fs.chownSync(ro, 0, 0);
+		const r = await run(remote.edit, { path: 'readonly.txt', edits: [{ oldText: 'locked', newText: 'open' }] });
+		assert.match(r.error, /Could not edit file: readonly.txt. Error code: EACCES/);
+		fs.rmSync(ro);
+	});
+
+	it('bash: output, exit codes, stderr, hostile quoting', async () => {
+		await same('bash', { command: 'ls; cat hello.txt; echo to-stderr >&2' });
+		await same('bash', { command: 'echo partial; exit 3' });
+		await same('bash', { command: 'printf "%s\\n" "it\'s" \'$HOME\' "`echo tick`"' });
+		await same('bash', { command: 'true' });
+		await same('bash', { command: 'seq 1 5000' });
+		await same('bash', { command: 'echo made > made.txt; mkdir -p m/n && echo x > m/n/o' });
+	});
+
+	it('bash: streaming updates reach pi', async () => {
+		const updates = [];
+		const r = await run(remote.bash, { command: 'echo one; sleep 0.3; echo two' }, { updates });
+		assert.deepEqual(r.ok.content, [{ type: 'text', text: 'one\ntwo\n' }]);
+		const texts = updates.map((u) => u.content[0]?.text).filter(Boolean);
+		assert.ok(texts.includes('one\n'), JSON.stringify(texts));
+	});
+
+	it('bash: timeout kills the command', async () => {
+		const t0 = Date.now();
+		const r = await same('bash', { command: 'echo before; sleep 30', timeout: 1 });
+		assert.equal(r.error, 'before\n\n\nCommand timed out after 1 seconds');
+		assert.ok(Date.now() - t0 < 15_000);
+	});
+
+	it('bash: abort kills the remote process group', async () => {
+		const tag = `33.${crypto.randomInt(1e6, 1e7)}`;
+		const ac = new AbortController();
+		setTimeout(() => ac.abort(), 400);
+		const r = await run(remote.bash, { command: `echo started; sleep ${tag} & sleep ${tag}` }, { signal: ac.signal });
+		assert.equal(r.error, 'started\n\n\nCommand aborted');
+		const ps = await run(remote.bash, { command: 'ps -u "$(id -un)" -o stat=,args=' });
+		const alive = ps.ok.content[0].text.split('\n').filter((l) => l.includes(tag) && !/^\s*Z/.test(l));
+		assert.deepEqual(alive, []);
+		const pre = await run(remote.bash, { command: 'touch never.txt' }, { signal: AbortSignal.abort() });
+		assert.match(pre.error, /aborted/);
+		assert.ok(!fs.existsSync(path.join(fx.workspace, 'never.txt')));
+	});
+
+	it('pi does not leak the local environment to the sandbox', async () => {
+		process.env.PI_ASP_SECRET_TEST = 'sk-local-secret';
+		try {
+			const r = await run(remote.bash, { command: 'echo "[${PI_ASP_SECRET_TEST:-unset}]"' });
+			assert.equal(r.ok.content[0].text, '[unset]\n');
+		} finally {
+			delete process.env.PI_ASP_SECRET_TEST;
+		}
+	});
+
+	it('~ is the sandbox user\'s home', async () => {
+		const home = (await run(remote.bash, { command: 'printf %s "$HOME"' })).ok.content[0].text;
+		fs.mkdirSync(home, { recursive: true });
+		const probe = path.join(home, `.pi-asp-probe-${process.pid}`);
+		fs.writeFileSync(probe, 'remote home\n');
+		try {
+			const r = await run(remote.read, { path: `~/${path.basename(probe)}` });
+			assert.deepEqual(r.ok.content, [{ type: 'text', text: 'remote home\n' }]);
+		} finally {
+			fs.rmSync(probe, { force: true });
+		}
+	});
+
+	it('both trees end up identical', () => {
+		assert.deepEqual(snapshot(fx.workspace), snapshot(localDir));
+	});
+});
+
+describe('extension wiring (a stand-in for pi\'s ExtensionAPI)', () => {
+	function fakePi() {
+		const tools = {};
+		const handlers = {};
+		return {
+			tools,
+			handlers,
+			registerTool: (def) => {
+				tools[def.name] = def;
+			},
+			on: (event, handler) => {
+				handlers[event] = handler;
+			},
+		};
+	}
+
+	it('does nothing without a .asp.json', async () => {
+		const empty = fs.mkdtempSync('/tmp/pi-asp-none.');
+		const saved = process.env.ASP_CONFIG;
+		delete process.env.ASP_CONFIG;
+		try {
+			const p = fakePi();
+			await createPiAspExtension({ startDir: empty })(p);
+			assert.deepEqual(Object.keys(p.tools), []);
+		} finally {
+			process.env.ASP_CONFIG = saved;
+			fs.rmSync(empty, { recursive: true, force: true });
+		}
+	});
+
+	it('fails closed when the sandbox cannot be opened', async () => {
+		const bad = fx.writeConfig(path.join(fx.dir, 'bad-key.asp.json'),
+			{ connection: { host_key: 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' } });
+		const p = fakePi();
+		await createPiAspExtension({ config: bad })(p);
+		assert.deepEqual(Object.keys(p.tools).sort(), ['bash', 'edit', 'read', 'write']);
+		await assert.rejects(p.tools.bash.execute('id', { command: 'touch local-leak' }),
+			/ASP sandbox is not available.*host key/i);
+		assert.ok(!fs.existsSync(path.join(process.cwd(), 'local-leak')));
+	});
+
+	it('rewrites the working directory in the system prompt, serves user_bash, closes on shutdown', async () => {
+		const p = fakePi();
+		await createPiAspExtension({ config: fx.config, startDir: '/some/local/dir' })(p);
+		const out = p.handlers.before_agent_start({ systemPrompt: 'x\nCurrent working directory: /some/local/dir' });
+		assert.equal(out.systemPrompt, `x\nCurrent working directory: ${fx.workspace} (ASP sandbox, .asp.json)`);
+		const { operations } = p.handlers.user_bash({ command: 'echo hi', cwd: '/some/local/dir' });
+		const chunks = [];
+		const r = await operations.exec('echo hi', fx.workspace, { onData: (c) => chunks.push(c) });
+		assert.deepEqual(r, { exitCode: 0 });
+		assert.equal(Buffer.concat(chunks).toString(), 'hi\n');
+		await p.handlers.session_shutdown();
+		/* reopened on demand after a shutdown */
+		const again = await p.tools.bash.execute('id', { command: 'echo again' });
+		assert.equal(again.content[0].text, 'again\n');
+		await p.handlers.session_shutdown();
+	});
+
+	it('maps libasp errors to Node-style fs errors', async () => {
+		const { toNodeError } = await import('../index.js');
+		const e = toNodeError(new asp.AspError(asp.codes.ASP_ENOENT, 'x'), 'open', '/w/f');
+		assert.equal(e.code, 'ENOENT');
+		assert.equal(e.message, "ENOENT: no such file or directory, open '/w/f'");
+		assert.ok(e.cause instanceof asp.AspError);
+	});
+});
