@@ -369,7 +369,8 @@ typedef struct asp_stat_info {
 
 /*
  * Metadata of `path`, following symlinks (a dangling link is ASP_ENOENT).
- * Errors: ASP_ENOENT, ASP_EACCES, ASP_ENOTDIR, connection errors.
+ * Errors: ASP_ENOENT (also when a path component is not a directory: the
+ * SFTP server does not tell the two apart), ASP_EACCES, connection errors.
  */
 ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, asp_error *err);
 

@@ -585,9 +585,12 @@ out:
 				rc = asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	if (rc && *started && c->dead && rc != ASP_ENOMEM) {
-		rc = asp__error(err, ASP_ECONNLOST,
-				"%s: connection lost while the command was running; it was not "
-				"replayed and may have run in part (%s)", c->where, err ? err->message : "");
+		/* Keep the cause, but say what it means for the command. */
+		asp__error_prefix(err, "%s: connection lost while the command was running; it was not "
+				  "replayed and may have run in part", c->where);
+		rc = ASP_ECONNLOST;
+		if (err)
+			err->code = rc;
 	}
 	free_channel(c, x.kch);
 	free_channel(c, x.ch);

@@ -38,7 +38,7 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err)
 	return 0;
 }
 
-static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err)
+static int check_env(const char *entry, size_t index, asp_error *err)
 {
 	const char *eq = strchr(entry, '=');
 	char *name;
@@ -56,6 +56,27 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
 				  "env[%zu]: name \"%.*s\" is not a valid variable name "
 				  "([A-Za-z_][A-Za-z0-9_]*)",
 				  index, (int)((eq - entry) > 64 ? 64 : (eq - entry)), entry);
+	return 0;
+}
+
+int asp__env_check(const char *const *env, asp_error *err)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; env && env[i]; i++)
+		if ((rc = check_env(env[i], i, err)))
+			return rc;
+	return 0;
+}
+
+static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err)
+{
+	const char *eq = strchr(entry, '=');
+	int rc;
+
+	if ((rc = check_env(entry, index, err)))
+		return rc;
 	/* NAME is validated, so it needs no quoting; the value is quoted. */
 	if (asp__buf_puts(out, "export ") || asp__buf_put(out, entry, (size_t)(eq - entry + 1)) ||
 	    asp__quote(out, eq + 1) || asp__buf_puts(out, "; "))

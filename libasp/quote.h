@@ -27,6 +27,9 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
 int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 		     const char *const *env, const char *command, asp_error *err);
 
+/* Check that every env entry is NAME=value with a valid NAME (ASP_EINVAL otherwise). */
+int asp__env_check(const char *const *env, asp_error *err);
+
 /*
  * The script that kills process group `pgid`: SIGTERM, then SIGKILL if any
  * member is still alive after grace_ms.

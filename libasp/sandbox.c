@@ -375,7 +375,9 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 					  opts->version);
 		o = *opts;
 	}
-	if ((rc = resolve(sb, o.cwd ? o.cwd : sb->cfg->workspace, &cwd, "exec cwd", err)))
+	/* Reject bad input before taking a connection for it. */
+	if ((rc = asp__env_check(o.env, err)) ||
+	    (rc = resolve(sb, o.cwd ? o.cwd : sb->cfg->workspace, &cwd, "exec cwd", err)))
 		return rc;
 	x.command = command;
 	x.cwd = cwd;

@@ -57,19 +57,21 @@ static void core_teardown(void)
 	ck_assert_msg((rc) == ASP_OK, "%s: expected ASP_OK, got %s: %s", (what),             \
 		      asp_error_name(rc), (e).message)
 
-/* rc and err->code are `code`, and the message contains `needle` (if not NULL). */
-#define ASSERT_ERR(rc, e, code, needle)                                                     \
-	do {                                                                                \
-		ck_assert_msg((rc) == (code), "expected %s, got %s (message: %s)",          \
-			      asp_error_name(code), asp_error_name(rc), (e).message);       \
-		ck_assert_msg((e).code == (code), "err.code is %s, rc is %s",              \
-			      asp_error_name((e).code), asp_error_name(code));              \
-		ck_assert_msg((e).message[0], "empty error message");                       \
-		if ((needle) != NULL)                                                       \
-			ck_assert_msg(strstr((e).message, (needle)) != NULL,                \
-				      "message \"%s\" does not mention \"%s\"", (e).message, \
-				      (const char *)(needle));                              \
-	} while (0)
+/* rc and err.code are `want`, and the message mentions `needle` (when not NULL). */
+static void check_err(int line, int rc, const asp_error *e, int want, const char *needle)
+{
+	ck_assert_msg(rc == want, "line %d: expected %s, got %s (message: %s)", line,
+		      asp_error_name(want), asp_error_name(rc), e->message);
+	ck_assert_msg(e->code == want, "line %d: err.code is %s, expected %s", line,
+		      asp_error_name(e->code), asp_error_name(want));
+	ck_assert_msg(e->message[0] != '\0', "line %d: empty error message", line);
+	if (needle)
+		ck_assert_msg(strstr(e->message, needle) != NULL,
+			      "line %d: message \"%s\" does not mention \"%s\"", line, e->message,
+			      needle);
+}
+
+#define ASSERT_ERR(rc, e, want, needle) check_err(__LINE__, (rc), &(e), (want), (needle))
 
 static asp_sandbox *sb_open(void)
 {
@@ -91,8 +93,9 @@ static const char *ws(const char *rel)
 	static char bufs[8][PATH_MAX];
 	static unsigned int next;
 	char *b = bufs[next++ % 8];
+	int n = snprintf(b, PATH_MAX, "%s/%s", fx.workspace, rel);
 
-	snprintf(b, PATH_MAX, "%s/%s", fx.workspace, rel);
+	ck_assert(n > 0 && n < PATH_MAX);
 	return b;
 }
 
@@ -125,11 +128,6 @@ static void assert_bytes(const char *what, const void *got, size_t glen, const v
 	ck_abort_msg("%s: %zu bytes, expected %zu; first difference at offset %zu "
 		     "(got 0x%02x, want 0x%02x)",
 		     what, glen, wlen, i, i < glen ? g[i] : 0, i < wlen ? w[i] : 0);
-}
-
-static void assert_str_bytes(const char *what, const void *got, size_t glen, const char *want)
-{
-	assert_bytes(what, got, glen, want, strlen(want));
 }
 
 static void sha256_hex(const void *data, size_t len, char out[65])
@@ -242,6 +240,32 @@ static void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int p
 	ck_assert_msg(rc == ASP_OK, "mkdir %s: %s: %s", path, asp_error_name(rc), e.message);
 }
 
+static void remove_ok(asp_sandbox *sb, const char *path, int recursive)
+{
+	asp_error e = { 0 };
+	int rc = asp_remove(sb, path, recursive, &e);
+
+	ck_assert_msg(rc == ASP_OK, "remove %s: %s: %s", path, asp_error_name(rc), e.message);
+}
+
+static void rename_ok(asp_sandbox *sb, const char *from, const char *to)
+{
+	asp_error e = { 0 };
+	int rc = asp_rename(sb, from, to, &e);
+
+	ck_assert_msg(rc == ASP_OK, "rename %s: %s: %s", from, asp_error_name(rc), e.message);
+}
+
+/* asp_stat says ENOENT, naming the path. */
+static void assert_missing(asp_sandbox *sb, const char *path)
+{
+	asp_stat_info st;
+	asp_error e = { 0 };
+	int rc = asp_stat(&st, sb, path, &e);
+
+	ASSERT_ERR(rc, e, ASP_ENOENT, path);
+}
+
 static asp_exec_result *run_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options *o)
 {
 	asp_exec_result *r = NULL;
@@ -336,6 +360,12 @@ static void assert_no_temp_files(asp_sandbox *sb, const char *dir)
 	while ((de = readdir(d)) != NULL)
 		ck_assert_msg(!strstr(de->d_name, ".asp-"), "temp file left in %s: %s", dir, de->d_name);
 	closedir(d);
+}
+
+/* No file named prefix1..prefix4 appeared anywhere in the workspace (injection probes). */
+static void assert_not_injected(const char *prefix)
+{
+	ck_assert_int_eq(fx_run("[ -z \"$(find '%s' -name '%s[0-9]')\" ]", fx.workspace, prefix), 0);
 }
 
 /* ============================================================ read/write */
@@ -813,6 +843,7 @@ START_TEST(test_exec_stdout_stderr)
 {
 	asp_sandbox *sb = sb_open();
 	asp_exec_result *r;
+	size_t len;
 
 	r = run(sb, "printf out1; printf err1 >&2; printf 'out2\\n'; printf 'err2\\n' >&2; exit 3");
 	assert_exited(r, 3);
@@ -825,14 +856,14 @@ START_TEST(test_exec_stdout_stderr)
 	assert_stream(r, ASP_STDERR, "", 0);
 	asp_exec_result_free(r);
 
-	/* Bad streams are rejected by the accessors. */
-	{
-		size_t len = 99;
-		ck_assert_ptr_null(asp_exec_result_output(r = run(sb, "echo x"), 3, &len));
-		ck_assert_uint_eq(len, 0);
-		ck_assert_uint_eq(asp_exec_result_output_total(r, 0), 0);
-		asp_exec_result_free(r);
-	}
+	/* The accessors reject a stream that does not exist. */
+	r = run(sb, "echo x");
+	len = 99;
+	ck_assert_ptr_null(asp_exec_result_output(r, 3, &len));
+	ck_assert_uint_eq(len, 0);
+	ck_assert_uint_eq(asp_exec_result_output_total(r, 0), 0);
+	ck_assert_int_eq(asp_exec_result_truncated(r, 3), 0);
+	asp_exec_result_free(r);
 	asp_close(sb);
 }
 END_TEST
@@ -908,7 +939,7 @@ START_TEST(test_exec_env_exact)
 		expect_stdout_opts(sb, "printf '%s|%s|%s' \"$A\" \"$B\" \"$_x9\"", &o, "3|two words|z", 13);
 	}
 	/* Nothing was injected. */
-	expect_stdout(sb, "ls -A | grep pwned || true", "");
+	assert_not_injected("env-pwned-");
 	asp_close(sb);
 }
 END_TEST
@@ -953,7 +984,7 @@ START_TEST(test_exec_cwd_special)
 	expect_stdout_opts(sb, "pwd", &o, want, strlen(want));
 	o.cwd = ws(name);
 	expect_stdout_opts(sb, "pwd", &o, want, strlen(want));
-	expect_stdout(sb, "ls -A | grep pwned || true", "");
+	assert_not_injected("cwd-pwned-");
 	asp_close(sb);
 }
 END_TEST
@@ -1189,6 +1220,7 @@ START_TEST(test_exec_streaming_cancel)
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	collected c;
 	asp_exec_result *r;
+	char cmd[160];
 	time_t t0 = time(NULL);
 
 	memset(&c, 0, sizeof(c));
@@ -1196,8 +1228,11 @@ START_TEST(test_exec_streaming_cancel)
 	o.on_output = collect_cb;
 	o.userdata = &c;
 	o.kill_grace_ms = 500;
-	/* A background child too: cancel kills the whole process group. */
-	r = run_opts(sb, "sleep 31.25 & echo ready; sleep 30; echo never; wait", &o);
+	/* A background child too: cancel kills the whole process group. The sleep
+	 * lengths are unique to this process, so other runs on the host do not interfere. */
+	snprintf(cmd, sizeof(cmd), "sleep 31.%d & echo ready; sleep 30.%d; echo never; wait",
+		 (int)getpid(), (int)getpid());
+	r = run_opts(sb, cmd, &o);
 	ck_assert_int_eq(c.returned_nonzero, 1);
 	ck_assert_int_ne(asp_exec_result_cancelled(r), 0);
 	ck_assert_int_eq(asp_exec_result_timed_out(r), 0);
@@ -1213,7 +1248,8 @@ START_TEST(test_exec_streaming_cancel)
 	}
 	asp_exec_result_free(r);
 	/* Nothing of it survives. */
-	expect_stdout(sb, "ps -eo args | grep -c '^sleep 3[01]' || true", "0\n");
+	snprintf(cmd, sizeof(cmd), "ps -eo args | grep -c -e '^sleep 3[01]\\.%d$' || true", (int)getpid());
+	expect_stdout(sb, cmd, "0\n");
 	free(c.data[1]);
 	free(c.data[2]);
 	asp_close(sb);
@@ -1284,17 +1320,15 @@ START_TEST(test_odd_file_names)
 	}
 
 	for (i = 0; i < N_ODD; i++) {
-		asp_stat_info st;
-		asp_error e = { 0 };
 		odd_path(path, sizeof(path), "names", odd_names[i], "");
 		odd_path(moved, sizeof(moved), "names", odd_names[i], " moved");
-		ck_assert_int_eq(asp_rename(sb, path, moved, &e), ASP_OK);
+		rename_ok(sb, path, moved);
 		ck_assert(!local_exists(ws(path)));
 		assert_content(sb, moved, odd_names[i], strlen(odd_names[i]));
-		ck_assert_int_eq(asp_stat(&st, sb, path, &e), ASP_ENOENT);
-		ck_assert_int_eq(asp_remove(sb, moved, 0, &e), ASP_OK);
+		assert_missing(sb, path);
+		remove_ok(sb, moved, 0);
 		ck_assert(!local_exists(ws(moved)));
-		ck_assert_int_eq(asp_stat(&st, sb, moved, &e), ASP_ENOENT);
+		assert_missing(sb, moved);
 	}
 	l = list_ok(sb, "names");
 	ck_assert_uint_eq(asp_list_count(l), 0);
@@ -1302,15 +1336,14 @@ START_TEST(test_odd_file_names)
 
 	/* Directories with odd names, removed recursively. */
 	for (i = 0; i < N_ODD; i++) {
-		asp_error e = { 0 };
 		odd_path(path, sizeof(path), "names", odd_names[i], "/sub");
 		mkdir_ok(sb, path, 0755, 1);
 		odd_path(path, sizeof(path), "names", odd_names[i], "");
-		ck_assert_int_eq(asp_remove(sb, path, 1, &e), ASP_OK);
+		remove_ok(sb, path, 1);
 		ck_assert_msg(!local_exists(ws(path)), "name %zu not removed", i);
 	}
 	ck_assert_int_eq(fx_run("[ -z \"$(ls -A '%s')\" ]", ws("names")), 0);
-	expect_stdout(sb, "find . -name '*pwned*'", "");
+	assert_not_injected("name-pwned-");
 	asp_close(sb);
 }
 END_TEST
@@ -1322,7 +1355,6 @@ START_TEST(test_stat)
 	asp_sandbox *sb = sb_open();
 	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
 	asp_stat_info st;
-	asp_error e = { 0 };
 	unsigned char *data = random_bytes(12345, 3);
 	int64_t now = (int64_t)time(NULL);
 
@@ -1352,14 +1384,11 @@ START_TEST(test_stat)
 	st = stat_ok(sb, "st-link");
 	ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
 	ck_assert_uint_eq(st.size, 12345);
-	ck_assert_int_eq(asp_stat(&st, sb, "st-dangling", &e), ASP_ENOENT);
-	ASSERT_ERR(ASP_ENOENT, e, ASP_ENOENT, "st-dangling");
+	assert_missing(sb, "st-dangling");
 	st = stat_ok(sb, "st-fifo");
 	ck_assert_uint_eq(st.type, ASP_TYPE_OTHER);
 
-	memset(&e, 0, sizeof(e));
-	ck_assert_int_eq(asp_stat(&st, sb, "st-missing", &e), ASP_ENOENT);
-	ASSERT_ERR(ASP_ENOENT, e, ASP_ENOENT, "st-missing");
+	assert_missing(sb, "st-missing");
 
 	/* The workspace itself. */
 	st = stat_ok(sb, ".");
@@ -1428,6 +1457,7 @@ START_TEST(test_list_dir)
 	asp_list *l;
 	asp_error e = { 0 };
 	size_t i;
+	int rc;
 
 	/* Created out of order. */
 	mkdir_ok(sb, "ls/c", 0750, 1);
@@ -1473,8 +1503,8 @@ START_TEST(test_list_dir)
 	asp_list_free(l);
 
 	/* Missing. */
-	ck_assert_int_eq(asp_list_dir(&l, sb, "ls/nope", &e), ASP_ENOENT);
-	ASSERT_ERR(ASP_ENOENT, e, ASP_ENOENT, "ls/nope");
+	rc = asp_list_dir(&l, sb, "ls/nope", &e);
+	ASSERT_ERR(rc, e, ASP_ENOENT, "ls/nope");
 	free(b);
 	asp_close(sb);
 }
@@ -1486,10 +1516,212 @@ START_TEST(test_remove)
 	asp_error e = { 0 };
 	int rc;
 
-	put(sb, "rm/file", "x");
-	ck_assert_int_eq(asp_remove(sb, "rm/file", 0, &e), ASP_ERROR + 1 - 1 + 0 == 0 ? ASP_ENOENT : 0);
+	/* A file. */
+	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ ASP_WRITE_OPTIONS_VERSION, 0, 1, 1 });
+	remove_ok(sb, "rm/file", 0);
+	ck_assert(!local_exists(ws("rm/file")));
+	rc = asp_remove(sb, "rm/file", 0, &e);
+	ASSERT_ERR(rc, e, ASP_ENOENT, "rm/file");
+
+	/* An empty directory. */
+	mkdir_ok(sb, "rm/empty", 0755, 1);
+	remove_ok(sb, "rm/empty", 0);
+	ck_assert(!local_exists(ws("rm/empty")));
+
+	/* A tree: ENOTEMPTY without recursive, nothing lost. */
+	mkdir_ok(sb, "rm/tree/a/b", 0755, 1);
+	put(sb, "rm/tree/a/b/f", "f");
+	put(sb, "rm/tree/top", "t");
+	memset(&e, 0, sizeof(e));
+	rc = asp_remove(sb, "rm/tree", 0, &e);
+	ASSERT_ERR(rc, e, ASP_ENOTEMPTY, "rm/tree");
+	assert_content(sb, "rm/tree/a/b/f", "f", 1);
+	assert_content(sb, "rm/tree/top", "t", 1);
+
+	/* Recursive removes it all, without following a link out of the tree. */
+	put_opts(sb, "rm/outside/keep", "keep", 4,
+		 &(asp_write_options){ ASP_WRITE_OPTIONS_VERSION, 0, 1, 1 });
+	expect_stdout(sb, "ln -s ../outside rm/tree/a/link-out && ln -s ../outside/keep rm/tree/klink", "");
+	remove_ok(sb, "rm/tree", 1);
+	ck_assert(!local_exists(ws("rm/tree")));
+	assert_missing(sb, "rm/tree");
+	assert_content(sb, "rm/outside/keep", "keep", 4);
+
+	/* Recursive on a file, and on a missing path. */
+	put(sb, "rm/one", "1");
+	remove_ok(sb, "rm/one", 1);
+	ck_assert(!local_exists(ws("rm/one")));
+	memset(&e, 0, sizeof(e));
+	rc = asp_remove(sb, "rm/not-there", 1, &e);
+	ASSERT_ERR(rc, e, ASP_ENOENT, "rm/not-there");
+
+	/* A symlink: the link goes, its target stays. */
+	expect_stdout(sb, "ln -s outside/keep rm/link && ln -s outside rm/dirlink", "");
+	remove_ok(sb, "rm/link", 0);
+	remove_ok(sb, "rm/dirlink", 0);
+	ck_assert(!local_exists(ws("rm/link")));
+	ck_assert(!local_exists(ws("rm/dirlink")));
+	assert_content(sb, "rm/outside/keep", "keep", 4);
+
+	/* A file the user may not delete. */
+	ck_assert_int_eq(fx_run("mkdir '%s' && touch '%s/f' && chown -R 0:0 '%s' && chmod 0755 '%s'",
+				ws("rm/rootdir"), ws("rm/rootdir"), ws("rm/rootdir"), ws("rm/rootdir")),
+			 0);
+	memset(&e, 0, sizeof(e));
+	rc = asp_remove(sb, "rm/rootdir/f", 0, &e);
+	ASSERT_ERR(rc, e, ASP_EACCES, "rm/rootdir/f");
+	memset(&e, 0, sizeof(e));
+	rc = asp_remove(sb, "rm/rootdir", 1, &e);
+	ASSERT_ERR(rc, e, ASP_EACCES, "rm/rootdir");
+	ck_assert(local_exists(ws("rm/rootdir/f")));
 	asp_close(sb);
-	(void)rc;
+}
+END_TEST
+
+START_TEST(test_rename)
+{
+	asp_sandbox *sb = sb_open();
+	asp_error e = { 0 };
+	int rc;
+
+	put(sb, "rn-src", "source");
+	put(sb, "rn-dst", "destination, longer");
+	ck_assert_int_eq(fx_run("chmod 0600 '%s'", ws("rn-src")), 0);
+	rename_ok(sb, "rn-src", "rn-dst");
+	ck_assert(!local_exists(ws("rn-src")));
+	assert_local_content(ws("rn-dst"), "source", 6);
+	ck_assert_uint_eq(local_lstat(ws("rn-dst")).st_mode & 07777, 0600);
+
+	/* A missing source: ENOENT naming it, the target untouched. */
+	memset(&e, 0, sizeof(e));
+	rc = asp_rename(sb, "rn-missing", "rn-dst", &e);
+	ASSERT_ERR(rc, e, ASP_ENOENT, "rn-missing");
+	assert_local_content(ws("rn-dst"), "source", 6);
+
+	/* Into another directory, and a directory itself. */
+	mkdir_ok(sb, "rn-dir/sub", 0755, 1);
+	rename_ok(sb, "rn-dst", "rn-dir/sub/moved");
+	assert_content(sb, "rn-dir/sub/moved", "source", 6);
+	rename_ok(sb, "rn-dir", ws("rn-dir2"));
+	ck_assert(!local_exists(ws("rn-dir")));
+	assert_content(sb, "rn-dir2/sub/moved", "source", 6);
+
+	/* A target directory that does not exist. */
+	memset(&e, 0, sizeof(e));
+	rc = asp_rename(sb, "rn-dir2/sub/moved", "rn-nodir/x", &e);
+	ck_assert_msg(rc == ASP_ENOENT, "rename into a missing dir: %s: %s", asp_error_name(rc),
+		      e.message);
+	assert_content(sb, "rn-dir2/sub/moved", "source", 6);
+	asp_close(sb);
+}
+END_TEST
+
+/* ======================================================= argument checks */
+
+#define ASSERT_EINVAL(call)                                                                  \
+	do {                                                                                 \
+		asp_error e_ = { 0 };                                                        \
+		asp_error *err = &e_;                                                        \
+		int rc_ = (call);                                                            \
+		ck_assert_msg(rc_ == ASP_EINVAL, "%s: expected ASP_EINVAL, got %s", #call,   \
+			      asp_error_name(rc_));                                          \
+		ck_assert_msg(e_.code == ASP_EINVAL && e_.message[0],                        \
+			      "%s: err not filled (code %d, \"%s\")", #call, e_.code,        \
+			      e_.message);                                                   \
+		err = NULL;                                                                  \
+		ck_assert_msg((call) == ASP_EINVAL, "%s with err NULL", #call);              \
+		(void)err;                                                                   \
+	} while (0)
+
+START_TEST(test_argument_checks)
+{
+	asp_sandbox *sb = sb_open();
+	asp_exec_result *r = NULL;
+	asp_list *l = NULL;
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	asp_stat_info st;
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_exec_options eo = ASP_EXEC_OPTIONS_INIT;
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *none = NULL;
+
+	/* NULL sandbox, output and path arguments. */
+	ASSERT_EINVAL(asp_read(NULL, &len, sb, "x", 0, ASP_READ_ALL, err));
+	ASSERT_EINVAL(asp_read(&buf, NULL, sb, "x", 0, ASP_READ_ALL, err));
+	ASSERT_EINVAL(asp_read(&buf, &len, NULL, "x", 0, ASP_READ_ALL, err));
+	ASSERT_EINVAL(asp_read(&buf, &len, sb, NULL, 0, ASP_READ_ALL, err));
+	ASSERT_EINVAL(asp_read(&buf, &len, sb, "", 0, ASP_READ_ALL, err));
+	ASSERT_EINVAL(asp_write(NULL, "x", "d", 1, NULL, err));
+	ASSERT_EINVAL(asp_write(sb, NULL, "d", 1, NULL, err));
+	ASSERT_EINVAL(asp_write(sb, "", "d", 1, NULL, err));
+	ASSERT_EINVAL(asp_write(sb, "arg-x", NULL, 5, NULL, err));
+	ASSERT_EINVAL(asp_exec(NULL, sb, "true", NULL, err));
+	ASSERT_EINVAL(asp_exec(&r, NULL, "true", NULL, err));
+	ASSERT_EINVAL(asp_exec(&r, sb, NULL, NULL, err));
+	ASSERT_EINVAL(asp_stat(NULL, sb, ".", err));
+	ASSERT_EINVAL(asp_stat(&st, NULL, ".", err));
+	ASSERT_EINVAL(asp_stat(&st, sb, NULL, err));
+	ASSERT_EINVAL(asp_mkdir(NULL, "arg-d", 0755, 0, err));
+	ASSERT_EINVAL(asp_mkdir(sb, NULL, 0755, 0, err));
+	ASSERT_EINVAL(asp_mkdir(sb, "arg-d", 070000, 0, err));
+	ASSERT_EINVAL(asp_remove(NULL, "arg-d", 0, err));
+	ASSERT_EINVAL(asp_remove(sb, NULL, 1, err));
+	ASSERT_EINVAL(asp_remove(sb, "", 1, err));
+	ASSERT_EINVAL(asp_rename(NULL, "a", "b", err));
+	ASSERT_EINVAL(asp_rename(sb, NULL, "b", err));
+	ASSERT_EINVAL(asp_rename(sb, "a", NULL, err));
+	ASSERT_EINVAL(asp_list_dir(NULL, sb, ".", err));
+	ASSERT_EINVAL(asp_list_dir(&l, NULL, ".", err));
+	ASSERT_EINVAL(asp_list_dir(&l, sb, NULL, err));
+	ASSERT_EINVAL(asp_open(NULL, &oo, err));
+	ASSERT_EINVAL(asp_cancel_new(NULL, err));
+	ck_assert_ptr_null(r);
+	ck_assert_ptr_null(l);
+	ck_assert_ptr_null(buf);
+
+	/* Wrong options versions. */
+	wo.version = ASP_WRITE_OPTIONS_VERSION + 1;
+	ASSERT_EINVAL(asp_write(sb, "arg-x", "d", 1, &wo, err));
+	wo.version = 0;
+	ASSERT_EINVAL(asp_write(sb, "arg-x", "d", 1, &wo, err));
+	wo = (asp_write_options)ASP_WRITE_OPTIONS_INIT;
+	wo.mode = 010000;
+	ASSERT_EINVAL(asp_write(sb, "arg-x", "d", 1, &wo, err));
+	eo.version = ASP_EXEC_OPTIONS_VERSION + 1;
+	ASSERT_EINVAL(asp_exec(&r, sb, "touch arg-ran", &eo, err));
+	eo.version = 0;
+	ASSERT_EINVAL(asp_exec(&r, sb, "touch arg-ran", &eo, err));
+	oo.version = ASP_OPEN_OPTIONS_VERSION + 1;
+	oo.config_path = fx.config;
+	ASSERT_EINVAL(asp_open(&none, &oo, err));
+	ck_assert_ptr_null(none);
+	ck_assert_int_eq(asp_write_options_init(&wo, 2), ASP_EINVAL);
+	ck_assert_int_eq(asp_exec_options_init(&eo, 0), ASP_EINVAL);
+	ck_assert_int_eq(asp_open_options_init(&oo, 99), ASP_EINVAL);
+	ck_assert_int_eq(asp_write_options_init(NULL, ASP_WRITE_OPTIONS_VERSION), ASP_EINVAL);
+
+	/* The init functions give the documented defaults. */
+	ck_assert_int_eq(asp_write_options_init(&wo, ASP_WRITE_OPTIONS_VERSION), ASP_OK);
+	ck_assert_int_eq(wo.atomic, 1);
+	ck_assert_int_eq(wo.mkdirs, 0);
+	ck_assert_uint_eq(wo.mode, 0);
+	ck_assert_int_eq(asp_exec_options_init(&eo, ASP_EXEC_OPTIONS_VERSION), ASP_OK);
+	ck_assert_int_eq(eo.stdin_fd, -1);
+	ck_assert_ptr_null(eo.cwd);
+
+	/* Nothing happened on the sandbox. */
+	ck_assert(!local_exists(ws("arg-x")));
+	ck_assert(!local_exists(ws("arg-d")));
+	ck_assert(!local_exists(ws("arg-ran")));
+
+	/* The sandbox still works. */
+	expect_stdout(sb, "echo alive", "alive\n");
+	asp_close(sb);
+	asp_close(NULL);
+	asp_free(NULL);
+	asp_exec_result_free(NULL);
+	asp_list_free(NULL);
 }
 END_TEST
 
@@ -1534,6 +1766,8 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_mkdir);
 	tcase_add_test(tc, test_list_dir);
 	tcase_add_test(tc, test_remove);
+	tcase_add_test(tc, test_rename);
+	tcase_add_test(tc, test_argument_checks);
 	suite_add_tcase(s, tc);
 	return s;
 }
