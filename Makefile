@@ -77,24 +77,33 @@ pkgconfig/libasp.pc: pkgconfig/libasp.pc.in include/asp.h Makefile
 tools: lib
 
 # ---- asp-exec (tools/asp-exec): the CLI and its connection-sharing master.
-# It links the static library: it uses asp__quote_argv and asp__base64_encode.
-ASP_EXEC_SRC := $(wildcard tools/asp-exec/*.c)
-ASP_EXEC     := $(BUILD)/bin/asp-exec
+# asp-exec is a small front (libc + cJSON only, so it starts fast); it hands
+# what needs libasp to asp-exec-core, which links the static library (it
+# uses asp__quote_argv and asp__base64_encode).
+ASP_EXEC_DIR    := tools/asp-exec
+ASP_EXEC_COMMON := $(addprefix $(ASP_EXEC_DIR)/,opts.c discover.c client.c proto.c rundir.c sha256.c signals.c util.c)
+ASP_EXEC_FRONT  := $(ASP_EXEC_DIR)/front.c
+ASP_EXEC_CORE   := $(addprefix $(ASP_EXEC_DIR)/,core.c run.c json.c pump.c check.c master.c)
+ASP_EXEC        := $(BUILD)/bin/asp-exec $(BUILD)/bin/asp-exec-core
 
 tools: $(ASP_EXEC)
 tests: $(ASP_EXEC)
 
-$(ASP_EXEC): $(ASP_EXEC_SRC) $(wildcard tools/asp-exec/*.h) $(STATIC) | $(BUILD)/bin
-	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+$(BUILD)/bin/asp-exec: $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) include/asp.h | $(BUILD)/bin
+	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(LDFLAGS_ALL) \
+	    $(shell pkg-config --libs libcjson 2>/dev/null)
+
+$(BUILD)/bin/asp-exec-core: $(ASP_EXEC_CORE) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) $(STATIC) | $(BUILD)/bin
+	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_CORE) $(ASP_EXEC_COMMON) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
 
 install: install-asp-exec
 install-asp-exec: $(ASP_EXEC)
 	install -d $(DESTDIR)$(BINDIR)
-	install -m 0755 $(ASP_EXEC) $(DESTDIR)$(BINDIR)/asp-exec
+	install -m 0755 $(ASP_EXEC) $(DESTDIR)$(BINDIR)/
 
 uninstall: uninstall-asp-exec
 uninstall-asp-exec:
-	rm -f $(DESTDIR)$(BINDIR)/asp-exec
+	rm -f $(DESTDIR)$(BINDIR)/asp-exec $(DESTDIR)$(BINDIR)/asp-exec-core
 .PHONY: install-asp-exec uninstall-asp-exec
 # ---- end asp-exec
 
@@ -155,6 +164,8 @@ check-all: all tests
 	/usr/bin/python3 tests/schema_agree.py
 	$(MAKE) check-fuzz-replay
 	$(MAKE) check-node
+	$(MAKE) bench-smoke
+	$(MAKE) check-python
 
 # The same suites under ASan+UBSan (leaks included), then valgrind on the unit suite.
 check-san:
@@ -166,10 +177,46 @@ check-valgrind: $(BUILD)/tests/test-unit
 	CK_FORK=no valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	    ./$(BUILD)/tests/test-unit
 
+# The Python binding and the example harness (Debian's python3: the stdlib only).
+PYTHON ?= /usr/bin/python3
+check-python: lib
+	$(PYTHON) -m unittest discover -s bindings/python/tests
+
 # The Node binding and the pi example, against their own sshd fixture.
 check-node: lib
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error && npm test
 	cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test
+
+# ------------------------------------------------------------------ bench
+# `make bench`: libasp and its peers side by side against one local sshd
+# (bench/run.py); writes docs/PERFORMANCE.md. BENCH_SCALE=quick|full (the
+# counts live in bench/run.py). `make bench-smoke` (run by `make check`): every
+# peer with tiny counts; it asserts only that each produced numbers.
+BENCH_SCALE ?= full
+BENCH_BIN   := $(BUILD)/bench/bench_asp $(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy
+
+$(BUILD)/bench:
+	mkdir -p $@
+
+$(BUILD)/bench/bench_asp: bench/bench_asp.c bench/bench_common.h $(STATIC) | $(BUILD)/bench
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+
+$(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy: $(BUILD)/bench/%: bench/%.c bench/bench_common.h | $(BUILD)/bench
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LDFLAGS_ALL) $(DEP_LIBS)
+
+bench-build: lib $(BENCH_BIN)
+	$(MAKE) tools || echo "bench: the tools did not build: the asp-exec rows will be skipped"
+	cd bench && npm install --no-audit --no-fund --loglevel=error
+	cd bindings/node && npm install --no-audit --no-fund --loglevel=error
+
+bench: deps
+	$(MAKE) bench-build
+	/usr/bin/python3 bench/run.py --scale $(BENCH_SCALE)
+
+bench-smoke: bench-build
+	/usr/bin/python3 bench/run.py --scale smoke
+
+.PHONY: bench bench-smoke bench-build
 
 deps:
 	sh tools/setup-deps.sh
@@ -203,4 +250,4 @@ uninstall:
 	      $(DESTDIR)$(INCLUDEDIR)/asp.h $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
 
 clean:
-	rm -rf build build-san pkgconfig/libasp.pc
+	rm -rf build build-san build-fuzz pkgconfig/libasp.pc bindings/python/build bindings/python/asp.egg-info

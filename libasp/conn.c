@@ -673,13 +673,30 @@ int asp__conn_check_idle(asp_conn *c)
 		return 0;
 	if (poll(&pfd, 1, 0) <= 0)
 		return 1;
-	if (pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) {
+	if (pfd.revents & (POLLERR | POLLNVAL)) {
 		c->dead = 1;
 		return 0;
 	}
-	/* Readable while idle: either keepalive replies (fine) or EOF/RST (dead). */
+	/*
+	 * Something arrived while idle: a server keepalive, or a DISCONNECT
+	 * followed by EOF. Let libssh2 process it (a zero-byte read on the SFTP
+	 * channel runs the transport without taking any SFTP data), then look
+	 * at what is left.
+	 */
+	if (c->sftp.chan) {
+		n = libssh2_channel_read(c->sftp.chan, &b, 0);
+		if (n < 0 && n != LIBSSH2_ERROR_EAGAIN) {
+			c->dead = 1;
+			return 0;
+		}
+	}
 	n = recv(c->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT);
 	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+		c->dead = 1;
+		return 0;
+	}
+	if (n > 0 && !c->sftp.chan) {
+		/* Unread packets and nothing here can process them safely: start afresh. */
 		c->dead = 1;
 		return 0;
 	}

@@ -437,11 +437,15 @@ static int rename_over(asp_conn *c, const char *from, const char *to, int target
 	return asp__sftp_fail(&r, ASP_EIO, err, "rename", to);
 }
 
-static int remove_quietly(asp_conn *c, const char *path)
+/* Remove our temp file and wait for it to be gone, so a failed write leaves nothing behind. */
+static int remove_temp(asp_conn *c, const char *path)
 {
-	if (send_path(c, SSH_FXP_REMOVE, path, 1, NULL, NULL))
+	asp_sftp_reply r;
+	uint32_t id;
+
+	if (send_path(c, SSH_FXP_REMOVE, path, 0, &id, NULL))
 		return ASP_ENOMEM;
-	return asp__sftp_flush(c, NULL);
+	return asp__sftp_reply(c, &r, id, NULL);
 }
 
 static int write_atomic(asp_conn *c, const char *path, const void *data, size_t len,
@@ -499,7 +503,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		uint32_t cnt;
 		char *real;
 		close_later(c, h, hl, NULL);
-		remove_quietly(c, tmp);
+		remove_temp(c, tmp);
 		opened = 0;
 		if ((rc = send_path(c, SSH_FXP_REALPATH, path, 0, &id, err)) ||
 		    (rc = asp__sftp_reply(c, &r, id, err)))
@@ -525,14 +529,14 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	if (rc == 0) {
 		opened = 0;
 		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
-			remove_quietly(c, tmp);
+			remove_temp(c, tmp);
 		goto out;
 	}
 	if (rc && asp__error_is(err, ASP_ENOSPC))
 		asp__error_prefix(err, "the sandbox's disk is probably full");
 out:
 	if (rc && opened && !asp__conn_dead(c))
-		remove_quietly(c, tmp);
+		remove_temp(c, tmp);
 	if (rc && asp__conn_dead(c) && orphan && !*orphan) {
 		*orphan = tmp;
 		tmp = NULL;

@@ -108,13 +108,22 @@ int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms)
 {
 	unsigned int steps = (grace_ms + 49) / 50;
 
-	/* `kill -s SIG -- -PGID` is the spelling that dash, bash and busybox agree on. */
+	/*
+	 * `kill -s SIG -- -PGID` is the spelling dash, bash and busybox agree on.
+	 * "Still alive" means a member of the group that is not a zombie: in a
+	 * container whose PID 1 reaps nothing, kill -0 alone would wait out the
+	 * whole grace period for corpses. /proc/PID/stat after "(comm) " reads
+	 * "STATE PPID PGRP ..."; without /proc, fall back to kill -0.
+	 */
 	return asp__buf_printf(out,
+			       "alive() { [ -d /proc/self ] || { kill -s 0 -- -%ld 2>/dev/null; return; }; "
+			       "for f in /proc/[0-9]*/stat; do { read -r l < \"$f\"; } 2>/dev/null || continue; "
+			       "set -- ${l##*) }; [ \"$1\" != Z ] && [ \"$3\" = %ld ] && return 0; done; "
+			       "return 1; }; "
 			       "kill -s TERM -- -%ld 2>/dev/null; i=0; "
-			       "while [ $i -lt %u ] && kill -s 0 -- -%ld 2>/dev/null; "
-			       "do sleep 0.05; i=$((i+1)); done; "
+			       "while [ $i -lt %u ] && alive; do sleep 0.05; i=$((i+1)); done; "
 			       "kill -s KILL -- -%ld 2>/dev/null; exit 0",
-			       pgid, steps, pgid, pgid);
+			       pgid, pgid, pgid, steps, pgid);
 }
 
 int asp__rm_rf_script(asp_buf *out, const char *path)

@@ -480,8 +480,9 @@ static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	rc = asp__exec_simple(c, (const char *)script.data, &status, &errout, err);
 	if (!rc && status)
-		rc = asp__error(err, ASP_EACCES, "remove %s: %.*s", x->path,
-				(int)(errout.len > 300 ? 300 : errout.len),
+		rc = asp__error(err, errout.len && strstr((const char *)errout.data, "ermission denied")
+					     ? ASP_EACCES : ASP_EIO,
+				"remove %s: %.*s", x->path, (int)(errout.len > 300 ? 300 : errout.len),
 				errout.len ? (const char *)errout.data : "rm -rf failed");
 	asp__buf_free(&script);
 	asp__buf_free(&errout);

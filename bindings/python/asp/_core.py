@@ -1,0 +1,745 @@
+"""The Python face of libasp: open(), Sandbox, Cancel, ExecResult, Stat, Entry.
+
+Conventions:
+  * Paths, commands, cwd and env may be str or bytes (paths also os.PathLike).
+    str is encoded as UTF-8 with "surrogateescape", so a name that is not
+    UTF-8 (listed by Sandbox.list as str) round-trips to the same bytes.
+  * A NUL byte in any string passed to C raises InvalidArgument before the
+    call: C would silently cut the string there.
+  * Durations are seconds (float); the C ms/s fields are filled for you.
+  * Every libasp call runs with the GIL released.
+"""
+
+import collections.abc
+import ctypes
+import enum
+import math
+import os
+import threading
+import typing
+from ctypes import byref
+
+from . import _lib
+from ._lib import lib
+from .errors import ErrorCode, InvalidArgument, exception_class
+
+STDOUT = _lib.ASP_STDOUT
+STDERR = _lib.ASP_STDERR
+
+
+# ------------------------------------------------------------------ helpers
+
+def _raise(rc, err, filename=None, filename2=None):
+    code = err.code if err.code else rc
+    message = err.message.decode("utf-8", "replace") if err.message else ""
+    if not message:
+        message = lib.asp_strerror(code).decode("utf-8", "replace")
+    name = lib.asp_error_name(code).decode("ascii", "replace")
+    exc = exception_class(code)(message, code, name, filename)
+    if filename2 is not None and isinstance(exc, OSError):
+        exc.filename2 = filename2
+    raise exc from None
+
+
+def _check(rc, err, filename=None, filename2=None):
+    if rc != 0:
+        _raise(rc, err, filename, filename2)
+
+
+def _to_bytes(value, what, allow_pathlike=True):
+    """str/bytes(/PathLike) -> bytes without NUL, for a C string."""
+    if allow_pathlike and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str):
+        try:
+            data = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as e:
+            raise InvalidArgument(f"{what}: not encodable as UTF-8: {e.reason} "
+                                  f"at index {e.start}") from None
+    elif isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+    else:
+        kinds = "str, bytes or os.PathLike" if allow_pathlike else "str or bytes"
+        raise TypeError(f"{what}: expected {kinds}, got {type(value).__name__}")
+    if b"\0" in data:
+        at = data.index(b"\0")
+        raise InvalidArgument(f"{what}: contains a NUL byte at offset {at} "
+                              "(a C string would end there)")
+    return data
+
+
+def _path(value, what="path"):
+    return _to_bytes(value, what, allow_pathlike=True)
+
+
+def _data(value, what="data"):
+    """Payload bytes (NUL allowed)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape")
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{what}: expected bytes, bytearray, memoryview or str, "
+                    f"got {type(value).__name__}")
+
+
+def _decode(raw):
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _int(value, what, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: expected int, got {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise InvalidArgument(f"{what}: {value} is out of range {lo}..{hi}")
+    return value
+
+
+def _scaled(value, what, scale, hi=_lib.UINT_MAX):
+    """Positive seconds -> a positive integer count of 1/scale seconds (rounded up)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what}: expected seconds as int or float, got {type(value).__name__}")
+    if not value > 0 or math.isinf(value):
+        raise InvalidArgument(f"{what}: expected a positive number of seconds, got {value!r}")
+    n = math.ceil(value * scale)
+    if n > hi:
+        raise InvalidArgument(f"{what}: {value!r} s is too long")
+    return n
+
+
+def _ms(value, what):
+    return _scaled(value, what, 1000)
+
+
+def _seconds(value, what):
+    return _scaled(value, what, 1)
+
+
+# ------------------------------------------------------------------ library-level calls
+
+def version():
+    """The running libasp's version string, e.g. "0.1.0"."""
+    return lib.asp_version().decode("ascii")
+
+
+def strerror(code):
+    """libasp's fixed text for an error code."""
+    return lib.asp_strerror(int(code)).decode("utf-8", "replace")
+
+
+def error_name(code):
+    """The symbolic name of an error code, e.g. "ASP_ENOENT"."""
+    return lib.asp_error_name(int(code)).decode("ascii", "replace")
+
+
+def find_config(start_dir=None):
+    """Discovery: $ASP_CONFIG, else .asp.json in start_dir (default: cwd) and its parents.
+
+    Returns the absolute path (str); raises NoConfigError when nothing is found.
+    """
+    start = None if start_dir is None else _path(start_dir, "start_dir")
+    out = ctypes.c_void_p()
+    err = _lib.asp_error()
+    _check(lib.asp_find_config(byref(out), start, byref(err)), err)
+    try:
+        return _decode(ctypes.string_at(out))
+    finally:
+        lib.asp_free(out)
+
+
+def check_config(path):
+    """Load and strictly validate a configuration file without connecting (ConfigError if bad)."""
+    p = _path(path, "config")
+    err = _lib.asp_error()
+    _check(lib.asp_check_config(p, byref(err)), err, path)
+
+
+# ------------------------------------------------------------------ small result types
+
+class FileType(enum.IntEnum):
+    """ASP_TYPE_*."""
+    FILE = 1
+    DIR = 2
+    SYMLINK = 3
+    OTHER = 4
+
+
+def _file_type(value):
+    try:
+        return FileType(value)
+    except ValueError:
+        return FileType.OTHER
+
+
+class Stat(typing.NamedTuple):
+    """File metadata: size (bytes), mtime (s since the epoch), mode (07777 bits), type."""
+    size: int
+    mtime: int
+    mode: int
+    type: FileType
+
+    @property
+    def is_file(self):
+        return self.type == FileType.FILE
+
+    @property
+    def is_dir(self):
+        return self.type == FileType.DIR
+
+    @property
+    def is_symlink(self):
+        return self.type == FileType.SYMLINK
+
+
+class Entry(typing.NamedTuple):
+    """A directory entry. A symlink is reported with its own metadata (type SYMLINK)."""
+    name: typing.Union[str, bytes]
+    size: int
+    mtime: int
+    mode: int
+    type: FileType
+
+    @property
+    def is_file(self):
+        return self.type == FileType.FILE
+
+    @property
+    def is_dir(self):
+        return self.type == FileType.DIR
+
+    @property
+    def is_symlink(self):
+        return self.type == FileType.SYMLINK
+
+
+class ExecResult(typing.NamedTuple):
+    """The outcome of Sandbox.exec.
+
+    exit_code is 0..255, or -1 when the command was killed by a signal
+    (then ``signal`` is its number). timed_out / cancelled say why libasp
+    killed it. stdout/stderr are bytes; with max_output they are head + tail
+    and *_truncated is True; *_total counts every byte produced.
+    duration is wall time in seconds.
+    """
+    exit_code: int
+    signal: int
+    stdout: bytes
+    stderr: bytes
+    timed_out: bool
+    cancelled: bool
+    duration: float
+    stdout_truncated: bool
+    stderr_truncated: bool
+    stdout_total: int
+    stderr_total: int
+
+    @property
+    def ok(self):
+        """True when the command exited with status 0."""
+        return self.exit_code == 0
+
+
+# ------------------------------------------------------------------ Cancel
+
+class Cancel:
+    """A cancellation token (asp_cancel).
+
+    Pass it to Sandbox.exec(cancel=...); call trigger() from any thread and
+    the command's whole remote process group is killed. A token may serve
+    several calls at once; reset() re-arms it when no call uses it.
+    """
+
+    def __init__(self):
+        handle = _lib.cancel_p()
+        err = _lib.asp_error()
+        _check(lib.asp_cancel_new(byref(handle), byref(err)), err)
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._users = 0
+        self._closed = False
+
+    def trigger(self):
+        """Cancel every operation using this token (thread-safe; idempotent)."""
+        with self._lock:
+            if self._handle is not None:
+                lib.asp_cancel_trigger(self._handle)
+
+    @property
+    def triggered(self):
+        with self._lock:
+            return self._handle is not None and bool(lib.asp_cancel_is_triggered(self._handle))
+
+    def is_triggered(self):
+        return self.triggered
+
+    def reset(self):
+        """Re-arm the token. Not while an operation uses it (RuntimeError)."""
+        with self._lock:
+            if self._handle is None:
+                raise InvalidArgument("the cancel token is closed")
+            if self._users:
+                raise RuntimeError("Cancel.reset() while an operation uses the token")
+            lib.asp_cancel_reset(self._handle)
+
+    def close(self):
+        """Free the token (deferred until operations using it have returned)."""
+        with self._lock:
+            self._closed = True
+            self._free_if_unused()
+
+    def _free_if_unused(self):
+        if self._closed and not self._users and self._handle is not None:
+            handle, self._handle = self._handle, None
+            lib.asp_cancel_free(handle)
+
+    def _acquire(self):
+        with self._lock:
+            if self._closed:
+                raise InvalidArgument("the cancel token is closed")
+            self._users += 1
+            return self._handle
+
+    def _release(self):
+        with self._lock:
+            self._users -= 1
+            self._free_if_unused()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self):
+        state = "closed" if self._closed else ("triggered" if self.triggered else "armed")
+        return f"<asp.Cancel {state}>"
+
+
+# ------------------------------------------------------------------ Sandbox
+
+_TRUST = {1: "pinned", 2: "known", 3: "first-use"}
+_AUTH = {1: "none", 2: "publickey", 3: "agent"}
+
+
+class Sandbox:
+    """An open sandbox (asp_sandbox): a validated configuration and its connection pool.
+
+    Safe to use from many threads at once; each call releases the GIL.
+    Use as a context manager, or call close(). close() waits for calls in
+    flight on other threads to return (cancel long commands first).
+    """
+
+    def __init__(self, handle):
+        self._handle = handle
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._busy = 0
+        self._closed = False
+        self._local = threading.local()
+
+    # -- lifetime -------------------------------------------------------
+
+    def _enter(self):
+        with self._lock:
+            if self._closed:
+                raise InvalidArgument("the sandbox is closed")
+            self._busy += 1
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        return self._handle
+
+    def _leave(self):
+        self._local.depth -= 1
+        with self._lock:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.notify_all()
+
+    def close(self):
+        """Close every connection and free the handle. Idempotent."""
+        if getattr(self._local, "depth", 0):
+            raise RuntimeError("Sandbox.close() called from inside a call on the same sandbox "
+                               "(an on_output callback?)")
+        with self._lock:
+            self._closed = True
+            while self._busy:
+                self._idle.wait()
+            handle, self._handle = self._handle, None
+        if handle is not None:
+            lib.asp_close(handle)
+
+    @property
+    def closed(self):
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        handle = getattr(self, "_handle", None)
+        if handle is not None and not self._busy:
+            self._handle = None
+            lib.asp_close(handle)
+
+    def __repr__(self):
+        if self._closed:
+            return "<asp.Sandbox closed>"
+        return f"<asp.Sandbox workspace={self.workspace!r} config={self.config_path!r}>"
+
+    # -- description ----------------------------------------------------
+
+    def _string(self, fn):
+        h = self._enter()
+        try:
+            return _decode(fn(h))
+        finally:
+            self._leave()
+
+    @property
+    def workspace(self):
+        """The sandbox workspace (absolute path) that relative paths resolve against."""
+        return self._string(lib.asp_sandbox_workspace)
+
+    @property
+    def config_path(self):
+        """The .asp.json in use (absolute path)."""
+        return self._string(lib.asp_sandbox_config_path)
+
+    def info(self):
+        """Connect if needed and describe the connection.
+
+        {'trust': 'pinned'|'known'|'first-use', 'auth': 'none'|'publickey'|'agent',
+         'host_key_type': 'ssh-ed25519', 'host_key_fingerprint': 'SHA256:...',
+         'known_hosts': path or None (None when the key is pinned)}
+        """
+        out = _lib.asp_sandbox_info()
+        out.version = _lib.ASP_SANDBOX_INFO_VERSION
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_sandbox_info_get(h, byref(out), byref(err))
+        finally:
+            self._leave()
+        _check(rc, err)
+        known = _decode(out.known_hosts)
+        return {
+            "trust": _TRUST.get(out.trust, str(out.trust)),
+            "auth": _AUTH.get(out.auth, str(out.auth)),
+            "host_key_type": out.host_key_type.decode("ascii", "replace"),
+            "host_key_fingerprint": out.host_key_fingerprint.decode("ascii", "replace"),
+            "known_hosts": known or None,
+        }
+
+    # -- read / write ---------------------------------------------------
+
+    def read(self, path, offset=0, limit=None):
+        """Up to `limit` bytes (None: to the end) of `path` from byte `offset`."""
+        p = _path(path)
+        offset = _int(offset, "offset", 0, 2**64 - 1)
+        limit = _lib.ASP_READ_ALL if limit is None else _int(limit, "limit", 0, 2**64 - 1)
+        out = ctypes.c_void_p()
+        n = ctypes.c_size_t()
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_read(byref(out), byref(n), h, p, offset, limit, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, path)
+        try:
+            return ctypes.string_at(out, n.value) if n.value else b""
+        finally:
+            lib.asp_free(out)
+
+    def read_text(self, path, encoding="utf-8", errors="strict"):
+        """read() decoded."""
+        return self.read(path).decode(encoding, errors)
+
+    def write(self, path, data, *, mode=None, mkdirs=False, atomic=True):
+        """Create or replace `path` with `data` (bytes-like, or str written as UTF-8).
+
+        mode: permission bits (1..0o7777); None keeps an existing file's mode
+        (a new file gets 0644 less the umask). mkdirs: create missing parents.
+        atomic (default): temp file + rename, readers never see a torn file.
+        """
+        p = _path(path)
+        payload = _data(data)
+        opts = _lib.asp_write_options()
+        err = _lib.asp_error()
+        _check(lib.asp_write_options_init(byref(opts), _lib.ASP_WRITE_OPTIONS_VERSION), err)
+        if mode is not None:
+            # 0 means "keep the mode / default" in C: it cannot express mode 0000.
+            opts.mode = _int(mode, "mode", 1, 0o7777)
+        opts.mkdirs = 1 if mkdirs else 0
+        opts.atomic = 1 if atomic else 0
+        h = self._enter()
+        try:
+            rc = lib.asp_write(h, p, payload, len(payload), byref(opts), byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, path)
+
+    # -- exec -----------------------------------------------------------
+
+    def exec(self, command, *, cwd=None, env=None, stdin=None, timeout=None, on_output=None,
+             max_output=None, cancel=None, kill_grace=None):
+        """Run shell text `command` in a fresh login shell of the sandbox user.
+
+        cwd: working directory (relative to the workspace; default the workspace).
+        env: mapping NAME -> value added to the environment.
+        stdin: bytes/str fed to stdin then EOF, or a readable file descriptor
+            (int or object with fileno()) streamed until its EOF.
+        timeout: seconds; when it passes, the whole process group is killed and
+            the result has timed_out=True and the output so far (no exception).
+        on_output(stream, data): called on this thread as output arrives
+            (stream is asp.STDOUT or asp.STDERR). Returning True stops the
+            command (cancelled=True). An exception raised in it stops the
+            command and is re-raised by exec.
+        max_output: keep at most this many bytes of each stream (head + tail).
+        cancel: an asp.Cancel; trigger() it from another thread to kill the command.
+        kill_grace: seconds between SIGTERM and SIGKILL (default 2).
+        Returns ExecResult whatever the exit status.
+        """
+        cmd = _to_bytes(command, "command", allow_pathlike=False)
+        opts = _lib.asp_exec_options()
+        err = _lib.asp_error()
+        _check(lib.asp_exec_options_init(byref(opts), _lib.ASP_EXEC_OPTIONS_VERSION), err)
+        keep = []  # everything C points into stays alive until the call returns
+        if cwd is not None:
+            opts.cwd = _path(cwd, "cwd")
+        if env:
+            if not isinstance(env, collections.abc.Mapping):
+                raise TypeError(f"env: expected a mapping NAME -> value, got {type(env).__name__}")
+            entries = []
+            for name, value in env.items():
+                n = _to_bytes(name, "env name", allow_pathlike=False)
+                if not n or b"=" in n:
+                    raise InvalidArgument(f"env name {name!r}: must be non-empty and without '='")
+                entries.append(n + b"=" + _to_bytes(value, f"env[{name!r}]", allow_pathlike=False))
+            array = (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+            keep.append(array)
+            opts.env = ctypes.cast(array, ctypes.POINTER(ctypes.c_char_p))
+        if stdin is not None:
+            if isinstance(stdin, (str, bytes, bytearray, memoryview)):
+                data = _data(stdin, "stdin")
+                if data:
+                    keep.append(data)
+                    opts.stdin_data = ctypes.cast(data, ctypes.POINTER(ctypes.c_ubyte))
+                    opts.stdin_len = len(data)
+            else:
+                fd = stdin if isinstance(stdin, int) and not isinstance(stdin, bool) \
+                    else getattr(stdin, "fileno", lambda: None)()
+                if not isinstance(fd, int) or fd < 0:
+                    raise TypeError("stdin: expected bytes, str, a file descriptor or an object "
+                                    "with fileno()")
+                opts.stdin_fd = fd
+        opts.timeout_ms = _ms(timeout, "timeout")
+        opts.kill_grace_ms = _ms(kill_grace, "kill_grace")
+        if max_output is not None:
+            opts.max_output = _int(max_output, "max_output", 1, _lib.SIZE_MAX)
+        caught = []
+        if on_output is not None:
+            if not callable(on_output):
+                raise TypeError("on_output must be callable")
+
+            def trampoline(stream, data, length, _userdata):
+                try:
+                    return 1 if on_output(stream, ctypes.string_at(data, length)) is True else 0
+                except BaseException as e:  # re-raised by exec once C has returned
+                    if not caught:
+                        caught.append(e)
+                    return 1
+
+            callback = _lib.asp_output_cb(trampoline)
+            keep.append(callback)
+            opts.on_output = callback
+        cancel_handle = None
+        if cancel is not None:
+            if not isinstance(cancel, Cancel):
+                raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
+            cancel_handle = cancel._acquire()
+            opts.cancel = cancel_handle
+        result = _lib.exec_result_p()
+        try:
+            h = self._enter()
+            try:
+                rc = lib.asp_exec(byref(result), h, cmd, byref(opts), byref(err))
+            finally:
+                self._leave()
+        finally:
+            if cancel_handle is not None:
+                cancel._release()
+        try:
+            if caught:
+                exc = caught[0]
+                if hasattr(exc, "add_note"):
+                    exc.add_note("raised in Sandbox.exec's on_output callback; the remote "
+                                 "command was cancelled")
+                raise exc
+            _check(rc, err)
+            return _result(result)
+        finally:
+            if result:
+                lib.asp_exec_result_free(result)
+            keep.clear()  # (held until here on purpose: C pointed into them)
+
+    # -- filesystem -----------------------------------------------------
+
+    def stat(self, path):
+        """Metadata of `path`, following symlinks. -> Stat(size, mtime, mode, type)"""
+        p = _path(path)
+        out = _lib.asp_stat_info()
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_stat(byref(out), h, p, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, path)
+        return Stat(out.size, out.mtime, out.mode, _file_type(out.type))
+
+    def exists(self, path):
+        """True when `path` exists (following symlinks)."""
+        try:
+            self.stat(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def mkdir(self, path, mode=0o755, parents=False):
+        """Create a directory; with parents, also missing parents, and no error if it exists."""
+        p = _path(path)
+        mode = _int(mode, "mode", 1, 0o7777)
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_mkdir(h, p, mode, 1 if parents else 0, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, path)
+
+    def list(self, path="."):
+        """Entries of a directory (no . and ..), sorted by name -> [Entry].
+
+        Names are str, or bytes when `path` is bytes (like os.listdir).
+        """
+        p = _path(path)
+        as_bytes = isinstance(path, bytes)
+        out = _lib.list_p()
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_list_dir(byref(out), h, p, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, path)
+        try:
+            entries = []
+            st = _lib.asp_stat_info()
+            for i in range(lib.asp_list_count(out)):
+                name = lib.asp_list_name(out, i)
+                rc = lib.asp_list_stat(byref(st), out, i)
+                if name is None or rc != 0:
+                    _raise(rc or ErrorCode.EINVAL, _lib.asp_error())
+                entries.append(Entry(name if as_bytes else _decode(name), st.size, st.mtime,
+                                     st.mode, _file_type(st.type)))
+            return entries
+        finally:
+            lib.asp_list_free(out)
+
+    def remove(self, path, recursive=False):
+        """Remove a file or an empty directory; with recursive, a whole tree."""
+        p = _path(path)
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_remove(h, p, 1 if recursive else 0, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, path)
+
+    def rename(self, src, dst):
+        """Rename `src` to `dst`, replacing `dst` if it is a file."""
+        a = _path(src, "src")
+        b = _path(dst, "dst")
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_rename(h, a, b, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err, src, dst)
+
+
+def _result(r):
+    def output(stream):
+        n = ctypes.c_size_t()
+        ptr = lib.asp_exec_result_output(r, stream, byref(n))
+        return ctypes.string_at(ptr, n.value) if ptr and n.value else b""
+
+    return ExecResult(
+        exit_code=lib.asp_exec_result_exit_code(r),
+        signal=lib.asp_exec_result_signal(r),
+        stdout=output(STDOUT),
+        stderr=output(STDERR),
+        timed_out=bool(lib.asp_exec_result_timed_out(r)),
+        cancelled=bool(lib.asp_exec_result_cancelled(r)),
+        duration=lib.asp_exec_result_duration_ms(r) / 1000.0,
+        stdout_truncated=bool(lib.asp_exec_result_truncated(r, STDOUT)),
+        stderr_truncated=bool(lib.asp_exec_result_truncated(r, STDERR)),
+        stdout_total=lib.asp_exec_result_output_total(r, STDOUT),
+        stderr_total=lib.asp_exec_result_output_total(r, STDERR),
+    )
+
+
+# ------------------------------------------------------------------ open
+
+def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
+         connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False):
+    """Open a sandbox -> Sandbox.
+
+    config: the .asp.json to use; None means discovery ($ASP_CONFIG, else
+        .asp.json in start_dir (default: cwd) and each parent).
+    known_hosts: trust-on-first-use store (default $ASP_KNOWN_HOSTS, else
+        ~/.config/asp/known_hosts).
+    max_connections: connections kept to the sandbox (default 4).
+    connect_timeout: seconds for TCP + handshake + auth (default 10).
+    io_timeout: seconds of server silence tolerated during an exchange (default 30).
+    keepalive: seconds of idleness before a keepalive (default 15).
+    idle_close: close connections idle this many seconds (default 300).
+    lazy: do not connect now; the first operation connects. Otherwise a
+        wrong host key or credentials fail here.
+    """
+    opts = _lib.asp_open_options()
+    err = _lib.asp_error()
+    _check(lib.asp_open_options_init(byref(opts), _lib.ASP_OPEN_OPTIONS_VERSION), err)
+    if config is not None:
+        opts.config_path = _path(config, "config")
+    if start_dir is not None:
+        opts.start_dir = _path(start_dir, "start_dir")
+    if known_hosts is not None:
+        opts.known_hosts = _path(known_hosts, "known_hosts")
+    if max_connections is not None:
+        opts.max_connections = _int(max_connections, "max_connections", 1, _lib.UINT_MAX)
+    opts.connect_timeout_ms = _ms(connect_timeout, "connect_timeout")
+    opts.io_timeout_ms = _ms(io_timeout, "io_timeout")
+    opts.keepalive_s = _seconds(keepalive, "keepalive")
+    opts.idle_close_s = _seconds(idle_close, "idle_close")
+    if lazy:
+        opts.flags |= _lib.ASP_OPEN_LAZY
+    handle = _lib.sandbox_p()
+    rc = lib.asp_open(byref(handle), byref(opts), byref(err))
+    _check(rc, err, config)
+    return Sandbox(handle)
+

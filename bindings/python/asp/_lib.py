@@ -1,0 +1,245 @@
+"""Loading libasp and declaring its C API for ctypes.
+
+Everything that knows about C types lives here: the library search, the
+opaque handle types, the option/info structs (mirrored field for field from
+include/asp.h), and an argtypes/restype declaration for every exported
+function, so that ctypes never guesses (no implicit int return values, no
+silent int-to-pointer conversions).
+
+The library is a ctypes.CDLL: ctypes releases the GIL around every foreign
+call, so Python threads run libasp calls in parallel.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_int, c_int64,
+                    c_size_t, c_ubyte, c_uint, c_uint32, c_uint64, c_void_p)
+
+SONAME = "libasp.so.0"
+ABI_MAJOR = 0
+
+# ------------------------------------------------------------------ constants (asp.h)
+
+ASP_ERROR_MESSAGE_MAX = 512
+ASP_OPEN_LAZY = 0x1
+ASP_OPEN_OPTIONS_VERSION = 1
+ASP_WRITE_OPTIONS_VERSION = 1
+ASP_EXEC_OPTIONS_VERSION = 1
+ASP_SANDBOX_INFO_VERSION = 1
+ASP_READ_ALL = 2**64 - 1
+ASP_STDOUT = 1
+ASP_STDERR = 2
+
+UINT_MAX = 2**32 - 1
+SIZE_MAX = 2**(8 * ctypes.sizeof(c_size_t)) - 1
+
+
+# ------------------------------------------------------------------ types
+
+class asp_error(Structure):
+    _fields_ = [
+        ("code", c_int),
+        ("message", c_char * ASP_ERROR_MESSAGE_MAX),
+    ]
+
+
+# Opaque handles: distinct pointer types, so that a cancel token cannot be
+# passed where a sandbox is expected and a plain int is never accepted.
+class _asp_sandbox(Structure):
+    pass
+
+
+class _asp_cancel(Structure):
+    pass
+
+
+class _asp_exec_result(Structure):
+    pass
+
+
+class _asp_list(Structure):
+    pass
+
+
+sandbox_p = POINTER(_asp_sandbox)
+cancel_p = POINTER(_asp_cancel)
+exec_result_p = POINTER(_asp_exec_result)
+list_p = POINTER(_asp_list)
+error_p = POINTER(asp_error)
+
+
+class asp_open_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("config_path", c_char_p),
+        ("start_dir", c_char_p),
+        ("known_hosts", c_char_p),
+        ("max_connections", c_uint),
+        ("connect_timeout_ms", c_uint),
+        ("io_timeout_ms", c_uint),
+        ("keepalive_s", c_uint),
+        ("idle_close_s", c_uint),
+        ("flags", c_uint),
+    ]
+
+
+class asp_sandbox_info(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("trust", c_int),
+        ("auth", c_int),
+        ("host_key_type", c_char * 32),
+        ("host_key_fingerprint", c_char * 64),
+        ("known_hosts", c_char * 1024),
+    ]
+
+
+class asp_write_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("mode", c_uint),
+        ("mkdirs", c_int),
+        ("atomic", c_int),
+    ]
+
+
+# int (*asp_output_cb)(int stream, const unsigned char *data, size_t len, void *userdata)
+asp_output_cb = CFUNCTYPE(c_int, c_int, POINTER(c_ubyte), c_size_t, c_void_p)
+
+
+class asp_exec_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("cwd", c_char_p),
+        ("env", POINTER(c_char_p)),
+        ("stdin_data", POINTER(c_ubyte)),
+        ("stdin_len", c_size_t),
+        ("timeout_ms", c_uint),
+        ("cancel", cancel_p),
+        ("on_output", asp_output_cb),
+        ("userdata", c_void_p),
+        ("max_output", c_size_t),
+        ("kill_grace_ms", c_uint),
+        ("stdin_fd", c_int),
+    ]
+
+
+class asp_stat_info(Structure):
+    _fields_ = [
+        ("size", c_uint64),
+        ("mtime", c_int64),
+        ("mode", c_uint32),
+        ("type", c_uint32),
+    ]
+
+
+# name: (restype, argtypes). Every exported function of libasp.so.0.
+PROTOTYPES = {
+    "asp_version": (c_char_p, []),
+    "asp_strerror": (c_char_p, [c_int]),
+    "asp_error_name": (c_char_p, [c_int]),
+    "asp_free": (None, [c_void_p]),
+    "asp_find_config": (c_int, [POINTER(c_void_p), c_char_p, error_p]),
+    "asp_check_config": (c_int, [c_char_p, error_p]),
+    "asp_open_options_init": (c_int, [POINTER(asp_open_options), c_uint]),
+    "asp_open": (c_int, [POINTER(sandbox_p), POINTER(asp_open_options), error_p]),
+    "asp_close": (None, [sandbox_p]),
+    "asp_sandbox_config_path": (c_char_p, [sandbox_p]),
+    "asp_sandbox_workspace": (c_char_p, [sandbox_p]),
+    "asp_sandbox_info_get": (c_int, [sandbox_p, POINTER(asp_sandbox_info), error_p]),
+    "asp_cancel_new": (c_int, [POINTER(cancel_p), error_p]),
+    "asp_cancel_trigger": (None, [cancel_p]),
+    "asp_cancel_is_triggered": (c_int, [cancel_p]),
+    "asp_cancel_reset": (None, [cancel_p]),
+    "asp_cancel_free": (None, [cancel_p]),
+    "asp_read": (c_int, [POINTER(c_void_p), POINTER(c_size_t), sandbox_p, c_char_p, c_uint64,
+                         c_uint64, error_p]),
+    "asp_write_options_init": (c_int, [POINTER(asp_write_options), c_uint]),
+    "asp_write": (c_int, [sandbox_p, c_char_p, c_void_p, c_size_t, POINTER(asp_write_options),
+                          error_p]),
+    "asp_exec_options_init": (c_int, [POINTER(asp_exec_options), c_uint]),
+    "asp_exec": (c_int, [POINTER(exec_result_p), sandbox_p, c_char_p, POINTER(asp_exec_options),
+                         error_p]),
+    "asp_exec_result_exit_code": (c_int, [exec_result_p]),
+    "asp_exec_result_signal": (c_int, [exec_result_p]),
+    "asp_exec_result_timed_out": (c_int, [exec_result_p]),
+    "asp_exec_result_cancelled": (c_int, [exec_result_p]),
+    "asp_exec_result_output": (c_void_p, [exec_result_p, c_int, POINTER(c_size_t)]),
+    "asp_exec_result_output_total": (c_uint64, [exec_result_p, c_int]),
+    "asp_exec_result_truncated": (c_int, [exec_result_p, c_int]),
+    "asp_exec_result_duration_ms": (c_uint64, [exec_result_p]),
+    "asp_exec_result_free": (None, [exec_result_p]),
+    "asp_stat": (c_int, [POINTER(asp_stat_info), sandbox_p, c_char_p, error_p]),
+    "asp_mkdir": (c_int, [sandbox_p, c_char_p, c_uint, c_int, error_p]),
+    "asp_remove": (c_int, [sandbox_p, c_char_p, c_int, error_p]),
+    "asp_rename": (c_int, [sandbox_p, c_char_p, c_char_p, error_p]),
+    "asp_list_dir": (c_int, [POINTER(list_p), sandbox_p, c_char_p, error_p]),
+    "asp_list_count": (c_size_t, [list_p]),
+    "asp_list_name": (c_char_p, [list_p, c_size_t]),
+    "asp_list_stat": (c_int, [POINTER(asp_stat_info), list_p, c_size_t]),
+    "asp_list_free": (None, [list_p]),
+}
+
+
+# ------------------------------------------------------------------ loading
+
+def _package_dir():
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def candidates():
+    """The places searched, in order, as (description, path-or-name)."""
+    found = []
+    env = os.environ.get("ASP_LIBRARY")
+    if env:
+        # An explicit choice is final: never fall back to another copy.
+        return [("$ASP_LIBRARY", env)]
+    here = _package_dir()
+    found.append(("next to the package", os.path.join(here, SONAME)))
+    # bindings/python/asp -> the repository root's build/ (a checkout, not installed).
+    found.append(("the build tree", os.path.normpath(
+        os.path.join(here, os.pardir, os.pardir, os.pardir, "build", SONAME))))
+    system = ctypes.util.find_library("asp")
+    if system:
+        found.append(("the system (find_library)", system))
+    found.append(("the system (dynamic loader)", SONAME))
+    return found
+
+
+def _load():
+    tried = []
+    for where, path in candidates():
+        is_file = os.sep in path
+        if is_file and not os.path.exists(path):
+            tried.append(f"{where}: {path}: not found")
+            continue
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            tried.append(f"{where}: {path}: {e}")
+            if where == "$ASP_LIBRARY":
+                break
+            continue
+        missing = [name for name in PROTOTYPES if not hasattr(lib, name)]
+        if missing:
+            tried.append(f"{where}: {path}: not libasp {ABI_MAJOR}.x "
+                         f"(missing {', '.join(missing)})")
+            if where == "$ASP_LIBRARY":
+                break
+            continue
+        return lib, path
+    raise ImportError("cannot load libasp (" + SONAME + "); tried:\n  " + "\n  ".join(tried) +
+                      "\nBuild it with `make lib`, install it, or set ASP_LIBRARY to its path.")
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in PROTOTYPES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+lib, path = _load()
+_declare(lib)
