@@ -665,7 +665,7 @@ int asp__conn_dead(const asp_conn *c)
 
 int asp__conn_check_idle(asp_conn *c)
 {
-	struct pollfd pfd = { c->sock, POLLIN, 0 };
+	struct pollfd pfd = { c->sock, POLLIN | POLLRDHUP, 0 };
 	char b;
 	ssize_t n;
 
@@ -673,7 +673,7 @@ int asp__conn_check_idle(asp_conn *c)
 		return 0;
 	if (poll(&pfd, 1, 0) <= 0)
 		return 1;
-	if (pfd.revents & (POLLERR | POLLNVAL)) {
+	if (pfd.revents & (POLLERR | POLLNVAL | POLLRDHUP)) {
 		c->dead = 1;
 		return 0;
 	}
@@ -685,7 +685,8 @@ int asp__conn_check_idle(asp_conn *c)
 	 */
 	if (c->sftp.chan) {
 		n = libssh2_channel_read(c->sftp.chan, &b, 0);
-		if (n < 0 && n != LIBSSH2_ERROR_EAGAIN) {
+		/* A server's ChannelTimeout closes the SFTP channel but keeps the TCP stream. */
+		if ((n < 0 && n != LIBSSH2_ERROR_EAGAIN) || libssh2_channel_eof(c->sftp.chan)) {
 			c->dead = 1;
 			return 0;
 		}

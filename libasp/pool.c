@@ -20,6 +20,7 @@ struct asp_pool {
 	pthread_cond_t wake;      /* wakes the maintenance thread */
 	const asp_conn_params *params;
 	asp_conn **idle;          /* a stack: the most recently used on top */
+	asp_conn **doomed;        /* the maintenance thread's list of connections to close */
 	unsigned int nidle;
 	unsigned int total;       /* idle + checked out + being connected */
 	unsigned int max;
@@ -40,11 +41,15 @@ static void abs_deadline(struct timespec *ts, unsigned int ms)
 	}
 }
 
-/* Under the lock: close idle connections that are too old, ping the others when due. */
-static void maintain(asp_pool *p)
+/*
+ * Under the lock: take idle connections that are too old or dead out of the
+ * pool (into `doomed`, closed by the caller after unlocking: a polite
+ * disconnect can take a while), and ping the others when due.
+ */
+static unsigned int maintain(asp_pool *p, asp_conn **doomed)
 {
 	uint64_t now = asp__now_ms();
-	unsigned int i, j = 0;
+	unsigned int i, j = 0, n = 0;
 
 	for (i = 0; i < p->nidle; i++) {
 		asp_conn *c = p->idle[i];
@@ -52,7 +57,7 @@ static void maintain(asp_pool *p)
 		if (idle >= (uint64_t)p->idle_close_s * 1000u ||
 		    (idle >= (uint64_t)p->params->keepalive_s * 1000u && asp__conn_keepalive(c)) ||
 		    !asp__conn_check_idle(c)) {
-			asp__conn_close(c);
+			doomed[n++] = c;
 			p->total--;
 			continue;
 		}
@@ -62,6 +67,13 @@ static void maintain(asp_pool *p)
 		p->nidle = j;
 		pthread_cond_broadcast(&p->returned);
 	}
+	return n;
+}
+
+static void close_all(asp_conn **conns, unsigned int n)
+{
+	while (n > 0)
+		asp__conn_close(conns[--n]);
 }
 
 static void *maintenance(void *arg)
@@ -71,10 +83,14 @@ static void *maintenance(void *arg)
 
 	pthread_mutex_lock(&p->mu);
 	while (!p->stopping) {
+		unsigned int n;
 		abs_deadline(&ts, 1000);
 		pthread_cond_timedwait(&p->wake, &p->mu, &ts);
-		if (!p->stopping)
-			maintain(p);
+		if (p->stopping || !(n = maintain(p, p->doomed)))
+			continue;
+		pthread_mutex_unlock(&p->mu);
+		close_all(p->doomed, n);
+		pthread_mutex_lock(&p->mu);
 	}
 	pthread_mutex_unlock(&p->mu);
 	return NULL;
@@ -86,7 +102,10 @@ int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int ma
 	asp_pool *p;
 	pthread_condattr_t ca;
 
-	if (!(p = asp__calloc(1, sizeof(*p))) || !(p->idle = asp__calloc(max, sizeof(*p->idle)))) {
+	if (!(p = asp__calloc(1, sizeof(*p))) || !(p->idle = asp__calloc(max, sizeof(*p->idle))) ||
+	    !(p->doomed = asp__calloc(max, sizeof(*p->doomed)))) {
+		if (p)
+			asp__free(p->idle);
 		asp__free(p);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
@@ -110,6 +129,14 @@ static void start_maintenance(asp_pool *p)
 		p->have_thread = 1;
 }
 
+/* Close a connection taken out of the pool, without holding the lock. */
+static void close_unlocked(asp_pool *p, asp_conn *c)
+{
+	pthread_mutex_unlock(&p->mu);
+	asp__conn_close(c);
+	pthread_mutex_lock(&p->mu);
+}
+
 int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel, asp_error *err)
 {
 	asp_conn *c = NULL;
@@ -121,24 +148,27 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 			pthread_mutex_unlock(&p->mu);
 			return asp__error(err, ASP_ECANCELLED, "cancelled while waiting for a connection");
 		}
-		while (!fresh && p->nidle > 0) {
+		if (!fresh && p->nidle > 0) {
 			c = p->idle[--p->nidle];
 			if (asp__conn_check_idle(c)) {
 				pthread_mutex_unlock(&p->mu);
 				*out = c;
 				return 0;
 			}
-			asp__conn_close(c);
 			p->total--;
+			close_unlocked(p, c);
 			c = NULL;
+			continue;
 		}
 		if (p->total < p->max)
 			break;
 		if (fresh && p->nidle > 0) {
 			/* Make room for a fresh connection by closing an idle one. */
-			asp__conn_close(p->idle[--p->nidle]);
+			c = p->idle[--p->nidle];
 			p->total--;
-			break;
+			close_unlocked(p, c);
+			c = NULL;
+			continue;
 		}
 		{
 			struct timespec ts;
@@ -165,9 +195,11 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 
 void asp__pool_put(asp_pool *p, asp_conn *c)
 {
+	int discard;
+
 	pthread_mutex_lock(&p->mu);
-	if (asp__conn_dead(c) || p->stopping) {
-		asp__conn_close(c);
+	discard = asp__conn_dead(c) || p->stopping;
+	if (discard) {
 		p->total--;
 	} else {
 		asp__conn_touch(c);
@@ -175,6 +207,8 @@ void asp__pool_put(asp_pool *p, asp_conn *c)
 	}
 	pthread_cond_signal(&p->returned);
 	pthread_mutex_unlock(&p->mu);
+	if (discard)
+		asp__conn_close(c);
 }
 
 void asp__pool_free(asp_pool *p)
@@ -195,5 +229,6 @@ void asp__pool_free(asp_pool *p)
 	pthread_cond_destroy(&p->wake);
 	pthread_mutex_destroy(&p->mu);
 	asp__free(p->idle);
+	asp__free(p->doomed);
 	asp__free(p);
 }
