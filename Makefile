@@ -177,6 +177,19 @@ check-valgrind: $(BUILD)/tests/test-unit
 	CK_FORK=no valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
 	    ./$(BUILD)/tests/test-unit
 
+# Allocation-failure torture (tests/alloc/torture.c): the library rebuilt into
+# build-alloc/ with -DASP_ALLOC_TEST (the n-th allocation fails) and ASan+UBSan;
+# the driver fails each allocation of each scenario in turn against a real sshd.
+ALLOC_BUILD := build-alloc
+check-alloc:
+	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
+	LSAN_OPTIONS=suppressions=tests/alloc/lsan.supp:print_suppressions=0 \
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 ./$(ALLOC_BUILD)/tests/torture
+
+$(BUILD)/tests/torture: tests/alloc/torture.c $(FIXTURE_SRC) $(STATIC) $(wildcard tests/fixture/*.h) | $(BUILD)/tests
+	$(CC) $(TEST_CFLAGS) -o $@ tests/alloc/torture.c $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+.PHONY: check-alloc
+
 # The Python binding and the example harness (Debian's python3: the stdlib only).
 PYTHON ?= /usr/bin/python3
 check-python: lib
@@ -193,7 +206,8 @@ check-node: lib
 # counts live in bench/run.py). `make bench-smoke` (run by `make check`): every
 # peer with tiny counts; it asserts only that each produced numbers.
 BENCH_SCALE ?= full
-BENCH_BIN   := $(BUILD)/bench/bench_asp $(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy
+BENCH_BIN   := $(BUILD)/bench/bench_asp $(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy \
+               $(BUILD)/bench/rusage
 
 $(BUILD)/bench:
 	mkdir -p $@
@@ -201,7 +215,7 @@ $(BUILD)/bench:
 $(BUILD)/bench/bench_asp: bench/bench_asp.c bench/bench_common.h $(STATIC) | $(BUILD)/bench
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
 
-$(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy: $(BUILD)/bench/%: bench/%.c bench/bench_common.h | $(BUILD)/bench
+$(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy $(BUILD)/bench/rusage: $(BUILD)/bench/%: bench/%.c bench/bench_common.h | $(BUILD)/bench
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LDFLAGS_ALL) $(DEP_LIBS)
 
 bench-build: lib $(BENCH_BIN)

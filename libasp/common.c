@@ -53,18 +53,80 @@ void asp__error_prefix(asp_error *err, const char *fmt, ...)
 	err->message[sizeof(err->message) - 1] = '\0';
 }
 
+#ifdef ASP_ALLOC_TEST
+/*
+ * Allocation-failure testing (tests/alloc/torture.c), compiled in only with
+ * -DASP_ALLOC_TEST: after asp__alloc_test_arm(n, sticky), the n-th allocation
+ * through the functions below fails -- once, or with sticky that one and
+ * every later one -- whichever thread makes it. libssh2's allocations come
+ * here too (conn.c), so its internal failures are counted.
+ */
+#include <stdatomic.h>
+
+static atomic_long alloc_countdown; /* > 0: armed */
+static atomic_long alloc_seen;      /* allocations since arming */
+static atomic_int alloc_tripped;
+static atomic_int alloc_sticky;
+
+void asp__alloc_test_arm(long n, int sticky)
+{
+	atomic_store(&alloc_countdown, 0);
+	atomic_store(&alloc_tripped, 0);
+	atomic_store(&alloc_seen, 0);
+	atomic_store(&alloc_sticky, n > 0 && sticky);
+	atomic_store(&alloc_countdown, n > 0 ? n : 0);
+}
+
+int asp__alloc_test_tripped(void)
+{
+	return atomic_load(&alloc_tripped);
+}
+
+long asp__alloc_test_seen(void)
+{
+	return atomic_load(&alloc_seen);
+}
+
+static int alloc_fails(void)
+{
+	long v = atomic_load(&alloc_countdown);
+
+	atomic_fetch_add(&alloc_seen, 1);
+	if (atomic_load(&alloc_sticky) && atomic_load(&alloc_tripped))
+		return 1;
+	while (v > 0) {
+		if (atomic_compare_exchange_weak(&alloc_countdown, &v, v - 1)) {
+			if (v != 1)
+				return 0;
+			atomic_store(&alloc_tripped, 1);
+			return 1;
+		}
+	}
+	return 0;
+}
+#define ALLOC_FAILS() alloc_fails()
+#else
+#define ALLOC_FAILS() 0
+#endif
+
 void *asp__malloc(size_t n)
 {
+	if (ALLOC_FAILS())
+		return NULL;
 	return malloc(n ? n : 1);
 }
 
 void *asp__calloc(size_t count, size_t n)
 {
+	if (ALLOC_FAILS())
+		return NULL;
 	return calloc(count ? count : 1, n ? n : 1);
 }
 
 void *asp__realloc(void *p, size_t n)
 {
+	if (ALLOC_FAILS())
+		return NULL;
 	return realloc(p, n ? n : 1);
 }
 

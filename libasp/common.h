@@ -54,6 +54,17 @@ void asp__free(void *p);
 /* Overwrite n bytes so secrets do not linger, then free. */
 void asp__free_secret(void *p, size_t n);
 
+#ifdef ASP_ALLOC_TEST
+/*
+ * Test builds only (-DASP_ALLOC_TEST, tests/alloc/): make the n-th allocation
+ * from now fail, once or (sticky) with every one after it; n <= 0 disarms.
+ * Whether one has failed since arming; how many were made since arming.
+ */
+void asp__alloc_test_arm(long n, int sticky);
+int asp__alloc_test_tripped(void);
+long asp__alloc_test_seen(void);
+#endif
+
 /* A growable byte buffer. Zero-initialise; data is NUL-terminated when len > 0. */
 typedef struct asp_buf {
 	unsigned char *data;

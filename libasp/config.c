@@ -1070,12 +1070,16 @@ int asp_find_config(char **out, const char *start_dir, asp_error *err)
 
 int asp__config_pin(asp_pin *out, const asp_config *cfg, asp_error *err)
 {
-	if (asp__pin_parse(out, cfg->host_key, err) == 0)
+	int rc = asp__pin_parse(out, cfg->host_key, err);
+
+	if (rc == 0)
 		return 0;
 	asp__error_prefix(err, "%s: connection.host_key", cfg->path);
+	if (rc != ASP_ENOMEM)
+		rc = ASP_ECONFIG;
 	if (err)
-		err->code = ASP_ECONFIG;
-	return ASP_ECONFIG;
+		err->code = rc;
+	return rc;
 }
 
 int asp_check_config(const char *path, asp_error *err)

@@ -74,12 +74,17 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what)
 		libssh2_session_last_error(c->session, &msg, NULL, 0);
 	if (!msg || !*msg)
 		msg = (char *)"unknown libssh2 error";
-	if (is_transport_error(rc)) {
+	if ((c && c->alloc_failed) || rc == LIBSSH2_ERROR_ALLOC) {
+		/* libssh2 reports some allocation failures as other errors (a failed kex, a lost channel). */
+		if (c)
+			c->dead = 1;
+		code = ASP_ENOMEM;
+		if (c && c->alloc_failed)
+			msg = (char *)"out of memory inside libssh2";
+	} else if (is_transport_error(rc)) {
 		if (c)
 			c->dead = 1;
 		code = ASP_ECONNLOST;
-	} else if (rc == LIBSSH2_ERROR_ALLOC) {
-		code = ASP_ENOMEM;
 	} else if (rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED ||
 		   rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED || rc == LIBSSH2_ERROR_FILE) {
 		code = ASP_EAUTH;
@@ -92,6 +97,48 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what)
 	}
 	return asp__error(err, code, "%s: %s%s%s (libssh2 %d)", c && c->where ? c->where : "ssh",
 			  what, *what ? ": " : "", msg, rc);
+}
+
+/* ------------------------------------------------------------ memory */
+
+/*
+ * libssh2 allocates through libasp's allocator, so an allocation failure
+ * inside libssh2 is seen here whatever libssh2 then reports: the session is
+ * given up (dead), waits on it stop at once and asp__ssh_error says
+ * ASP_ENOMEM. *abstract is the session's abstract pointer, our asp_conn.
+ */
+static void note_alloc_failure(void **abstract)
+{
+	asp_conn *c = abstract ? *abstract : NULL;
+
+	if (c) {
+		c->alloc_failed = 1;
+		c->dead = 1;
+	}
+}
+
+static LIBSSH2_ALLOC_FUNC(ssh_alloc)
+{
+	void *p = asp__malloc(count);
+
+	if (!p)
+		note_alloc_failure(abstract);
+	return p;
+}
+
+static LIBSSH2_REALLOC_FUNC(ssh_realloc)
+{
+	void *p = asp__realloc(ptr, count);
+
+	if (!p)
+		note_alloc_failure(abstract);
+	return p;
+}
+
+static LIBSSH2_FREE_FUNC(ssh_free)
+{
+	(void)abstract;
+	asp__free(ptr);
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -135,6 +182,8 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	uint64_t now = asp__now_ms(), limit, silence;
 	int n = 0, i, dirs, timeout, rc;
 
+	if (c->alloc_failed)
+		return asp__error(err, ASP_ENOMEM, "%s: out of memory inside libssh2", c->where);
 	if (deadline && now >= deadline)
 		return asp__error(err, ASP_ETIMEOUT, "%s: deadline passed", c->where);
 	if (mode == ASP_WAIT_REPLY) {
@@ -381,9 +430,10 @@ static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err
 
 	if (!key || !len)
 		return asp__error(err, ASP_EHOSTKEY, "%s: the server presented no host key", c->where);
-	if (asp__fingerprint(fp, (const unsigned char *)key, len) ||
-	    asp__blob_type(c->info.host_key_type, sizeof(c->info.host_key_type),
-			   (const unsigned char *)key, len))
+	if ((rc = asp__fingerprint(fp, (const unsigned char *)key, len)) == ASP_ENOMEM)
+		return asp__error(err, ASP_ENOMEM, "%s: out of memory checking the host key", c->where);
+	if (rc || asp__blob_type(c->info.host_key_type, sizeof(c->info.host_key_type),
+				 (const unsigned char *)key, len))
 		return asp__error(err, ASP_EHOSTKEY, "%s: the server's host key is malformed", c->where);
 	snprintf(c->info.host_key_fingerprint, sizeof(c->info.host_key_fingerprint), "%s", fp);
 	if (p->pin) {
@@ -430,7 +480,7 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 		c->info.auth = ASP_AUTH_PUBLICKEY;
 		return 0;
 	}
-	if (rc < 0 && !is_transport_error(rc)) {
+	if (rc < 0 && !is_transport_error(rc) && rc != LIBSSH2_ERROR_ALLOC && !c->alloc_failed) {
 		/* KEYFILE_AUTH_FAILED: an encrypted key without (or with a wrong) passphrase. */
 		if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED
 #ifdef LIBSSH2_ERROR_KEYFILE_AUTH_FAILED
@@ -577,7 +627,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 	rc = cfg->proxy_command ? proxy_connect(c, cfg, err) : tcp_connect(c, cfg, deadline, cancel_fd, err);
 	if (rc)
 		goto fail;
-	if (!(c->session = libssh2_session_init_ex(NULL, NULL, NULL, c))) {
+	if (!(c->session = libssh2_session_init_ex(ssh_alloc, ssh_free, ssh_realloc, c))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory creating an SSH session");
 		goto fail;
 	}
@@ -596,8 +646,9 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 		goto fail;
 	}
 	if (rc) {
-		asp__ssh_error(c, rc, err, "SSH handshake failed");
-		rc = ASP_ECONNECT;
+		rc = asp__ssh_error(c, rc, err, "SSH handshake failed");
+		if (rc != ASP_ENOMEM)
+			rc = ASP_ECONNECT;
 		if (err)
 			err->code = rc;
 		goto fail;

@@ -276,6 +276,10 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 	}
 	if (o->stdin_fd >= 0 && !x->fd_eof) {
 		if (x->fdbuf_off == x->fdbuf_len) {
+			struct pollfd q = { o->stdin_fd, POLLIN, 0 };
+			/* Only read what is there: a blocking fd must not stall the loop. */
+			if (poll(&q, 1, 0) <= 0)
+				return 0;
 			n = read(o->stdin_fd, x->fdbuf, IO_BUF);
 			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 				return 0;
@@ -283,6 +287,7 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 				return asp__error(err, ASP_EIO, "reading local stdin: %s", strerror(errno));
 			if (n == 0) {
 				x->fd_eof = 1;
+				*progress = 1; /* go round again: the EOF goes out now, not at the next wake-up */
 				return 0;
 			}
 			x->fdbuf_len = (size_t)n;
@@ -383,20 +388,25 @@ static int signal_number(const char *name, size_t len)
 	return 0;
 }
 
-static void exit_status(run *x)
+static int exit_status(run *x, asp_error *err)
 {
 	char *sig = NULL;
 	size_t sl = 0;
+	int rc = libssh2_channel_get_exit_signal(x->ch, &sig, &sl, NULL, NULL, NULL, NULL);
 
-	if (libssh2_channel_get_exit_signal(x->ch, &sig, &sl, NULL, NULL, NULL, NULL) == 0 && sig) {
+	/* It fails only when copying the signal name fails: never report that death as exit 0. */
+	if (rc)
+		return asp__ssh_error(x->c, rc, err, "reading the command's exit signal");
+	if (sig) {
 		x->r->signal = signal_number(sig, sl);
 		if (!x->r->signal)
 			x->r->signal = SIGTERM; /* an unknown name still means a signal death */
 		x->r->exit_code = -1;
 		libssh2_free(x->c->session, sig);
-		return;
+		return 0;
 	}
 	x->r->exit_code = libssh2_channel_get_exit_status(x->ch);
+	return 0;
 }
 
 static int wait_step(run *x, uint64_t deadline, asp_error *err)
@@ -564,9 +574,8 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 				"shell POSIX-compatible?)", c->where);
 		goto out;
 	}
-	if ((rc = close_channel(c, x.ch, err)))
+	if ((rc = close_channel(c, x.ch, err)) || (rc = exit_status(&x, err)))
 		goto out;
-	exit_status(&x);
 	x.r->duration_ms = asp__now_ms() - t0;
 	for (i = 0; i < 2; i++)
 		if (capture_flatten(&x.r->out[i], &x.r->flat[i], &x.r->flat_len[i])) {

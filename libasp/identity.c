@@ -124,8 +124,13 @@ int asp__identity_resolve(asp_identity **out, const asp_config *cfg, asp_error *
 			goto done;
 		}
 		if (!(path = expand_path(value ? value : spec, cfg))) {
-			rc = asp__error(err, ASP_ECONFIG, "%s: connection.identity: cannot expand \"%s\"",
-					cfg->path, value ? value : spec);
+			const char *v = value ? value : spec;
+			/* Only "~" without a home directory cannot be expanded; anything else is memory. */
+			if (v[0] != '~' || (v[1] != '/' && v[1] != '\0') || home_dir())
+				rc = asp__error(err, ASP_ENOMEM, "out of memory");
+			else
+				rc = asp__error(err, ASP_ECONFIG, "%s: connection.identity: cannot expand \"%s\"",
+						cfg->path, v);
 			goto done;
 		}
 		rc = read_key_file(id, path, cfg, err);

@@ -98,7 +98,8 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 	for (i = 0; env && env[i]; i++)
 		if ((rc = put_env(out, env[i], i, err)) != 0)
 			return rc;
-	if (asp__buf_printf(out, "printf '%%s:%%s\\n' %s \"$$\"; eval ", marker) ||
+	/* The leading ' ' keeps eval from reading a command that starts with '-' as options. */
+	if (asp__buf_printf(out, "printf '%%s:%%s\\n' %s \"$$\"; eval ' '", marker) ||
 	    asp__quote(out, command))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	return 0;

@@ -206,8 +206,12 @@ typedef int (*op_fn)(asp_conn *c, void *ctx, int *started, asp_error *err);
 static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *ctx, int idempotent,
 		     asp_error *err)
 {
+	asp_error before;
 	int attempt, rc = ASP_ERROR;
 
+	/* A retry that succeeds leaves err as the caller gave it, as every success does. */
+	if (err)
+		before = *err;
 	for (attempt = 0; attempt < 2; attempt++) {
 		asp_conn *c;
 		int started = 0, dead;
@@ -220,6 +224,8 @@ static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *
 		if (!rc || !dead || (started && !idempotent))
 			break;
 	}
+	if (!rc && attempt > 0 && err)
+		*err = before;
 	return rc;
 }
 

@@ -45,6 +45,7 @@ struct asp_conn {
 	uint64_t last_tx_ms;      /* last time bytes were sent to the server */
 	uint64_t last_used_ms;
 	int dead;
+	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	asp_sftp_state sftp;
 	asp_sandbox_info info;
 };

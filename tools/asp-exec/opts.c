@@ -1,0 +1,242 @@
+/*
+ * opts.c - asp-exec's options, shared by the front and the core (which
+ * gets the same arguments when the front hands a call over).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
+       OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD };
+
+static const struct option long_options[] = {
+	{ "config", required_argument, NULL, OPT_CONFIG },
+	{ "cwd", required_argument, NULL, 'C' },
+	{ "env", required_argument, NULL, 'e' },
+	{ "timeout", required_argument, NULL, 't' },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "read", required_argument, NULL, OPT_READ },
+	{ "write", required_argument, NULL, OPT_WRITE },
+	{ "mkdirs", no_argument, NULL, OPT_MKDIRS },
+	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "stop", no_argument, NULL, OPT_STOP },
+	{ "persist", required_argument, NULL, OPT_PERSIST },
+	{ "no-master", no_argument, NULL, OPT_NO_MASTER },
+	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, OPT_VERSION },
+	{ "master", required_argument, NULL, OPT_MASTER },
+	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const char usage_text[] =
+	"usage: asp-exec [options] [--] COMMAND [ARG...]\n"
+	"       asp-exec [options] --read PATH\n"
+	"       asp-exec [options] --write PATH [--mkdirs] < DATA\n"
+	"       asp-exec [--config FILE] --check | --stop\n"
+	"\n"
+	"Runs COMMAND in the sandbox of the .asp.json found from the current directory\n"
+	"upwards ($ASP_CONFIG or --config FILE win). A single ARG is shell text; several\n"
+	"are quoted and joined, so each reaches the command exactly as given.\n"
+	"\n"
+	"      --config FILE     the configuration to use\n"
+	"  -C, --cwd DIR         working directory (relative paths: from the workspace)\n"
+	"  -e, --env NAME=VALUE  set an environment variable (repeatable)\n"
+	"  -t, --timeout SECS    kill the command's process group after SECS (exit 124)\n"
+	"      --json            print one JSON object: exit_code, signal, timed_out,\n"
+	"                        cancelled, stdout, stderr (+ *_encoding), duration_ms\n"
+	"      --read PATH       copy the file's bytes to stdout\n"
+	"      --write PATH      replace the file with stdin's bytes, atomically\n"
+	"      --mkdirs          with --write: create missing parent directories\n"
+	"      --check           validate, connect, describe the connection\n"
+	"      --no-master       do not share a connection through a master process\n"
+	"      --persist SECS    a master started by this call exits after SECS idle (300)\n"
+	"      --stop            stop the master of this configuration\n"
+	"  -h, --help            this text\n"
+	"      --version         the version\n"
+	"\n"
+	"Exit status: the command's (128+N when killed by signal N); 124 timeout;\n"
+	"1 file error; 2 usage; 251 configuration; 252 host key; 253 authentication;\n"
+	"254 connection; 255 other failure. See asp-exec(1).\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fputs("asp-exec: ", stderr);
+	fprintf(stderr, fmt, arg);
+	fputs("\nTry 'asp-exec --help' for more information.\n", stderr);
+	return -1;
+}
+
+/* Decimal seconds (fractions allowed) to ms, rounded up; 0 means no limit. */
+static int parse_timeout(const char *s, unsigned int *ms)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0) || v * 1000 > UINT_MAX - 1)
+		return usage_error("--timeout: expected seconds (e.g. 10 or 0.5), got '%s'", s);
+	*ms = (unsigned int)(v * 1000);
+	if (*ms < v * 1000)
+		(*ms)++; /* never kill early */
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned int min, unsigned int *out, const char *what)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < min || v > UINT_MAX)
+		return usage_error(what, s);
+	*out = (unsigned int)v;
+	return 0;
+}
+
+static int is_name_char(char c, int first)
+{
+	return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (!first && c >= '0' && c <= '9');
+}
+
+static int valid_env(const char *e)
+{
+	const char *eq = strchr(e, '=');
+
+	if (!eq || eq == e)
+		return 0;
+	for (const char *c = e; c < eq; c++)
+		if (!is_name_char(*c, c == e))
+			return 0;
+	return 1;
+}
+
+static int set_path_mode(cli_options *o, int mode, const char *path, int *modes)
+{
+	(*modes)++;
+	o->req->mode = mode;
+	free(o->req->path);
+	return (o->req->path = strdup(path)) ? 0 : -1;
+}
+
+static int parse_option(cli_options *o, int c, const char *arg, int *modes)
+{
+	cli_request *req = o->req;
+
+	switch (c) {
+	case OPT_CONFIG:
+		free(o->config);
+		/* Absolute, so the master and its socket name do not depend on our cwd. */
+		o->config = realpath(arg, NULL);
+		return o->config || (o->config = strdup(arg)) ? 0 : -1;
+	case 'C':
+		free(req->cwd);
+		return (req->cwd = strdup(arg)) ? 0 : -1;
+	case 'e':
+		if (!valid_env(arg))
+			return usage_error("--env: expected NAME=VALUE with NAME like "
+					   "[A-Za-z_][A-Za-z0-9_]*, got '%s'", arg);
+		return cli_list_add(&req->env, arg);
+	case 't':
+		return parse_timeout(arg, &req->timeout_ms);
+	case OPT_JSON:
+		req->json = 1;
+		return 0;
+	case OPT_READ:
+		return set_path_mode(o, CLI_READ, arg, modes);
+	case OPT_WRITE:
+		return set_path_mode(o, CLI_WRITE, arg, modes);
+	case OPT_MKDIRS:
+		req->mkdirs = 1;
+		return 0;
+	case OPT_CHECK:
+		o->check = 1;
+		(*modes)++;
+		return 0;
+	case OPT_STOP:
+		o->stop = 1;
+		(*modes)++;
+		return 0;
+	case OPT_PERSIST:
+		return parse_uint(arg, 1, &o->persist_s, "--persist: expected whole seconds >= 1, got '%s'");
+	case OPT_NO_MASTER:
+		o->no_master = 1;
+		return 0;
+	case OPT_MASTER:
+		o->master_socket = arg;
+		return 0;
+	case OPT_READY_FD:
+		return parse_uint(arg, 0, (unsigned int *)&o->ready_fd, "--ready-fd: bad value '%s'");
+	default:
+		return usage_error("%s", "unknown option or missing argument");
+	}
+}
+
+/* One mode, and only the options that mode takes. */
+static int check_combination(const cli_options *o, int modes, int nargs)
+{
+	const cli_request *req = o->req;
+	int exec = modes == 0;
+
+	if (o->master_socket)
+		return 0;
+	if (modes > 1)
+		return usage_error("%s", "--read, --write, --check and --stop exclude each other");
+	if (exec && nargs == 0)
+		return usage_error("%s", "no command given");
+	if (!exec && nargs > 0)
+		return usage_error("%s", "a command cannot be combined with --read, --write, --check or --stop");
+	if (!exec && (req->json || req->cwd || req->env[0] || req->timeout_ms))
+		return usage_error("%s", "--json, --cwd, --env and --timeout apply to commands only");
+	if (req->mkdirs && req->mode != CLI_WRITE)
+		return usage_error("%s", "--mkdirs applies to --write only");
+	return 0;
+}
+
+int cli_parse(cli_options *o, int argc, char **argv)
+{
+	int c, modes = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->persist_s = CLI_DEFAULT_PERSIST_S;
+	o->ready_fd = -1;
+	if (!(o->req = cli_request_new()))
+		return -1;
+	o->req->mode = CLI_EXEC;
+	opterr = 0;
+	/* "+": options end at the first COMMAND word, as they do for env(1) or ssh(1). */
+	while ((c = getopt_long(argc, argv, "+C:e:t:h", long_options, NULL)) != -1) {
+		if (c == 'h') {
+			fputs(usage_text, stdout);
+			return 1;
+		}
+		if (c == OPT_VERSION) {
+			printf("asp-exec %s\n", ASP_VERSION);
+			return 1;
+		}
+		if (c == '?')
+			return usage_error("unknown option or missing argument: '%s'", argv[optind - 1]);
+		if (parse_option(o, c, optarg, &modes))
+			return -1;
+	}
+	if (check_combination(o, modes, argc - optind))
+		return -1;
+	for (int i = optind; i < argc; i++)
+		if (cli_list_add(&o->req->args, argv[i]))
+			return -1;
+	return 0;
+}
+
+void cli_options_free(cli_options *o)
+{
+	cli_request_free(o->req);
+	free(o->config);
+}
