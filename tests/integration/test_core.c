@@ -1039,6 +1039,8 @@ START_TEST(test_exec_command_text_exact)
 	expect_stdout(sb, "printf '\xff\xfe\x80'", "\xff\xfe\x80");
 	/* The command sees its own positional state untouched by the wrapper. */
 	expect_stdout(sb, "echo \"$#\"", "0\n");
+	/* Text starting with '-' is a command, not options to the wrapper's eval. */
+	expect_stdout(sb, "-n 2>/dev/null; echo \"after $?\"", "after 127\n");
 	asp_close(sb);
 }
 END_TEST
