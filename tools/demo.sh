@@ -6,7 +6,7 @@ set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 sh "$top/tools/setup-deps.sh"
-make -C "$top" -s lib
+make -C "$top" -s lib tools
 
 tmp=$(mktemp -d /tmp/asp-demo.XXXXXX)
 sshd_pid=
@@ -82,6 +82,13 @@ cat "$tmp/project/.asp.json"
 say "running examples/c/tool_loop from $tmp/project/deep/inside (discovery walks up)"
 (cd "$tmp/project/deep/inside" && "$tmp/tool_loop")
 
+say "running examples/python/agent.py (the Python binding; read/write/edit/bash tools)"
+(cd "$tmp/project/deep/inside" && /usr/bin/python3 "$top/examples/python/agent.py")
+
+say "running examples/shell/agent.sh (asp-exec with its connection-sharing master)"
+(cd "$tmp/project" && ASP_EXEC="$top/build/bin/asp-exec" sh "$top/examples/shell/agent.sh")
+(cd "$tmp/project" && "$top/build/bin/asp-exec" --stop >/dev/null 2>&1 || true)
+
 say "the sandbox's workspace now holds:"
-ls -la "$tmp/sandbox" "$tmp/sandbox/src"
+ls -la "$tmp/sandbox"
 say "done; cleaning up"
