@@ -348,3 +348,29 @@ int asp__is_env_name(const char *s)
 			return 0;
 	return 1;
 }
+
+const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path)
+{
+	size_t n = strlen(path), half = ASP_PATH_SHOW_MAX / 2;
+
+	if (n <= ASP_PATH_SHOW_MAX) {
+		memcpy(out, path, n + 1);
+		return out;
+	}
+	memcpy(out, path, half);
+	memcpy(out + half, "...", 3);
+	memcpy(out + half + 3, path + n - (ASP_PATH_SHOW_MAX - half), ASP_PATH_SHOW_MAX - half + 1);
+	return out;
+}
+
+size_t asp__longest_component(const char *path)
+{
+	size_t best = 0, cur = 0;
+
+	for (; *path; path++) {
+		cur = *path == '/' ? 0 : cur + 1;
+		if (cur > best)
+			best = cur;
+	}
+	return best;
+}

@@ -94,4 +94,15 @@ int asp__random(void *buf, size_t n);
 /* 1 if s names a valid environment variable: ^[A-Za-z_][A-Za-z0-9_]*$ */
 int asp__is_env_name(const char *s);
 
+/*
+ * A path for a message: as is up to ASP_PATH_SHOW_MAX bytes, else its head
+ * and tail around "...", so that the reason after it still fits in an
+ * asp_error. Returns out.
+ */
+#define ASP_PATH_SHOW_MAX 200
+const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path);
+
+/* The length of the longest '/'-separated component of path. */
+size_t asp__longest_component(const char *path);
+
 #endif

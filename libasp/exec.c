@@ -167,6 +167,7 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 /* ------------------------------------------------------------ the run */
 
 #define IO_BUF 65536
+#define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
 
 typedef struct run {
 	asp_conn *c;
@@ -550,6 +551,14 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		asp__buf_free(&script);
 		return rc;
 	}
+	if (script.len > ASP_EXEC_SCRIPT_MAX) {
+		/* libssh2 cannot send a larger exec request (about 34.7 KB in 1.10): say so before trying. */
+		rc = asp__error(err, ASP_EINVAL, "exec: the command, cwd and env come to %zu bytes as shell "
+				"text; an exec request holds at most %u: pass long text through stdin_data",
+				script.len, ASP_EXEC_SCRIPT_MAX);
+		asp__buf_free(&script);
+		return rc;
+	}
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
 	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
 	    (o->stdin_fd >= 0 && !(x.fdbuf = asp__malloc(IO_BUF)))) {
@@ -564,8 +573,12 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 	if ((rc = drive(&x, err)))
 		goto out;
 	if (x.nocwd) {
+		char shown[ASP_PATH_SHOW_MAX + 4];
 		rc = asp__error(err, ASP_ENOENT, "exec: working directory %s does not exist or is not "
-				"a directory", cwd);
+				"a directory%s", asp__path_show(shown, cwd),
+				asp__longest_component(cwd) > 255 || strlen(cwd) >= 4096
+					? " (its name is too long: the usual limits are 255 bytes per name, "
+					  "4095 per path)" : "");
 		goto out;
 	}
 	if (!x.header_done && !c->dead) {

@@ -101,9 +101,10 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	unsigned char h[256];
 	size_t hl, inflight = 0, window = 2;
 	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
+	uint64_t offs[MAX_INFLIGHT];
 	uint64_t next = offset, end = limit == ASP_READ_ALL ? UINT64_MAX : offset + limit;
 	uint32_t id;
-	int rc, eof = 0, skip = 0;
+	int rc, eof = 0, skip = 0, short_end = 0;
 
 	if (limit != ASP_READ_ALL && offset > UINT64_MAX - limit)
 		end = UINT64_MAX;
@@ -123,9 +124,10 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	while (!eof || inflight) {
 		asp_sftp_reply r;
 		uint32_t want;
+		uint64_t at;
 
 		/* Keep the pipe full; the window grows so small files cost one round trip. */
-		while (!eof && inflight < window && next < end) {
+		while (!eof && !skip && inflight < window && next < end) {
 			uint32_t n = end - next < IO_CHUNK ? (uint32_t)(end - next) : IO_CHUNK;
 			asp__sftp_begin(c, SSH_FXP_READ);
 			asp__sftp_str(c, h, hl);
@@ -133,6 +135,7 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 			asp__sftp_u32(c, n);
 			if ((rc = asp__sftp_end(c, 0, &ids[(inflight)], err)))
 				goto out;
+			offs[inflight] = next;
 			lens[inflight++] = n;
 			next += n;
 		}
@@ -141,11 +144,17 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 		if ((rc = asp__sftp_reply(c, &r, ids[0], err)))
 			goto out;
 		want = lens[0];
+		at = offs[0];
 		inflight--;
 		memmove(ids, ids + 1, inflight * sizeof(ids[0]));
 		memmove(lens, lens + 1, inflight * sizeof(lens[0]));
+		memmove(offs, offs + 1, inflight * sizeof(offs[0]));
 		if (skip) {
-			skip--;
+			/* After a short read: more data further on means the short read was not the end. */
+			if (r.type == SSH_FXP_DATA)
+				short_end = 0;
+			if (!--skip && short_end)
+				eof = 1;
 			continue;
 		}
 		if (r.type == SSH_FXP_DATA) {
@@ -160,9 +169,16 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 				goto out;
 			}
 			if (dl < want) {
-				/* Short read: later replies are for the wrong offsets; drop them and go on from here. */
+				/*
+				 * Short read: the end of the file, unless a later request finds
+				 * data (a pipe, a growing file). Those later replies are for the
+				 * wrong offsets: drop them, and if it was not the end, go on
+				 * from here. Reads in flight behind it answer in the same round
+				 * trip, so a small file costs OPEN + one batch of READs.
+				 */
 				next = offset + out->len;
 				skip = (int)inflight;
+				short_end = inflight > 0;
 				if (dl == 0)
 					eof = 1;
 			}
@@ -175,9 +191,13 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 			skip = (int)inflight;
 			continue;
 		}
-		/* Reading a directory fails only here: tell that case apart. */
+		/*
+		 * Reading a directory fails only here: tell that case apart. So does
+		 * reading past the largest offset the server's file system can seek
+		 * to (OpenSSH answers "bad message"): there is nothing there to read.
+		 */
 		rc = asp__sftp_fail(&r, ASP_EIO, err, "read", path);
-		if (rc == ASP_EIO) {
+		if (rc == ASP_EIO || rc == ASP_EINVAL) {
 			asp_sftp_attrs a;
 			int found = 0;
 			asp_error e2;
@@ -185,8 +205,12 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 			asp__sftp_begin(c, SSH_FXP_FSTAT);
 			asp__sftp_str(c, h, hl);
 			if (!asp__sftp_end(c, 0, &id, &e2) && !get_attrs(c, id, &a, &found, "stat", path, &e2) &&
-			    found && type_of(a.perm) == ASP_TYPE_DIR)
-				rc = asp__error(err, ASP_EISDIR, "read %s: is a directory", path);
+			    found) {
+				if (type_of(a.perm) == ASP_TYPE_DIR)
+					rc = asp__error(err, ASP_EISDIR, "read %s: is a directory", path);
+				else if ((a.flags & SSH_FILEXFER_ATTR_SIZE) && at >= a.size)
+					rc = 0; /* at or past the end of the file */
+			}
 		}
 		goto out;
 	}
@@ -274,7 +298,7 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 static int make_parents(asp_conn *c, const char *path, asp_error *err)
 {
 	const char *slash = strrchr(path, '/');
-	char *dir;
+	char *dir, shown[ASP_PATH_SHOW_MAX + 4];
 	int rc;
 
 	if (!slash || slash == path)
@@ -282,7 +306,7 @@ static int make_parents(asp_conn *c, const char *path, asp_error *err)
 	if (!(dir = asp__strndup(path, (size_t)(slash - path))))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	if ((rc = asp__fs_mkdir(c, dir, 0755, 1, err)))
-		asp__error_prefix(err, "write %s", path);
+		asp__error_prefix(err, "write %s", asp__path_show(shown, path));
 	asp__free(dir);
 	return rc;
 }
@@ -301,68 +325,62 @@ static char *temp_name(const char *path)
 			    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
 }
 
-/* Queue WRITE requests for all data, keeping at most MAX_INFLIGHT in flight. */
-static int write_data(asp_conn *c, const unsigned char *h, size_t hl, const void *data, size_t len,
-		      const char *path, asp_error *err)
+/*
+ * Write all data, then FSETSTAT (when setmode) and CLOSE the handle, without
+ * waiting in between: the CLOSE goes out right behind the last WRITE, so a
+ * small file costs one round trip here. At most MAX_INFLIGHT writes are in
+ * flight. The handle is always closed; the first failure is returned.
+ */
+static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const void *data,
+			   size_t len, int setmode, uint32_t mode, const char *path, asp_error *err)
 {
-	uint32_t ids[MAX_INFLIGHT];
+	enum { WRITE, CHMOD, CLOSE };
+	static const char *const what[] = { "write", "chmod", "close" };
+	static const int fallback[] = { ASP_ENOSPC, ASP_EIO, ASP_ENOSPC };
+	uint32_t ids[MAX_INFLIGHT + 2];
+	unsigned char kind[MAX_INFLIGHT + 2];
 	size_t inflight = 0, off = 0;
-	int rc, failed = 0;
+	int rc, failed = 0, closed = 0;
 
-	while (off < len || inflight) {
+	while (!closed || inflight) {
 		asp_sftp_reply r;
-		while (off < len && inflight < MAX_INFLIGHT) {
+		while (!closed && !failed && off < len && inflight < MAX_INFLIGHT) {
 			size_t n = len - off < IO_CHUNK ? len - off : IO_CHUNK;
 			asp__sftp_begin(c, SSH_FXP_WRITE);
 			asp__sftp_str(c, h, hl);
 			asp__sftp_u64(c, off);
 			asp__sftp_str(c, (const unsigned char *)data + off, n);
+			kind[inflight] = WRITE;
 			if ((rc = asp__sftp_end(c, 0, &ids[inflight++], err)))
 				return rc;
 			off += n;
 			if (asp__sftp_flush(c, err))
 				return ASP_ECONNLOST;
 		}
+		if (!closed && (failed || off >= len)) {
+			if (setmode && !failed) {
+				asp__sftp_begin(c, SSH_FXP_FSETSTAT);
+				asp__sftp_str(c, h, hl);
+				asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, mode & 07777);
+				kind[inflight] = CHMOD;
+				if ((rc = asp__sftp_end(c, 0, &ids[inflight++], err)))
+					return rc;
+			}
+			asp__sftp_begin(c, SSH_FXP_CLOSE);
+			asp__sftp_str(c, h, hl);
+			kind[inflight] = CLOSE;
+			if ((rc = asp__sftp_end(c, 0, &ids[inflight++], err)))
+				return rc;
+			closed = 1;
+		}
 		if ((rc = asp__sftp_reply(c, &r, ids[0], err)))
 			return rc;
-		memmove(ids, ids + 1, --inflight * sizeof(ids[0]));
-		if (!failed && asp__sftp_status(&r) != SSH_FX_OK) {
-			failed = asp__sftp_fail(&r, ASP_ENOSPC, err, "write", path);
-			off = len; /* stop sending; collect what is in flight */
-		}
+		if (!failed && asp__sftp_status(&r) != SSH_FX_OK)
+			failed = asp__sftp_fail(&r, fallback[kind[0]], err, what[kind[0]], path);
+		inflight--;
+		memmove(ids, ids + 1, inflight * sizeof(ids[0]));
+		memmove(kind, kind + 1, inflight);
 	}
-	return failed;
-}
-
-/* After the data: optional FSETSTAT, then CLOSE, all kept so errors are seen. */
-static int finish_file(asp_conn *c, const unsigned char *h, size_t hl, int setmode, uint32_t mode,
-		       const char *path, asp_error *err)
-{
-	asp_sftp_reply r;
-	uint32_t id_mode = 0, id_close;
-	int rc, failed = 0;
-
-	if (setmode) {
-		asp__sftp_begin(c, SSH_FXP_FSETSTAT);
-		asp__sftp_str(c, h, hl);
-		asp__sftp_attrs(c, SSH_FILEXFER_ATTR_PERMISSIONS, mode & 07777);
-		if ((rc = asp__sftp_end(c, 0, &id_mode, err)))
-			return rc;
-	}
-	asp__sftp_begin(c, SSH_FXP_CLOSE);
-	asp__sftp_str(c, h, hl);
-	if ((rc = asp__sftp_end(c, 0, &id_close, err)))
-		return rc;
-	if (setmode) {
-		if ((rc = asp__sftp_reply(c, &r, id_mode, err)))
-			return rc;
-		if (asp__sftp_status(&r) != SSH_FX_OK)
-			failed = asp__sftp_fail(&r, ASP_EIO, err, "chmod", path);
-	}
-	if ((rc = asp__sftp_reply(c, &r, id_close, err)))
-		return rc;
-	if (!failed && asp__sftp_status(&r) != SSH_FX_OK)
-		failed = asp__sftp_fail(&r, ASP_ENOSPC, err, "close", path);
 	return failed;
 }
 
@@ -402,14 +420,7 @@ static int write_in_place(asp_conn *c, const char *path, const void *data, size_
 			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", path);
 		return rc == ASP_EIO ? ASP_EISDIR : rc;
 	}
-	rc = write_data(c, h, hl, data, len, path, err);
-	if (rc && asp__conn_dead(c))
-		return rc;
-	if (rc) {
-		close_later(c, h, hl, NULL);
-		return rc;
-	}
-	return finish_file(c, h, hl, o->mode != 0, o->mode, path, err);
+	return write_and_close(c, h, hl, data, len, o->mode != 0, o->mode, path, err);
 }
 
 static int rename_over(asp_conn *c, const char *from, const char *to, int target_exists,
@@ -522,10 +533,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		goto out;
 	}
 	/* From here a lost connection may leave the temp file behind. */
-	if ((rc = write_data(c, h, hl, data, len, tmp, err)) == 0)
-		rc = finish_file(c, h, hl, o->mode || found, o->mode ? o->mode : a.perm, tmp, err);
-	else if (!asp__conn_dead(c))
-		close_later(c, h, hl, NULL);
+	rc = write_and_close(c, h, hl, data, len, o->mode || found, o->mode ? o->mode : a.perm, tmp, err);
 	if (rc == 0) {
 		opened = 0;
 		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))

@@ -20,6 +20,7 @@
 #include "quote.h"
 
 #define MAX_ORPHANS 64
+#define ASP_PATH_BYTES_MAX 32768u
 
 struct asp_sandbox {
 	asp_config *cfg;
@@ -187,6 +188,13 @@ static int resolve(const asp_sandbox *sb, const char *path, char **out, const ch
 		return asp__error(err, ASP_EINVAL, "%s: path is NULL", what);
 	if (!*path)
 		return asp__error(err, ASP_EINVAL, "%s: path is empty", what);
+	/*
+	 * Eight times Linux's PATH_MAX: no file system takes more, and a longer
+	 * one would not fit an SFTP request (OpenSSH's server hangs up at 256 KiB).
+	 */
+	if (strlen(path) > ASP_PATH_BYTES_MAX)
+		return asp__error(err, ASP_EINVAL, "%s: path too long (%zu bytes; the limit is %u)", what,
+				  strlen(path), ASP_PATH_BYTES_MAX);
 	if (path[0] == '/')
 		*out = asp__strdup(path);
 	else if (!strcmp(path, "."))
@@ -209,7 +217,10 @@ static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *
 	asp_error before;
 	int attempt, rc = ASP_ERROR;
 
-	/* A retry that succeeds leaves err as the caller gave it, as every success does. */
+	/*
+	 * A success leaves err as the caller gave it, also when a step on the way
+	 * failed and was recovered from (a retry, mkdirs after ENOENT).
+	 */
 	if (err)
 		before = *err;
 	for (attempt = 0; attempt < 2; attempt++) {
@@ -224,7 +235,7 @@ static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *
 		if (!rc || !dead || (started && !idempotent))
 			break;
 	}
-	if (!rc && attempt > 0 && err)
+	if (!rc && err)
 		*err = before;
 	return rc;
 }

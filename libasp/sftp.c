@@ -132,20 +132,27 @@ int asp__sftp_flush(asp_conn *c, asp_error *err)
 	return write_some(c, err);
 }
 
-/* Bytes of a complete packet at the front of `in`, or 0. */
-static size_t complete_packet(const asp_buf *in, int *too_big)
+/* The unparsed bytes start at in_off: consuming a packet moves the offset, not the bytes. */
+static unsigned char *front(asp_sftp_state *s)
 {
-	size_t n;
+	return s->in.data + s->in_off;
+}
+
+/* Bytes of a complete packet at the front of `in`, or 0. */
+static size_t complete_packet(asp_sftp_state *s, int *too_big)
+{
+	const unsigned char *d = front(s);
+	size_t n, avail = s->in.len - s->in_off;
 
 	*too_big = 0;
-	if (in->len < 4)
+	if (avail < 4)
 		return 0;
-	n = (size_t)in->data[0] << 24 | (size_t)in->data[1] << 16 | (size_t)in->data[2] << 8 | in->data[3];
+	n = (size_t)d[0] << 24 | (size_t)d[1] << 16 | (size_t)d[2] << 8 | d[3];
 	if (n > SFTP_MAX_PACKET || n < 5) {
 		*too_big = 1;
 		return 0;
 	}
-	return in->len >= n + 4 ? n + 4 : 0;
+	return avail >= n + 4 ? n + 4 : 0;
 }
 
 static int read_some(asp_conn *c, asp_error *err)
@@ -153,6 +160,12 @@ static int read_some(asp_conn *c, asp_error *err)
 	asp_sftp_state *s = &c->sftp;
 	ssize_t n;
 
+	/* Move what is left to the start only when room runs short: once per buffer, not per packet. */
+	if (s->in_off && s->in.cap - s->in.len < 65536 + 1) {
+		memmove(s->in.data, s->in.data + s->in_off, s->in.len - s->in_off);
+		s->in.len -= s->in_off;
+		s->in_off = 0;
+	}
 	if (asp__buf_grow(&s->in, 65536))
 		return asp__error(err, ASP_ENOMEM, "out of memory reading an SFTP reply");
 	n = libssh2_channel_read(s->chan, (char *)s->in.data + s->in.len, s->in.cap - s->in.len - 1);
@@ -174,8 +187,9 @@ static int read_some(asp_conn *c, asp_error *err)
 /* Drop the packet at the front of `in`. */
 static void consume(asp_sftp_state *s, size_t n)
 {
-	memmove(s->in.data, s->in.data + n, s->in.len - n);
-	s->in.len -= n;
+	s->in_off += n;
+	if (s->in_off == s->in.len)
+		s->in_off = s->in.len = 0;
 }
 
 /* Wait for the next packet; returns its size in *n (still at the front of in). */
@@ -185,7 +199,7 @@ static int next_packet(asp_conn *c, size_t *n, asp_error *err)
 	int too_big, rc;
 
 	for (;;) {
-		if ((*n = complete_packet(&s->in, &too_big)) > 0)
+		if ((*n = complete_packet(s, &too_big)) > 0)
 			return 0;
 		if (too_big) {
 			c->dead = 1;
@@ -223,9 +237,9 @@ int asp__sftp_reply(asp_conn *c, asp_sftp_reply *r, uint32_t id, asp_error *err)
 		want = s->expect[s->headexpect];
 		drop = s->discard[s->headexpect];
 		s->headexpect++;
-		r->type = s->in.data[4];
-		r->id = (uint32_t)s->in.data[5] << 24 | (uint32_t)s->in.data[6] << 16 |
-			(uint32_t)s->in.data[7] << 8 | s->in.data[8];
+		r->type = front(s)[4];
+		r->id = (uint32_t)front(s)[5] << 24 | (uint32_t)front(s)[6] << 16 |
+			(uint32_t)front(s)[7] << 8 | front(s)[8];
 		if (n < 9 || r->id != want) {
 			c->dead = 1;
 			return asp__error(err, ASP_EPROTO, "%s: SFTP reply %u out of order (expected %u)",
@@ -240,7 +254,7 @@ int asp__sftp_reply(asp_conn *c, asp_sftp_reply *r, uint32_t id, asp_error *err)
 			return asp__error(err, ASP_ERROR, "%s: internal error: reply %u read for request %u",
 					  c->where, r->id, id);
 		}
-		r->p = s->in.data + 9;
+		r->p = front(s) + 9;
 		r->len = n - 9;
 		s->in_front = n;
 		return 0;
@@ -358,9 +372,11 @@ int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const 
 {
 	int st = asp__sftp_status(r);
 	const unsigned char *p = r->p, *msg = NULL;
-	size_t len = r->len, mlen = 0;
+	size_t len = r->len, mlen = 0, longest = asp__longest_component(path), full = strlen(path);
 	uint32_t code;
+	char shown[ASP_PATH_SHOW_MAX + 4];
 
+	path = asp__path_show(shown, path); /* a huge path must not push the reason out of the message */
 	if (st < 0)
 		return asp__error(err, ASP_EPROTO, "%s %s: unexpected SFTP reply type %u", what, path,
 				  r->type);
@@ -368,6 +384,19 @@ int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const 
 	if (asp__sftp_get_str(&p, &len, &msg, &mlen))
 		mlen = 0;
 	switch (st) {
+	case SSH_FX_BAD_MESSAGE:
+		/*
+		 * Our requests are well formed: OpenSSH's sftp-server answers this
+		 * for ENAMETOOLONG and EINVAL from the file system, i.e. a path the
+		 * sandbox cannot use.
+		 */
+		if (longest > 255 || full >= 4096)
+			return asp__error(err, ASP_EINVAL, "%s %s: file name too long (%zu bytes, the longest "
+					  "name %zu; the usual limits are 4095 and 255)", what, path, full,
+					  longest);
+		return asp__error(err, ASP_EINVAL, "%s %s: the sandbox rejected the path as invalid or too "
+				  "long (%.*s, SFTP status 5)", what, path, (int)(mlen > 100 ? 100 : mlen),
+				  mlen ? (const char *)msg : "bad message");
 	case SSH_FX_NO_SUCH_FILE:
 		return asp__error(err, ASP_ENOENT, "%s %s: no such file or directory", what, path);
 	case SSH_FX_PERMISSION_DENIED:
@@ -435,11 +464,11 @@ int asp__sftp_ensure(asp_conn *c, asp_error *err)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	if ((rc = next_packet(c, &n, err)) != 0)
 		goto fail;
-	if (s->in.data[4] != SSH_FXP_VERSION) {
+	if (front(s)[4] != SSH_FXP_VERSION) {
 		rc = asp__error(err, ASP_EPROTO, "%s: SFTP server did not answer INIT with VERSION", c->where);
 		goto fail;
 	}
-	rc = parse_version(c, s->in.data + 5, n - 5, err);
+	rc = parse_version(c, front(s) + 5, n - 5, err);
 	consume(s, n);
 	if (rc)
 		goto fail;

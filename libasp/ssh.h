@@ -23,7 +23,8 @@ typedef struct asp_sftp_state {
 	uint32_t next_id;
 	int posix_rename;         /* server offers posix-rename@openssh.com */
 	int fsync;                /* server offers fsync@openssh.com */
-	asp_buf in;               /* received bytes not yet parsed */
+	asp_buf in;               /* received bytes; the unparsed ones start at in_off */
+	size_t in_off;
 	size_t in_front;          /* size of the reply handed out last, consumed on the next call */
 	asp_buf out;              /* bytes queued for the channel */
 	size_t out_off;           /* how much of out is already written */
@@ -43,6 +44,7 @@ struct asp_conn {
 	unsigned int keepalive_s;
 	uint64_t last_rx_ms;      /* last time bytes arrived from the server */
 	uint64_t last_tx_ms;      /* last time bytes were sent to the server */
+	uint64_t tx_bytes;        /* bytes sent to the server so far */
 	uint64_t last_used_ms;
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */

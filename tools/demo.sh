@@ -1,11 +1,18 @@
 #!/bin/sh
-# demo.sh - `make demo`: a local sandbox (OpenSSH sshd on 127.0.0.1 with its
-# own keys and workspace), a `.asp.json` that pins its host key, and the
-# example harness run against it through discovery. Cleans up after itself.
+# demo.sh - `make demo`: a local sandbox, a `.asp.json` that pins its host
+# key, and the example harnesses run against it through discovery. The
+# sandbox is a hardened Podman container made by asf-provision when Podman
+# is usable here (tools/demo-podman.sh), else an OpenSSH sshd on 127.0.0.1
+# with its own keys and workspace (ASP_DEMO_LOOPBACK=1 forces that).
+# Cleans up after itself.
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 sh "$top/tools/setup-deps.sh"
+# A hardened Podman sandbox (asf-provision) when this machine can run one.
+if [ -z "${ASP_DEMO_LOOPBACK:-}" ] && sh "$top/tools/demo-podman.sh" --check 2>/dev/null; then
+	exec sh "$top/tools/demo-podman.sh"
+fi
 make -C "$top" -s lib tools
 
 tmp=$(mktemp -d /tmp/asp-demo.XXXXXX)

@@ -8,7 +8,8 @@ set -eu
 # Debian packages. Append here (one place) when a later part needs more.
 PACKAGES="build-essential pkg-config libssh2-1-dev libcjson-dev libssl-dev check
 openssh-server openssh-client python3 python3-jsonschema python3-asyncssh
-python3-paramiko nftables iproute2 valgrind procps util-linux"
+python3-paramiko nftables iproute2 valgrind procps util-linux
+podman runc"
 
 # The unprivileged login user of the integration tests' sshd.
 TEST_USER=asp-test

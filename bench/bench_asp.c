@@ -1,0 +1,461 @@
+/*
+ * bench_asp.c - the libasp peer of bench/run.py (links build/libasp.a).
+ *
+ *   bench_asp workload=lat config=.asp.json iters=200 warmup=20 [ops=exec,read4k]
+ *   bench_asp workload=conc config=... callers=1,4,16,64 max_conn=16 ops=400
+ *   bench_asp workload=bulk config=... sizes=1,64,256 reps=5,3,3
+ *   bench_asp workload=cold start_dir=DIR iters=20
+ *   bench_asp workload=scale_conns config=... workspace=DIR n=10
+ *   bench_asp workload=scale_handles configs=FILE n=10
+ *
+ * Prints JSON lines (bench_common.h). Connection setup is outside every
+ * timed section except in `cold`.
+ */
+#include <stdatomic.h>
+
+#include "asp.h"
+#include "bench_common.h"
+
+static const char *peer;
+
+static void check(int rc, const asp_error *e, const char *what)
+{
+	if (rc)
+		die("%s: %s (%s)", what, e->message, asp_error_name(rc));
+}
+
+static asp_sandbox *open_sb(const char *config, unsigned int max_conn, int lazy)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb;
+	asp_error e;
+
+	o.config_path = config;
+	o.max_connections = max_conn;
+	o.flags = lazy ? ASP_OPEN_LAZY : 0;
+	check(asp_open(&sb, &o, &e), &e, config);
+	return sb;
+}
+
+static void run_true(asp_sandbox *sb)
+{
+	asp_exec_result *r;
+	asp_error e;
+
+	check(asp_exec(&r, sb, "true", NULL, &e), &e, "exec");
+	if (asp_exec_result_exit_code(r) != 0)
+		die("exec true: exit %d", asp_exec_result_exit_code(r));
+	asp_exec_result_free(r);
+}
+
+/* ------------------------------------------------------------ lat */
+
+enum { OP_EXEC, OP_READ, OP_WRITE, OP_WRITE_PLAIN, OP_STAT, OP_COUNT };
+static const char *op_names[OP_COUNT] = { "exec", "read4k", "write4k", "write4k_nonatomic", "stat" };
+
+static unsigned char *small;
+static char wpath[128];
+
+static void do_op(asp_sandbox *sb, int op)
+{
+	asp_error e;
+	int rc;
+
+	switch (op) {
+	case OP_EXEC:
+		run_true(sb);
+		return;
+	case OP_READ: {
+		unsigned char *buf;
+		size_t len;
+
+		rc = asp_read(&buf, &len, sb, "bench-4k.bin", 0, ASP_READ_ALL, &e);
+		check(rc, &e, "read");
+		if (len != 4096)
+			die("read: %zu bytes", len);
+		asp_free(buf);
+		return;
+	}
+	case OP_WRITE:
+	case OP_WRITE_PLAIN: {
+		asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+
+		wo.atomic = op == OP_WRITE;
+		check(asp_write(sb, wpath, small, 4096, &wo, &e), &e, "write");
+		return;
+	}
+	case OP_STAT: {
+		asp_stat_info st;
+
+		check(asp_stat(&st, sb, "bench-4k.bin", &e), &e, "stat");
+		if (st.size != 4096)
+			die("stat: size %llu", (unsigned long long)st.size);
+		return;
+	}
+	}
+}
+
+static void lat(void)
+{
+	asp_sandbox *sb = open_sb(arg_s("config", NULL), 1, 0);
+	long iters = arg_l("iters", 100), warmup = arg_l("warmup", 10);
+
+	small = pattern(4096);
+	snprintf(wpath, sizeof(wpath), "w-%s.bin", arg_s("tag", "libasp"));
+	const char *only = arg_s("ops", NULL); /* e.g. ops=read4k,stat: a subset (for profiling) */
+
+	for (int op = 0; op < OP_COUNT; op++) {
+		samples s = { 0 };
+		double c0, w0;
+
+		if (only && !strstr(only, op_names[op]))
+			continue;
+		for (long i = 0; i < warmup; i++)
+			do_op(sb, op);
+		c0 = cpu_s();
+		w0 = now_ms();
+		for (long i = 0; i < iters; i++) {
+			double t = now_ms();
+			do_op(sb, op);
+			samples_add(&s, now_ms() - t);
+		}
+		emit(peer, op_names[op], "ms", &s, cpu_s() - c0, (now_ms() - w0) / 1e3, NULL);
+		free(s.v);
+	}
+	asp_close(sb);
+	free(small);
+}
+
+/* ------------------------------------------------------------ conc */
+
+typedef struct conc_ctx {
+	asp_sandbox *sb;
+	atomic_long next;
+	long ops;
+	double *lat;
+} conc_ctx;
+
+static void *conc_worker(void *arg)
+{
+	conc_ctx *c = arg;
+	long i;
+
+	while ((i = atomic_fetch_add(&c->next, 1)) < c->ops) {
+		double t = now_ms();
+		run_true(c->sb);
+		c->lat[i] = now_ms() - t;
+	}
+	return NULL;
+}
+
+static void conc_round(conc_ctx *c, long callers)
+{
+	bench_thread *th = calloc((size_t)callers, sizeof(*th));
+
+	atomic_store(&c->next, 0);
+	for (long i = 0; i < callers; i++)
+		bench_thread_start(&th[i], conc_worker, c);
+	for (long i = 0; i < callers; i++)
+		bench_thread_join(&th[i]);
+	free(th);
+}
+
+static void conc(void)
+{
+	long callers[16], max_conn = arg_l("max_conn", 16), ops = arg_l("ops", 200);
+	int n = arg_list("callers", "1,4,16,64", callers, 16);
+
+	for (int k = 0; k < n; k++) {
+		long conns = callers[k] < max_conn ? callers[k] : max_conn;
+		long total = ops > callers[k] * 2 ? ops : callers[k] * 2;
+		conc_ctx c = { .sb = open_sb(arg_s("config", NULL), (unsigned int)conns, 1) };
+		samples s = { 0 };
+		double c0, w0, wall;
+
+		/* Warm-up round (connections made here): callers x 2 ops. */
+		c.ops = callers[k] * 2;
+		c.lat = calloc((size_t)c.ops, sizeof(double));
+		conc_round(&c, callers[k]);
+		free(c.lat);
+		c.ops = total;
+		c.lat = calloc((size_t)total, sizeof(double));
+		c0 = cpu_s();
+		w0 = now_ms();
+		conc_round(&c, callers[k]);
+		wall = (now_ms() - w0) / 1e3;
+		s.v = c.lat;
+		s.n = (size_t)total;
+		emit(peer, "conc_exec", "ms", &s, cpu_s() - c0, wall, "\"callers\": %ld, \"conns\": %ld",
+		     callers[k], conns);
+		free(c.lat);
+		asp_close(c.sb);
+	}
+}
+
+/* ------------------------------------------------------------ bulk */
+
+static void bulk(void)
+{
+	long sizes[8], reps[8];
+	int ns = arg_list("sizes", "1,64,256", sizes, 8), nr = arg_list("reps", "5,3,3", reps, 8);
+	asp_sandbox *sb = open_sb(arg_s("config", NULL), 1, 0);
+	long maxsz = 0;
+	unsigned char *data;
+	char dst[128];
+	asp_error e;
+
+	for (int i = 0; i < ns; i++)
+		maxsz = sizes[i] > maxsz ? sizes[i] : maxsz;
+	data = pattern((size_t)maxsz << 20);
+	snprintf(dst, sizeof(dst), "bw-%s.bin", arg_s("tag", "libasp"));
+	{ /* warm-up: the SFTP channel, one small transfer each way */
+		unsigned char *b;
+		size_t len;
+		check(asp_read(&b, &len, sb, "bench-4k.bin", 0, ASP_READ_ALL, &e), &e, "read");
+		asp_free(b);
+		check(asp_write(sb, dst, data, 4096, NULL, &e), &e, "write");
+	}
+	for (int i = 0; i < ns; i++) {
+		size_t bytes = (size_t)sizes[i] << 20;
+		long r = i < nr ? reps[i] : reps[nr - 1];
+		char src[64];
+		samples rs = { 0 }, ws = { 0 };
+		double rc0, rcpu = 0, wcpu = 0;
+
+		snprintf(src, sizeof(src), "bulk-%ldM.bin", sizes[i]);
+		for (long j = 0; j < r; j++) {
+			unsigned char *b;
+			size_t len;
+			double t = now_ms();
+
+			rc0 = cpu_s();
+			check(asp_read(&b, &len, sb, src, 0, ASP_READ_ALL, &e), &e, "bulk read");
+			samples_add(&rs, (now_ms() - t) / 1e3);
+			rcpu += cpu_s() - rc0;
+			if (len != bytes)
+				die("bulk read %s: %zu bytes", src, len);
+			asp_free(b);
+		}
+		for (long j = 0; j < r; j++) {
+			double t = now_ms();
+
+			rc0 = cpu_s();
+			check(asp_write(sb, dst, data, bytes, NULL, &e), &e, "bulk write");
+			samples_add(&ws, (now_ms() - t) / 1e3);
+			wcpu += cpu_s() - rc0;
+		}
+		emit(peer, "bulk_read", "s", &rs, rcpu, 0, "\"bytes\": %zu", bytes);
+		emit(peer, "bulk_write", "s", &ws, wcpu, 0, "\"bytes\": %zu", bytes);
+		free(rs.v);
+		free(ws.v);
+	}
+	asp_close(sb);
+	free(data);
+}
+
+/* ------------------------------------------------------------ cold */
+
+static void cold(void)
+{
+	long iters = arg_l("iters", 10), warmup = arg_l("warmup", 1);
+	const char *start = arg_s("start_dir", NULL);
+	samples s = { 0 }, so = { 0 }, sx = { 0 };
+	double c0 = 0, cpu = 0, w = 0;
+
+	for (long i = 0; i < warmup + iters; i++) {
+		asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+		asp_sandbox *sb;
+		asp_error e;
+		double t = now_ms(), t1;
+
+		c0 = cpu_s();
+		o.start_dir = start; /* discovery: .asp.json in start_dir or a parent */
+		check(asp_open(&sb, &o, &e), &e, "open");
+		t1 = now_ms();
+		run_true(sb);
+		t1 = now_ms() - t1;
+		t = now_ms() - t;
+		if (i >= warmup) {
+			cpu += cpu_s() - c0;
+			w += t / 1e3;
+			samples_add(&s, t);
+			samples_add(&so, t - t1);
+			samples_add(&sx, t1);
+		}
+		asp_close(sb);
+	}
+	emit(peer, "cold", "ms", &s, cpu, w, NULL);
+	/* The two halves, for the report's breakdown. */
+	emit(peer, "cold_open", "ms", &so, 0, 0, NULL);
+	emit(peer, "cold_first_exec", "ms", &sx, 0, 0, NULL);
+	free(s.v);
+	free(so.v);
+	free(sx.v);
+}
+
+/* ------------------------------------------------------------ scale */
+
+static long count_sockets(void)
+{
+	char path[64], link[64];
+	long n = 0;
+
+	for (int fd = 0; fd < 4096; fd++) {
+		ssize_t l;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		l = readlink(path, link, sizeof(link) - 1);
+		if (l > 0) {
+			link[l] = '\0';
+			n += !strncmp(link, "socket:", 7);
+		}
+	}
+	return n;
+}
+
+typedef struct hold_ctx {
+	asp_sandbox *sb;
+	const char *cmd;
+	atomic_long *started;
+} hold_ctx;
+
+static int on_go(int stream, const unsigned char *d, size_t n, void *ud)
+{
+	hold_ctx *h = ud;
+
+	if (stream == ASP_STDOUT && n)
+		atomic_fetch_add(h->started, 1);
+	return 0;
+}
+
+static void *hold_worker(void *arg)
+{
+	hold_ctx *h = arg;
+	asp_exec_options xo = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r;
+	asp_error e;
+
+	xo.on_output = on_go;
+	xo.userdata = h;
+	check(asp_exec(&r, h->sb, h->cmd, &xo, &e), &e, "exec");
+	asp_exec_result_free(r);
+	return NULL;
+}
+
+/* One pool, n connections: n callers run a command that waits for a flag at once. */
+static void scale_conns(void)
+{
+	long n = arg_l("n", 10);
+	const char *config = arg_s("config", NULL), *ws = arg_s("workspace", NULL);
+	char flag[512], cmd[600];
+	asp_sandbox *sb;
+	bench_thread *th = calloc((size_t)n, sizeof(*th));
+	hold_ctx *h = calloc((size_t)n, sizeof(*h));
+	atomic_long started = 0;
+	long rss0, rss1, sock0, sock1, heap0, heap1;
+	FILE *f;
+
+	if (!ws)
+		die("scale_conns needs workspace=");
+	snprintf(flag, sizeof(flag), "%s/scale-flag-%s", ws, peer);
+	unlink(flag);
+	snprintf(cmd, sizeof(cmd), "echo go; while [ ! -e 'scale-flag-%s' ]; do sleep 0.02; done", peer);
+	/* Warm the library (libssh2, OpenSSL) with a handle we close again. */
+	sb = open_sb(config, 1, 0);
+	run_true(sb);
+	asp_close(sb);
+	sb = open_sb(config, (unsigned int)n, 1);
+	rss0 = rss_kb();
+	heap0 = heap_kb();
+	sock0 = count_sockets();
+	for (long i = 0; i < n; i++) {
+		h[i] = (hold_ctx){ sb, cmd, &started };
+		bench_thread_start(&th[i], hold_worker, &h[i]);
+	}
+	while (atomic_load(&started) < n)
+		usleep(10000);
+	if (!(f = fopen(flag, "w")))
+		die("cannot create %s", flag);
+	fclose(f);
+	for (long i = 0; i < n; i++)
+		bench_thread_join(&th[i]);
+	unlink(flag);
+	sock1 = count_sockets();
+	rss1 = rss_kb();
+	heap1 = heap_kb();
+	printf("{\"peer\": \"%s\", \"op\": \"scale_conns\", \"n\": %ld, \"conns\": %ld, "
+	       "\"rss_before_kb\": %ld, \"rss_after_kb\": %ld, \"heap_before_kb\": %ld, \"heap_after_kb\": %ld}\n",
+	       peer, n, sock1 - sock0, rss0, rss1, heap0, heap1);
+	fflush(stdout);
+	asp_close(sb);
+	free(th);
+	free(h);
+}
+
+/* n handles, each to its own .asp.json (one line of `configs` each), one exec each. */
+static void scale_handles(void)
+{
+	long n = arg_l("n", 10);
+	const char *list = arg_s("configs", NULL);
+	char (*paths)[512] = calloc((size_t)n, sizeof(*paths));
+	asp_sandbox **sbs = calloc((size_t)n, sizeof(*sbs));
+	long count = 0, rss0, rss1, sock0, sock1, heap0, heap1;
+	FILE *f = list ? fopen(list, "r") : NULL;
+	asp_sandbox *warm;
+
+	if (!f)
+		die("scale_handles needs configs=FILE");
+	while (count < n && fgets(paths[count], sizeof(paths[0]), f)) {
+		paths[count][strcspn(paths[count], "\n")] = '\0';
+		count++;
+	}
+	fclose(f);
+	if (count < n)
+		die("%s: %ld configs, need %ld", list, count, n);
+	warm = open_sb(paths[0], 1, 0);
+	run_true(warm);
+	asp_close(warm);
+	rss0 = rss_kb();
+	heap0 = heap_kb();
+	sock0 = count_sockets();
+	for (long i = 0; i < n; i++) {
+		sbs[i] = open_sb(paths[i], 0, 0);
+		run_true(sbs[i]);
+	}
+	sock1 = count_sockets();
+	rss1 = rss_kb();
+	heap1 = heap_kb();
+	printf("{\"peer\": \"%s\", \"op\": \"scale_handles\", \"n\": %ld, \"conns\": %ld, "
+	       "\"rss_before_kb\": %ld, \"rss_after_kb\": %ld, \"heap_before_kb\": %ld, \"heap_after_kb\": %ld}\n",
+	       peer, n, sock1 - sock0, rss0, rss1, heap0, heap1);
+	fflush(stdout);
+	for (long i = 0; i < n; i++)
+		asp_close(sbs[i]);
+	free(sbs);
+	free(paths);
+}
+
+int main(int argc, char **argv)
+{
+	const char *w;
+
+	bench_args(argc, argv);
+	peer = arg_s("peer", "libasp");
+	w = arg_s("workload", "lat");
+	unsetenv("ASP_CONFIG");
+	if (!strcmp(w, "lat"))
+		lat();
+	else if (!strcmp(w, "conc"))
+		conc();
+	else if (!strcmp(w, "bulk"))
+		bulk();
+	else if (!strcmp(w, "cold"))
+		cold();
+	else if (!strcmp(w, "scale_conns"))
+		scale_conns();
+	else if (!strcmp(w, "scale_handles"))
+		scale_handles();
+	else
+		die("unknown workload %s", w);
+	return 0;
+}

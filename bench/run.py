@@ -1,0 +1,972 @@
+#!/usr/bin/python3
+"""bench/run.py - libasp and its peers, side by side, against one local sshd.
+
+    make bench                          # BENCH_SCALE=full, writes docs/PERFORMANCE.md
+    make bench BENCH_SCALE=quick        # a shorter run, same tables
+    make bench-smoke                    # every peer, tiny counts; fails only if a peer
+                                        # produced no numbers (timings are never asserted)
+    /usr/bin/python3 bench/run.py --scale quick --workloads lat,wan --peers libasp,asyncssh
+
+The driver starts an OpenSSH sshd on 127.0.0.1 (fresh keys, a free port, login
+user asp-test when root) with its workspace on tmpfs when it can, a delay proxy
+for the emulated WAN, and extra sshd instances for the per-handle scale test.
+It runs each peer's benchmark program once per workload with the same
+parameters, collects the JSON lines they print (bench_common.h describes the
+shape), and prints Markdown tables with ratios against the libasp row and the
+goals checklist of the benchmark issue.
+
+Every knob of a run is in SCALES below, and nowhere else.
+"""
+import argparse
+import ctypes
+import datetime
+import json
+import math
+import os
+import platform
+import pwd
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "bench")
+BUILD = os.path.join(ROOT, os.environ.get("BUILD", "build"))
+PY = "/usr/bin/python3"  # Debian's: it has asyncssh and paramiko
+SSHD = "/usr/sbin/sshd"
+SFTP_SERVER = "/usr/lib/openssh/sftp-server"
+TEST_USER = "asp-test"
+
+# ------------------------------------------------------------------ knobs
+# One place for every count. smoke: make check (seconds); quick: a look;
+# full: the numbers that go into docs/PERFORMANCE.md.
+SCALES = {
+    "smoke": dict(iters=3, warmup=1, fresh_iters=2, cli_iters=3,
+                  callers=[1, 4], conc_ops=8, max_conn=16,
+                  bulk_sizes=[1], bulk_reps=[1],
+                  cold_iters=2,
+                  wan_iters=2, wan_fresh_iters=1, wan_cold_iters=1,
+                  scale_n=[1, 2], scale_servers=1),
+    "quick": dict(iters=50, warmup=5, fresh_iters=10, cli_iters=20,
+                  callers=[1, 4, 16, 64], conc_ops=128, max_conn=16,
+                  bulk_sizes=[1, 64], bulk_reps=[3, 2],
+                  cold_iters=5,
+                  wan_iters=5, wan_fresh_iters=2, wan_cold_iters=2,
+                  scale_n=[1, 10], scale_servers=2),
+    "full": dict(iters=300, warmup=30, fresh_iters=40, cli_iters=100,
+                 callers=[1, 4, 16, 64], conc_ops=512, max_conn=16,
+                 bulk_sizes=[1, 64, 256], bulk_reps=[5, 3, 3],
+                 cold_iters=20,
+                 wan_iters=15, wan_fresh_iters=3, wan_cold_iters=3,
+                 scale_n=[1, 10, 100], scale_servers=4),
+}
+DELAY_MS = 25            # each way: RTT = 50 ms
+RTT_MS = 2 * DELAY_MS
+PEER_TIMEOUT_S = 1800    # one peer, one workload
+WORKLOADS = ["lat", "conc", "bulk", "cold", "wan", "scale"]
+
+# ------------------------------------------------------------------ utilities
+
+
+def log(msg):
+    print("bench: " + msg, file=sys.stderr, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fs_type(path):
+    """The filesystem type of path, from /proc/mounts (longest mount prefix)."""
+    best, kind = "", "?"
+    with open("/proc/mounts") as f:
+        for line in f:
+            _, mnt, typ = line.split()[:3]
+            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
+                best, kind = mnt, typ
+    return kind
+
+
+def out_of(argv):
+    try:
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        return (r.stdout + r.stderr).strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _pdeathsig():
+    _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: die with the driver
+
+
+def descendants(pid):
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    parent[int(d)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    out, want, grew = [], {pid}, True
+    while grew:
+        grew = False
+        for p, pp in parent.items():
+            if pp in want and p not in want:
+                want.add(p)
+                out.append(p)
+                grew = True
+    return out
+
+
+def kill_tree(pid):
+    pids = [pid] + descendants(pid)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in pids:
+            try:
+                os.kill(p, sig)
+            except OSError:
+                pass
+        deadline = time.time() + 3
+        while time.time() < deadline and any(os.path.exists("/proc/%d" % p) and
+                                              not _zombie(p) for p in pids):
+            time.sleep(0.02)
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except OSError:
+        pass
+
+
+def _zombie(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in "ZX"
+    except OSError:
+        return True
+
+# ------------------------------------------------------------------ the sandbox side
+
+
+class Sshd:
+    """An sshd on 127.0.0.1 like tests/fixture/fixture.c's, sharing one dir's keys."""
+
+    def __init__(self, env, name):
+        self.env, self.name = env, name
+        self.cfg = os.path.join(env.dir, "sshd_config.%s" % name)
+        self.log = os.path.join(env.dir, "sshd.%s.log" % name)
+        self.port, self.proc = 0, None
+
+    def _config(self):
+        e = self.env
+        return "\n".join([
+            "ListenAddress 127.0.0.1", "Port %d" % self.port, "HostKey %s" % e.host_key,
+            "PidFile none", "AuthorizedKeysFile %s/authorized_keys" % e.dir, "StrictModes no",
+            "PasswordAuthentication no", "KbdInteractiveAuthentication no",
+            "PubkeyAuthentication yes", "UsePAM no", "LogLevel ERROR",
+            "MaxStartups 256:30:512", "MaxSessions 10", "AllowUsers %s" % e.user,
+            "PermitRootLogin no", "PrintMotd no", "X11Forwarding no",
+            "Subsystem sftp %s" % SFTP_SERVER, ""])
+
+    def start(self):
+        for _ in range(5):
+            self.port = free_port()
+            with open(self.cfg, "w") as f:
+                f.write(self._config())
+            argv = [SSHD, "-D", "-e", "-f", self.cfg, "-E", self.log]
+            if subprocess.run([SSHD, "-t", "-f", self.cfg, "-o", "PerSourcePenalties=no"],
+                              capture_output=True).returncode == 0:
+                argv += ["-o", "PerSourcePenalties=no"]
+            self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, preexec_fn=_pdeathsig)
+            deadline = time.time() + 5
+            while time.time() < deadline and self.proc.poll() is None:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                        if s.recv(64).startswith(b"SSH-"):
+                            return self
+                except OSError:
+                    time.sleep(0.02)
+            self.stop()
+        raise SystemExit("bench: sshd did not start; see %s" % self.log)
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+        self.proc = None
+
+
+class Env:
+    """Keys, sshd, workspace files, configs, the delay proxy: everything peers share."""
+
+    def __init__(self, scale, workloads):
+        self.scale, self.workloads = scale, workloads
+        self.servers, self.proxy = [], None
+        base = "/tmp"
+        if fs_type("/tmp") != "tmpfs" and os.path.isdir("/dev/shm") and fs_type("/dev/shm") == "tmpfs":
+            base = "/dev/shm"
+        self.fs = "%s (%s)" % (base, fs_type(base))
+        self.dir = tempfile.mkdtemp(prefix="asp-bench.", dir=base)
+        os.chmod(self.dir, 0o755)  # sshd's unprivileged side reads authorized_keys here
+        self.user = TEST_USER if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
+        pw = pwd.getpwnam(self.user)
+        self.uid, self.gid = pw.pw_uid, pw.pw_gid
+        self.host_key = os.path.join(self.dir, "host_ed25519")
+        self.key = os.path.join(self.dir, "client_ed25519")
+        for k in (self.host_key, self.key):
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", k], check=True)
+        with open(self.host_key + ".pub") as f:
+            self.host_key_line = " ".join(f.read().split()[:2])
+        shutil.copy(self.key + ".pub", os.path.join(self.dir, "authorized_keys"))
+        os.chmod(os.path.join(self.dir, "authorized_keys"), 0o644)
+        self.ws = self._mkdir("workspace", owned=True)
+        self.local = self._mkdir("local")
+        self.xdg = self._mkdir("xdg")
+        self.main = Sshd(self, "main").start()
+        self.servers.append(self.main)
+        self.config = self.write_config("asp.json", self.main.port)
+        self.start_dir = self._discovery_tree("proj", self.main.port)
+        self._make_files()
+
+    def _mkdir(self, name, owned=False, mode=0o755):
+        d = os.path.join(self.dir, name)
+        os.makedirs(d, exist_ok=True)
+        os.chmod(d, mode)
+        if owned and os.geteuid() == 0:
+            os.chown(d, self.uid, self.gid)
+        return d
+
+    def write_config(self, rel, port):
+        p = os.path.join(self.dir, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        doc = {"version": "0", "transport": "ssh",
+               "connection": {"host": "127.0.0.1", "port": port, "user": self.user,
+                              "identity": self.key, "host_key": self.host_key_line},
+               "workspace": self.ws}
+        with open(p, "w") as f:
+            json.dump(doc, f, indent=1)
+        return p
+
+    def _discovery_tree(self, name, port):
+        """NAME/.asp.json, and NAME/a/b/c/d to start discovery from (four parents up)."""
+        self.write_config(os.path.join(name, ".asp.json"), port)
+        d = os.path.join(self.dir, name, "a", "b", "c", "d")
+        os.makedirs(d, exist_ok=True)
+        return d
+
+    def _make_files(self):
+        def make(name, size):
+            p = os.path.join(self.ws, name)
+            with open(p, "wb") as f:
+                left = size
+                while left:
+                    n = min(left, 1 << 22)
+                    f.write(os.urandom(n))
+                    left -= n
+            if os.geteuid() == 0:
+                os.chown(p, self.uid, self.gid)
+        make("bench-4k.bin", 4096)
+        if "bulk" in self.workloads:
+            for s in self.scale["bulk_sizes"]:
+                make("bulk-%dM.bin" % s, s << 20)
+
+    def start_proxy(self):
+        p = subprocess.Popen([os.path.join(BUILD, "bench", "delayproxy"),
+                              "target_port=%d" % self.main.port, "delay_ms=%d" % DELAY_MS],
+                             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+        self.proxy = p
+        self.proxy_port = int(p.stdout.readline())
+        self.wan_config = self.write_config("asp-wan.json", self.proxy_port)
+        self.wan_start_dir = self._discovery_tree("proj-wan", self.proxy_port)
+
+    def handle_configs(self, n):
+        """A file listing n .asp.json paths spread over scale_servers sshd instances."""
+        while len(self.servers) < 1 + self.scale["scale_servers"]:
+            self.servers.append(Sshd(self, "s%d" % len(self.servers)).start())
+        extra = self.servers[1:]
+        paths = [self.write_config("handles/%d/%03d.json" % (n, i), extra[i % len(extra)].port)
+                 for i in range(n)]
+        lst = os.path.join(self.dir, "handles", "%d.list" % n)
+        with open(lst, "w") as f:
+            f.write("\n".join(paths) + "\n")
+        return lst
+
+    def clean_workspace(self):
+        for name in os.listdir(self.ws):
+            if name.startswith(("bw-", "w-", ".bw-", ".w-")):
+                try:
+                    os.unlink(os.path.join(self.ws, name))
+                except OSError:
+                    pass
+
+    def close(self):
+        if self.proxy:
+            self.proxy.terminate()
+            self.proxy.wait()
+        for s in self.servers:
+            s.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+# ------------------------------------------------------------------ peers
+
+
+def _importable(mod, extra_env=None):
+    env = dict(os.environ, **(extra_env or {}))
+    r = subprocess.run([PY, "-W", "ignore", "-c", "import " + mod], capture_output=True, text=True, env=env)
+    return r.returncode == 0, (r.stderr.strip().splitlines() or [""])[-1]
+
+
+class Peer:
+    def __init__(self, name, argv, workloads, env=None, check=None, tag=None):
+        self.name, self.argv, self.workloads = name, argv, workloads
+        self.env, self.check, self.tag = env or {}, check, tag or name.replace(" ", "-")
+
+    def available(self):
+        return self.check() if self.check else (True, "")
+
+
+def _exists(path, what):
+    return lambda: (True, "") if os.path.exists(path) else (False, "%s not built (%s)" % (what, path))
+
+
+ASP_EXEC = os.path.join(BUILD, "bin", "asp-exec")
+PYASP_ENV = {"PYTHONPATH": os.path.join(ROOT, "bindings", "python")}
+PEERS = [
+    Peer("libasp", [os.path.join(BUILD, "bench", "bench_asp")],
+         {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
+    Peer("libssh2", [os.path.join(BUILD, "bench", "bench_libssh2")],
+         {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_libssh2"), "bench_libssh2")),
+    Peer("asyncssh", [PY, os.path.join(BENCH, "peer_asyncssh.py")],
+         {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=lambda: _importable("asyncssh")),
+    Peer("paramiko", [PY, os.path.join(BENCH, "peer_paramiko.py")],
+         {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=lambda: _importable("paramiko")),
+    Peer("node ssh2", ["node", "--expose-gc", os.path.join(BENCH, "peer_node.js"), "impl=ssh2"],
+         {"lat", "conc", "bulk", "cold", "wan", "scale"},
+         check=_exists(os.path.join(BENCH, "node_modules", "ssh2"), "npm install in bench/")),
+    Peer("node libasp", ["node", os.path.join(BENCH, "peer_node.js"), "impl=asp"],
+         {"lat", "conc", "bulk", "cold", "wan"}, env={"UV_THREADPOOL_SIZE": "128"},
+         check=_exists(os.path.join(ROOT, "bindings", "node", "node_modules", "koffi"),
+                       "npm install in bindings/node")),
+    Peer("python libasp", [PY, os.path.join(BENCH, "peer_pyasp.py")],
+         {"lat", "conc", "bulk", "cold", "wan"}, env=PYASP_ENV,
+         check=lambda: _importable("asp", PYASP_ENV)),
+    Peer("cli", [PY, os.path.join(BENCH, "peer_cli.py")], {"lat", "bulk", "cold", "wan"},
+         check=lambda: (shutil.which("ssh") is not None, "no ssh client")),
+]
+# Row order in the tables; names the programs report.
+ORDER = ["libasp", "libasp (non-atomic)", "libssh2", "asyncssh", "paramiko", "node ssh2",
+         "node libasp", "node libasp (non-atomic)", "python libasp", "python libasp (non-atomic)",
+         "ssh ControlMaster", "ssh fresh", "asp-exec master", "asp-exec --no-master",
+         "local /bin/true", "sftp", "scp"]
+# Rows that are libasp itself, or no SSH client at all: not peers in "best peer" comparisons.
+OURS = {"libasp", "libasp (non-atomic)", "node libasp", "node libasp (non-atomic)", "python libasp",
+        "python libasp (non-atomic)", "asp-exec master", "asp-exec --no-master", "local /bin/true"}
+
+
+RUSAGE = os.path.join(BUILD, "bench", "rusage")
+
+
+def run_program(argv, env, timeout):
+    """Run a peer program (through bench/rusage, for an honest peak RSS);
+    returns (rc, stdout, stderr, maxrss_kb, wall_s)."""
+    t0 = time.time()
+    fd, ru_file = tempfile.mkstemp(prefix="asp-bench-ru.")
+    os.close(fd)
+    p = subprocess.Popen([RUSAGE, ru_file] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         stdin=subprocess.DEVNULL, env=env, cwd=ROOT, start_new_session=True,
+                         preexec_fn=_pdeathsig)
+    bufs = {}
+    readers = [threading.Thread(target=lambda n, f: bufs.__setitem__(n, f.read()), args=(n, f))
+               for n, f in (("out", p.stdout), ("err", p.stderr))]
+    for t in readers:
+        t.start()
+    timer = threading.Timer(timeout, lambda: kill_tree(p.pid))
+    timer.start()
+    p.wait()
+    timer.cancel()
+    for t in readers:
+        t.join()
+    try:
+        with open(ru_file) as f:
+            maxrss = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        maxrss = 0
+    os.unlink(ru_file)
+    return (p.returncode, bufs["out"].decode(errors="replace"), bufs["err"].decode(errors="replace"),
+            maxrss, time.time() - t0)
+
+
+class Runner:
+    def __init__(self, env, scale, peers):
+        self.env, self.scale, self.peers = env, scale, peers
+        self.results, self.skipped, self.failed = [], {}, {}
+
+    def common(self, peer, port=None, config=None):
+        e = self.env
+        return {"host": "127.0.0.1", "port": port or e.main.port, "user": e.user, "key": e.key,
+                "host_key": e.host_key_line, "workspace": e.ws, "config": config or e.config,
+                "localdir": e.local, "tag": peer.tag,
+                "asp_exec": ASP_EXEC if os.access(ASP_EXEC, os.X_OK) else "",
+                "asp_exec_note": "asp-exec not built (%s): `make` builds it when tools/asp-exec is ready" % ASP_EXEC,
+                "rundir": os.path.join(e.dir, "run"), "rusage": RUSAGE}
+
+    def run(self, peer, workload, params, tag=None):
+        env = dict(os.environ, **peer.env)
+        env.pop("ASP_CONFIG", None)
+        env.pop("ASP_KNOWN_HOSTS", None)
+        env["XDG_CONFIG_HOME"] = self.env.xdg
+        argv = peer.argv + ["%s=%s" % (k, v) for k, v in params.items()]
+        rc, out, err, maxrss, wall = run_program(argv, env, PEER_TIMEOUT_S)
+        key = "%s/%s" % (peer.name, tag or workload)
+        if rc == 3:
+            self.skipped[key] = err.strip().splitlines()[-1] if err.strip() else "skipped"
+            log("%-16s %-10s skipped: %s" % (peer.name, tag or workload, self.skipped[key]))
+            return
+        got = 0
+        for line in out.splitlines():
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            d = json.loads(line)
+            if d.get("op") == "skipped":
+                self.skipped["%s/%s" % (d["peer"], tag or workload)] = d.get("note", "")
+                continue
+            d["workload"] = tag or workload
+            d["program"] = peer.name
+            d["proc_maxrss_kb"] = maxrss
+            self.results.append(d)
+            got += 1
+        if rc != 0 or got == 0:
+            self.failed[key] = "exit %d: %s" % (rc, " | ".join(err.strip().splitlines()[-3:]) or "no output")
+            log("%-16s %-10s FAILED (%s)" % (peer.name, tag or workload, self.failed[key]))
+        else:
+            log("%-16s %-10s %d results, %.1f s" % (peer.name, tag or workload, got, wall))
+
+    def workload(self, w):
+        s, e = self.scale, self.env
+        for peer in self.peers:
+            if w not in peer.workloads:
+                continue
+            c = self.common(peer)
+            if w == "lat":
+                self.run(peer, w, dict(c, workload="lat", iters=s["cli_iters"] if peer.name == "cli" else s["iters"],
+                                       warmup=s["warmup"], fresh_iters=s["fresh_iters"]))
+            elif w == "conc":
+                self.run(peer, w, dict(c, workload="conc", callers=",".join(map(str, s["callers"])),
+                                       max_conn=s["max_conn"], ops=s["conc_ops"]))
+            elif w == "bulk":
+                self.run(peer, w, dict(c, workload="bulk", sizes=",".join(map(str, s["bulk_sizes"])),
+                                       reps=",".join(map(str, s["bulk_reps"]))))
+                e.clean_workspace()
+            elif w == "cold":
+                self.run(peer, w, dict(c, workload="cold", iters=s["cold_iters"], warmup=1,
+                                       start_dir=e.start_dir))
+            elif w == "wan":
+                cw = self.common(peer, port=e.proxy_port, config=e.wan_config)
+                cw["rundir"] = os.path.join(e.dir, "run-wan")
+                self.run(peer, w, dict(cw, workload="lat", iters=s["wan_iters"], warmup=2,
+                                       fresh_iters=s["wan_fresh_iters"]), tag="wan")
+                self.run(peer, w, dict(cw, workload="cold", iters=s["wan_cold_iters"], warmup=1,
+                                       start_dir=e.wan_start_dir), tag="wan_cold")
+            elif w == "scale":
+                for n in s["scale_n"]:
+                    self.run(peer, w, dict(c, workload="scale_conns", n=n), tag="scale")
+                    if peer.name == "libasp":
+                        self.run(peer, w, dict(c, workload="scale_handles", n=n,
+                                               configs=e.handle_configs(n)), tag="scale")
+
+# ------------------------------------------------------------------ statistics
+
+
+def p99(v):
+    v = sorted(v)
+    return v[max(0, math.ceil(0.99 * len(v)) - 1)] if v else float("nan")
+
+
+def med(v):
+    return statistics.median(v) if v else float("nan")
+
+
+def row_name(d):
+    n = d["peer"]
+    return n + " (non-atomic)" if d["op"] == "write4k_nonatomic" else n
+
+
+def order_key(name):
+    return ORDER.index(name) if name in ORDER else len(ORDER)
+
+
+def fmt(x, nd=2):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if abs(x) >= 1000:
+        return "%.0f" % x
+    if abs(x) >= 100:
+        return "%.1f" % x
+    return ("%%.%df" % nd) % x
+
+
+def ratio(x, base):
+    if not x or not base or math.isnan(x) or math.isnan(base):
+        return "–"
+    return "%.2f×" % (x / base)
+
+
+def table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" if i == 0 else "--:" for i in range(len(head))) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+class Report:
+    def __init__(self, runner, scale_name, cmd, info):
+        self.r, self.scale_name, self.cmd, self.info = runner, scale_name, cmd, info
+        self.res = runner.results
+
+    def pick(self, workload, op, **kw):
+        return [d for d in self.res if d["workload"] == workload and d["op"] == op and
+                all(d.get(k) == v for k, v in kw.items())]
+
+    def one(self, workload, name, op):
+        """The result row `name` (as row_name shows it) of op in workload."""
+        ops = ("write4k", "write4k_nonatomic") if op.startswith("write4k") else (op,)
+        for d in self.res:
+            if d["workload"] == workload and d["op"] in ops and row_name(d) == name:
+                return d
+        return None
+
+    def lat_med(self, workload, name, op):
+        d = self.one(workload, name, op)
+        return med(d["samples"]) if d else None
+
+    # ---------------------------------------------------------- sections
+
+    def sec_lat(self):
+        out = []
+        for op, title in (("exec", "exec `true`"), ("read4k", "read 4 KiB"),
+                          ("write4k", "write 4 KiB (libasp and its bindings: atomic; peers: plain SFTP "
+                                      "open/write/close; ssh/asp-exec CLI: `cat >` / `--write`)"),
+                          ("stat", "stat")):
+            ds = self.pick("lat", op) + (self.pick("lat", "write4k_nonatomic") if op == "write4k" else [])
+            if not ds:
+                continue
+            base = self.lat_med("lat", "libasp", op)
+            rows = []
+            for d in sorted(ds, key=lambda d: order_key(row_name(d))):
+                s = d["samples"]
+                m = med(s)
+                rss = d.get("rss_kb") or d.get("proc_maxrss_kb")
+                rows.append([row_name(d), fmt(m), fmt(p99(s)), fmt(1e3 * len(s) / sum(s), 0) if sum(s) else "–",
+                             fmt(1e6 * d["cpu_s"] / len(s), 0) if s else "–", fmt(rss / 1024, 1) if rss else "–",
+                             ratio(m, base)])
+            out.append("**%s** (loopback, %d calls after %d warm-up)\n\n" %
+                       (title, self.r.scale["iters"], self.r.scale["warmup"]) +
+                       table(["peer", "median ms", "p99 ms", "ops/s", "CPU µs/op", "peak RSS MiB",
+                              "peer ÷ libasp"], rows))
+        return "\n\n".join(out)
+
+    def sec_conc(self):
+        ds = self.pick("conc", "conc_exec")
+        if not ds:
+            return ""
+        rows = []
+        for callers in sorted({d["callers"] for d in ds}):
+            base = next((d for d in ds if d["peer"] == "libasp" and d["callers"] == callers), None)
+            bt = len(base["samples"]) / base["wall_s"] if base else None
+            for d in sorted((d for d in ds if d["callers"] == callers), key=lambda d: order_key(d["peer"])):
+                tput = len(d["samples"]) / d["wall_s"] if d["wall_s"] else float("nan")
+                rows.append([d["peer"], callers, d["conns"], fmt(tput, 0), fmt(med(d["samples"])),
+                             fmt(p99(d["samples"])), fmt(1e6 * d["cpu_s"] / len(d["samples"]), 0),
+                             ratio(tput, bt)])
+        return table(["peer", "callers", "connections", "exec/s", "median ms", "p99 ms", "CPU µs/op",
+                      "throughput peer ÷ libasp"], rows)
+
+    def mbps(self, d):
+        return d["bytes"] / med(d["samples"]) / 1e6 if d and d["samples"] else None
+
+    def sec_bulk(self):
+        ds = self.pick("bulk", "bulk_read") + self.pick("bulk", "bulk_write")
+        if not ds:
+            return ""
+        rows = []
+        for size in sorted({d["bytes"] for d in ds}):
+            names = sorted({d["peer"] for d in ds if d["bytes"] == size}, key=order_key)
+            get = lambda n, op: next((d for d in ds if d["peer"] == n and d["op"] == op and d["bytes"] == size), None)  # noqa: E731
+            br, bw = self.mbps(get("libasp", "bulk_read")), self.mbps(get("libasp", "bulk_write"))
+            for n in names:
+                r, w = get(n, "bulk_read"), get(n, "bulk_write")
+                rr, ww = self.mbps(r), self.mbps(w)
+                rss = max((x.get("rss_kb") or x.get("proc_maxrss_kb") or 0) for x in (r, w) if x)
+                cpu = sum(x["cpu_s"] for x in (r, w) if x) / max(1, sum(len(x["samples"]) for x in (r, w) if x))
+                rows.append([n, "%d MiB" % (size >> 20), fmt(rr, 1), ratio(rr, br), fmt(ww, 1), ratio(ww, bw),
+                             fmt(cpu * 1e3 / (size / 1e9), 0), fmt(rss / 1024, 1)])
+        return table(["peer", "size", "read MB/s", "read peer ÷ libasp", "write MB/s", "write peer ÷ libasp",
+                      "CPU ms/GB", "peak RSS MiB"], rows)
+
+    def sec_cold(self):
+        ds = self.pick("cold", "cold")
+        if not ds:
+            return ""
+        base = next((med(d["samples"]) for d in ds if d["peer"] == "libasp"), None)
+        rows = [[d["peer"], fmt(med(d["samples"])), fmt(p99(d["samples"])),
+                 fmt(1e3 * d["cpu_s"] / len(d["samples"])), ratio(med(d["samples"]), base)]
+                for d in sorted(ds, key=lambda d: order_key(d["peer"]))]
+        for op, what in (("cold_open", "libasp: of which asp_open (discovery + connect)"),
+                         ("cold_first_exec", "libasp: of which the first exec")):
+            for d in self.pick("cold", op):
+                rows.append([what, fmt(med(d["samples"])), fmt(p99(d["samples"])), "", ""])
+        return table(["peer", "median ms", "p99 ms", "CPU ms", "peer ÷ libasp"], rows)
+
+    def sec_wan(self):
+        ds = self.pick("wan", "exec") + self.pick("wan_cold", "cold")
+        if not ds:
+            return ""
+        names = sorted({row_name(d) for d in self.res if d["workload"] in ("wan", "wan_cold")}, key=order_key)
+        rows = []
+        for n in names:
+            row = [n]
+            for op in ("exec", "read4k", "write4k", "stat"):
+                m = self.lat_med("wan", n, op)
+                row.append("%.2f (%s ms)" % (m / RTT_MS, fmt(m, 0)) if m else "–")
+            d = self.one("wan_cold", n, "cold")
+            row.append("%.1f (%s ms)" % (med(d["samples"]) / RTT_MS, fmt(med(d["samples"]), 0)) if d else "–")
+            rows.append(row)
+        return table(["peer", "exec RTTs", "read 4 KiB RTTs", "write 4 KiB RTTs", "stat RTTs",
+                      "connect + first exec RTTs"], rows)
+
+    def scale_rows(self):
+        ds = self.pick("scale", "scale_conns") + self.pick("scale", "scale_handles")
+        rows = []
+        for d in ds:
+            delta = d["rss_after_kb"] - d["rss_before_kb"]
+            name = d["peer"] + (" (handles)" if d["op"] == "scale_handles" else "")
+            heap = (d["heap_after_kb"] - d["heap_before_kb"]) / d["n"] if "heap_after_kb" in d else None
+            rows.append((name, d["n"], d["conns"], delta, delta / d["n"], heap))
+        rows.sort(key=lambda r: (order_key(r[0].replace(" (handles)", "")), r[0], r[1]))
+        return rows
+
+    def sec_scale(self):
+        rows = self.scale_rows()
+        if not rows:
+            return ""
+        return table(["peer", "N", "sockets seen", "RSS delta KiB", "RSS KiB per connection/handle",
+                      "live malloc heap KiB per connection (C peers)"],
+                     [[n, k, c, d, fmt(per, 0), fmt(heap, 0)] for n, k, c, d, per, heap in rows])
+
+    def sec_cli(self):
+        ds = [d for d in self.pick("lat", "exec") if d["peer"] in ("ssh ControlMaster", "ssh fresh", "asp-exec master",
+                                                                     "asp-exec --no-master", "local /bin/true")]
+        if not ds:
+            return ""
+        base = next((med(d["samples"]) for d in ds if d["peer"] == "ssh ControlMaster"), None)
+        rows = [[d["peer"], fmt(med(d["samples"])), fmt(p99(d["samples"])),
+                 fmt(1e3 * d["cpu_s"] / len(d["samples"])), fmt(d.get("rss_kb", 0) / 1024, 1),
+                 ratio(med(d["samples"]), base)]
+                for d in sorted(ds, key=lambda d: order_key(d["peer"]))]
+        return table(["per call (`true`)", "median ms", "p99 ms", "CPU ms/call (incl. master)",
+                      "client peak RSS MiB", "÷ ssh ControlMaster"], rows)
+
+    # ---------------------------------------------------------- goals
+
+    def goals(self):
+        g = []
+
+        def add(text, ok, detail):
+            g.append((text, ok, detail))
+
+        L = lambda n, op, w="lat": self.lat_med(w, n, op)  # noqa: E731
+        a, f, y = L("libasp", "exec"), L("libssh2", "exec"), L("asyncssh", "exec")
+        if a and f and y:
+            add("exec latency ≤ 1.15× the plain libssh2 floor and ≤ 0.6× asyncssh's",
+                a <= 1.15 * f and a <= 0.6 * y,
+                "libasp %.2f ms = %.2f× libssh2 (%.2f ms), %.2f× asyncssh (%.2f ms)" % (a, a / f, f, a / y, y))
+        else:
+            add("exec latency ≤ 1.15× libssh2 and ≤ 0.6× asyncssh", None, "missing data")
+        a, y = L("libasp", "read4k"), L("asyncssh", "read4k")
+        add("read 4 KiB ≤ 0.5× asyncssh's", (a <= 0.5 * y) if a and y else None,
+            "libasp %.2f ms = %.2f× asyncssh (%.2f ms)" % (a, a / y, y) if a and y else "missing data")
+        a, y = L("libasp", "write4k"), L("asyncssh", "write4k")
+        add("atomic write 4 KiB no slower than asyncssh's plain (non-atomic) SFTP write",
+            (a <= y) if a and y else None,
+            "libasp atomic %.2f ms = %.2f× asyncssh plain (%.2f ms)" % (a, a / y, y) if a and y else "missing data")
+        cd = {d["peer"]: d for d in self.pick("conc", "conc_exec", callers=16)}
+        if "libasp" in cd and "asyncssh" in cd:
+            ta = len(cd["libasp"]["samples"]) / cd["libasp"]["wall_s"]
+            ty = len(cd["asyncssh"]["samples"]) / cd["asyncssh"]["wall_s"]
+            add("16 concurrent callers: exec throughput ≥ 1.5× asyncssh's", ta >= 1.5 * ty,
+                "libasp %.0f/s (p99 %.1f ms) = %.2f× asyncssh %.0f/s (p99 %.1f ms)" %
+                (ta, p99(cd["libasp"]["samples"]), ta / ty, ty, p99(cd["asyncssh"]["samples"])))
+        else:
+            add("16 concurrent callers: exec throughput ≥ 1.5× asyncssh's", None, "missing data")
+        for size in (64, 256):
+            for op in ("bulk_read", "bulk_write"):
+                dd = {d["peer"]: d for d in self.pick("bulk", op, bytes=size << 20)}
+                text = "bulk %s %d MiB at least as fast as OpenSSH sftp" % (op.split("_")[1], size)
+                if "libasp" in dd and "sftp" in dd:
+                    x, s = self.mbps(dd["libasp"]), self.mbps(dd["sftp"])
+                    add(text, x >= s, "libasp %.0f MB/s, sftp %.0f MB/s: ratio %.2f" % (x, s, x / s))
+                else:
+                    add(text, None, "not run at this scale" if not self.pick("bulk", op, bytes=size << 20) else "missing data")
+        limits = {"exec": 2.5, "read4k": 2.5, "write4k": 2.5, "stat": None}
+        for op, lim in limits.items():
+            a = L("libasp", op, "wan")
+            peers = {row_name(d): med(d["samples"]) for d in self.pick("wan", op) if row_name(d) not in OURS}
+            if not a or not peers:
+                add("50 ms RTT: %s in no more round trips than the best peer" % op, None, "missing data")
+                continue
+            bn = min(peers, key=peers.get)
+            ar, br = a / RTT_MS, peers[bn] / RTT_MS
+            ok = round(ar) <= round(br) and (lim is None or ar <= lim)
+            add("50 ms RTT: %s in no more round trips than the best peer%s" %
+                (op, " and ≤ %.1f RTT" % lim if lim else ""), ok,
+                "libasp %.2f RTT, best peer %s %.2f RTT" % (ar, bn, br))
+        a, c = L("asp-exec master", "exec"), L("ssh ControlMaster", "exec")
+        add("asp-exec with its master ≤ 0.5× OpenSSH ControlMaster per call",
+            (a <= 0.5 * c) if a and c else None,
+            "asp-exec %.2f ms = %.2f× ssh ControlMaster (%.2f ms)" % (a, a / c, c) if a and c else
+            ("asp-exec not built" if not a else "missing data"))
+        parts, ok = [], True
+        for op in ("exec", "read4k", "write4k", "stat"):
+            p, b = L("python libasp", op), L("libasp", op)
+            if p and b:
+                parts.append("%s %.2f×" % (op, p / b))
+                ok = ok and p <= 1.1 * b
+            else:
+                ok = None
+        add("Python binding within 1.1× of the C library", ok if parts else None,
+            ", ".join(parts) if parts else "binding not run")
+        a, s = L("node libasp", "exec"), L("node ssh2", "exec")
+        add("Node binding ≤ 0.7× ssh2's exec latency", (a <= 0.7 * s) if a and s else None,
+            "node libasp %.2f ms = %.2f× ssh2 (%.2f ms)" % (a, a / s, s) if a and s else "missing data")
+        rows = [r for r in self.scale_rows() if "(handles)" not in r[0]]
+        if rows:
+            n = max(r[1] for r in rows)
+            at = {r[0]: r[4] for r in rows if r[1] == n}
+            peers = {k: v for k, v in at.items() if k not in OURS}
+            if "libasp" in at and peers:
+                bn = min(peers, key=peers.get)
+                add("memory per idle pooled connection no higher than the lowest peer's",
+                    at["libasp"] <= peers[bn],
+                    "N=%d: libasp %.0f KiB/connection, lowest peer %s %.0f KiB" % (n, at["libasp"], bn, peers[bn]))
+        else:
+            add("memory per idle pooled connection no higher than the lowest peer's", None, "missing data")
+        return g
+
+    # ---------------------------------------------------------- the document
+
+    def markdown(self):
+        i, s = self.info, self.r.scale
+        parts = ["# Performance",
+                 "Generated by `bench/run.py`; do not edit by hand, re-run the command below.",
+                 "Command: `%s`" % self.cmd,
+                 table(["", ""], [[k, v] for k, v in i.items()])]
+        noisy = float(i["load average (start → end)"].split()[0]) > 0.5 * os.cpu_count()
+        if noisy:
+            parts.append("> **The machine was busy during this run** (load average above); "
+                         "treat the numbers as noisy and re-run on a quiet machine.")
+        parts.append("Ratios are *peer ÷ libasp* unless a column says otherwise: for times, above 1 "
+                     "means libasp is faster; for throughput (exec/s, MB/s), below 1 means libasp is faster.")
+        parts.append("## Goals\n\n" + "\n".join(
+            "- %s **%s** — %s" % ({True: "✅", False: "❌", None: "➖"}[ok],
+                                   {True: "met", False: "NOT met", None: "not measured"}[ok] + ": " + t, d)
+            for t, ok, d in self.goals()))
+        secs = [("1. Sequential latency", self.sec_lat()),
+                ("2. Concurrency: exec `true` throughput (threads for libasp, libssh2, paramiko and the "
+                 "Python binding; asyncio tasks for asyncssh; promises for Node)", self.sec_conc()),
+                ("3. Bulk transfer (MB = 10⁶ bytes; median of %s reps per size)" %
+                 "/".join(map(str, s["bulk_reps"])), self.sec_bulk()),
+                ("4. Cold start: discovery + connect + first exec (in process; the CLI rows are whole "
+                 "processes)", self.sec_cold()),
+                ("5. Emulated WAN, 50 ms RTT (bench/delayproxy: 25 ms each way): median latency in RTTs",
+                 self.sec_wan()),
+                ("6. Scale: RSS per idle connection (each has run one exec), and per open libasp handle",
+                 self.sec_scale()),
+                ("7. CLI per call: asp-exec vs OpenSSH", self.sec_cli())]
+        for title, body in secs:
+            if body:
+                parts.append("## %s\n\n%s" % (title, body))
+        if self.r.skipped or self.r.failed:
+            parts.append("## Skipped and failed\n\n" + "\n".join(
+                ["- skipped %s: %s" % kv for kv in sorted(self.r.skipped.items())] +
+                ["- **failed** %s: %s" % kv for kv in sorted(self.r.failed.items())]))
+        parts.append(METHOD)
+        return "\n\n".join(parts) + "\n"
+
+
+METHOD = """## Method
+
+- One OpenSSH sshd on 127.0.0.1 (fresh ed25519 keys, `LogLevel ERROR`, `MaxSessions 10`), login user
+  `asp-test` (bash), workspace on tmpfs when /tmp or /dev/shm is tmpfs. Every peer talks to it in the
+  same run, one peer at a time; each peer/workload is its own process.
+- paramiko and ssh2 leave Nagle's algorithm on by default, which with sshd's delayed ACKs costs
+  about 40 ms per exec on Linux; their benchmarks hand them a `TCP_NODELAY` socket, as a user who
+  cares would (libasp, libssh2's peer here, asyncssh and OpenSSH set it themselves).
+- Connection setup is outside every timed section except cold start. Warm-up calls are not timed.
+  Latency = median and p99 (nearest rank) of per-call wall time; ops/s = calls ÷ their summed time;
+  CPU = user + system time of the client process over the timed calls (the sshd side is not counted;
+  for the CLI rows and sftp/scp, the client processes plus the ssh/asp-exec master's own CPU); peak RSS = the
+  client process's ru_maxrss over the whole workload (bulk: includes whole-file buffers where the API
+  returns the file in memory, as libasp's does).
+- Peers: **libssh2** = plain blocking libssh2 1.10 (`bench/bench_libssh2.c`: a channel per exec,
+  one `libssh2_sftp_*` session, 1 MiB read/write calls for bulk); **asyncssh** / **paramiko** = Debian's
+  packages with their ordinary APIs (`conn.run`, `sftp.open().read()`, `get`/`put`); **node ssh2** =
+  npm `ssh2` (`exec`, `sftp.readFile`/`writeFile`, `fastGet`/`fastPut`); **ssh fresh / ControlMaster**
+  = one `ssh` process per call (`cat`, `cat >`, `stat` for the file operations); **sftp / scp** = OpenSSH's
+  tools through the ControlMaster connection (scp uses the SFTP protocol in OpenSSH ≥ 9.0); the
+  **node libasp** and **python libasp** rows are libasp's bindings (atomic writes, like libasp).
+- Each client negotiates its own default algorithms with sshd (libssh2 1.10: aes-ctr + hmac-sha2;
+  the others typically chacha20-poly1305 or AES-GCM), as a user of each would get.
+- libasp's writes are atomic (temp file + posix-rename); the *(non-atomic)* rows show `atomic = 0`.
+  Peers' writes are plain SFTP open/write/close. Bulk reads land in memory for libasp, libssh2 and the
+  bindings, in a local tmpfs file for asyncssh/paramiko/ssh2/sftp/scp (their bulk APIs); bulk writes
+  come from memory or from a tmpfs file respectively.
+- Concurrency: every peer gets min(callers, max_conn) connections; libasp's `max_connections` is
+  that number; asyncssh/paramiko/ssh2 spread callers over their connections as channels.
+  The Node binding runs with `UV_THREADPOOL_SIZE=128` so libuv does not cap it at 4 calls.
+- WAN: `bench/delayproxy` holds each byte 25 ms in each direction on 127.0.0.1 (no bandwidth limit,
+  no loss). Its TCP connect is local, so cold-start RTT counts there are one RTT short of a real link
+  for every peer alike.
+- Scale: RSS (VmRSS) of the client before and after opening N connections that each ran one exec;
+  libasp's N pooled connections come from N threads (on stacks the benchmark unmaps afterwards) in
+  one handle with `max_connections = N`; *libasp (handles)* opens N handles (one connection each) to
+  several sshd instances. Managed runtimes are measured after a GC.
+- A timing is never a test assertion: `make bench-smoke` (part of `make check`) only checks that every
+  peer produced numbers.
+"""
+
+# ------------------------------------------------------------------ machine info
+
+
+def machine_info(scale_name, env, load0):
+    cpu = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem = f.readline().split()[1]
+    libssh2 = out_of(["dpkg-query", "-W", "-f", "${Version}", "libssh2-1"]) or out_of(
+        ["pkg-config", "--modversion", "libssh2"])
+    vers = out_of([PY, "-W", "ignore", "-c", "import asyncssh, paramiko; print(asyncssh.__version__, paramiko.__version__)"]).split()
+    ssh2v = "?"
+    try:
+        with open(os.path.join(BENCH, "node_modules", "ssh2", "package.json")) as f:
+            ssh2v = json.load(f)["version"]
+    except OSError:
+        pass
+    commit = out_of(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
+    dirty = out_of(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+    load1 = os.getloadavg()[0]
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "scale": scale_name,
+        "libasp": "%s (commit %s%s)" % (out_of([PY, "-c", "print(open('%s/include/asp.h').read().split('ASP_VERSION \"')[1].split('\"')[0])" % ROOT]),
+                                        commit, ", with local changes" if dirty else ""),
+        "machine": "%d CPUs (nproc), %s, %.1f GiB RAM" % (os.cpu_count(), cpu, int(mem) / 2**20),
+        "kernel": platform.release(),
+        "OpenSSH": out_of(["ssh", "-V"]),
+        "libssh2": libssh2,
+        "Python (peers)": "%s, asyncssh %s, paramiko %s" % (
+            out_of([PY, "-c", "import platform; print(platform.python_version())"]),
+            vers[0] if vers else "?", vers[1] if len(vers) > 1 else "?"),
+        "Node": "%s, ssh2 %s" % (out_of(["node", "--version"]), ssh2v),
+        "workspace filesystem": env.fs,
+        "load average (start → end)": "%.2f → %.2f" % (load0, load1),
+    }
+
+# ------------------------------------------------------------------ main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", default=os.environ.get("BENCH_SCALE") or "full", choices=sorted(SCALES))
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ",".join(WORKLOADS))
+    ap.add_argument("--peers", default="", help="comma-separated peer names (default: all)")
+    ap.add_argument("--out", default=None, help="Markdown report (default docs/PERFORMANCE.md; "
+                    "smoke: none)")
+    ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
+    ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
+    a = ap.parse_args()
+    smoke = a.smoke or a.scale == "smoke"
+    out = a.out if a.out is not None else ("" if smoke else os.path.join(ROOT, "docs", "PERFORMANCE.md"))
+    scale = SCALES[a.scale]
+    workloads = [w for w in a.workloads.split(",") if w]
+    bad = [w for w in workloads if w not in WORKLOADS]
+    if bad:
+        ap.error("unknown workloads: %s" % ",".join(bad))
+    want = {p for p in a.peers.split(",") if p}
+    peers = []
+    skipped = {}
+    for p in PEERS:
+        if want and p.name not in want:
+            continue
+        ok, note = p.available()
+        if ok:
+            peers.append(p)
+        else:
+            skipped[p.name] = note
+            log("%s: skipped (%s)" % (p.name, note))
+    if os.environ.get("MAKELEVEL"):
+        cmd = "make bench-smoke" if smoke else "make bench BENCH_SCALE=%s" % a.scale
+    else:
+        cmd = " ".join(["/usr/bin/python3", "bench/run.py"] + sys.argv[1:])
+    load0 = os.getloadavg()[0]
+    t0 = time.time()
+    env = Env(scale, workloads)
+    runner = Runner(env, scale, peers)
+    runner.skipped.update({"%s/*" % k: v for k, v in skipped.items()})
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    try:
+        log("scale %s, workspace %s, sshd port %d" % (a.scale, env.fs, env.main.port))
+        if "wan" in workloads:
+            env.start_proxy()
+        for w in workloads:
+            runner.workload(w)
+        info = machine_info(a.scale, env, load0)
+    finally:
+        env.close()
+    info["total run time"] = "%.0f s" % (time.time() - t0)
+    rep = Report(runner, a.scale, cmd, info)
+    md = rep.markdown()
+    print(md)
+    if a.json:
+        os.makedirs(os.path.dirname(a.json), exist_ok=True)
+        with open(a.json, "w") as f:
+            json.dump({"info": info, "results": runner.results, "skipped": runner.skipped,
+                       "failed": runner.failed}, f)
+    if out:
+        with open(out, "w") as f:
+            f.write(md)
+        log("wrote %s" % os.path.relpath(out, ROOT))
+    if smoke:
+        problems = dict(runner.failed)
+        for p in peers:
+            for w in p.workloads & set(workloads):
+                tags = {"wan": ("wan", "wan_cold")}.get(w, (w,))
+                got = [d for d in runner.results if d["workload"] in tags and d["program"] == p.name]
+                if not got and not any(k.startswith(p.name + "/") for k in runner.skipped):
+                    problems["%s/%s" % (p.name, w)] = "no numbers"
+                for d in got:
+                    if "samples" in d and not d["samples"]:
+                        problems["%s/%s/%s" % (d["peer"], w, d["op"])] = "empty samples"
+        if problems:
+            for k, v in sorted(problems.items()):
+                log("smoke: %s: %s" % (k, v))
+            sys.exit(1)
+        log("smoke: every peer produced numbers (%d result lines, %d skipped)" %
+            (len(runner.results), len(runner.skipped)))
+
+
+if __name__ == "__main__":
+    main()

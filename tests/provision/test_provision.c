@@ -1,0 +1,795 @@
+/*
+ * test_provision.c - asf-provision end to end against real Podman (runc):
+ * up -> libasp read/write/exec through the generated .asp.json -> verify
+ * -> the test's own egress probes -> down leaves nothing labelled behind,
+ * for both ingress modes and an image; plus bad input, each failing
+ * clearly with nothing half-created.
+ *
+ * The sandbox's root filesystem is built offline from this host's own
+ * binaries (tools/asf-provision/mkrootfs.sh); no registry is contacted.
+ * Needs root and a working `podman --runtime runc`; otherwise it says
+ * SKIPPED and exits 0 (exit 1 when ASF_REQUIRE_PODMAN=1).
+ *
+ * Network rule: probes only target listeners this test starts (the
+ * sandbox network's gateway, 127.0.0.1), or addresses for which the
+ * sandbox has no route (connect() fails with ENETUNREACH, no packet).
+ *
+ *   make check-provision      (ASF_PROVISION=path overrides the binary)
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asp.h>
+
+static char bin[PATH_MAX];      /* asf-provision */
+static char top[64];        /* per-run temp dir */
+static char state[128];
+static char rootfs[128];
+static char image[64];          /* podman-imported copy of rootfs ("" when unavailable) */
+static pid_t run_id;            /* names are "p<run_id>-<suffix>" */
+
+/* ---------------------------------------------------------------- helpers */
+
+typedef struct run_out {
+	int status;
+	char out[65536];
+	char err[16384];
+} run_out;
+
+/* Run argv (no shell), capturing both streams; env_path (if not NULL) replaces PATH. */
+static int runv(run_out *r, const char *env_path, char *const *argv)
+{
+	int po[2], pe[2], status;
+	size_t n[2] = { 0, 0 };
+	char *buf[2];
+	size_t cap[2];
+	pid_t pid;
+
+	memset(r, 0, sizeof(*r));
+	buf[0] = r->out;
+	buf[1] = r->err;
+	cap[0] = sizeof(r->out);
+	cap[1] = sizeof(r->err);
+	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC))
+		return -1;
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		dup2(null, 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		close(po[0]);
+		close(pe[0]);
+		if (env_path)
+			setenv("PATH", env_path, 1);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	{
+		struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+		while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+			int i;
+			if (poll(pf, 2, -1) < 0) {
+				if (errno == EINTR)
+					continue;
+				break;
+			}
+			for (i = 0; i < 2; i++) {
+				char tmp[4096];
+				ssize_t got;
+				if (pf[i].fd < 0 || !pf[i].revents)
+					continue;
+				got = read(pf[i].fd, tmp, sizeof(tmp));
+				if (got <= 0) {
+					close(pf[i].fd);
+					pf[i].fd = -1;
+					continue;
+				}
+				if ((size_t)got > cap[i] - 1 - n[i])
+					got = (ssize_t)(cap[i] - 1 - n[i]);
+				memcpy(buf[i] + n[i], tmp, (size_t)got);
+				n[i] += (size_t)got;
+				buf[i][n[i]] = '\0';
+			}
+		}
+	}
+	waitpid(pid, &status, 0);
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return 0;
+}
+
+/* asf-provision --state-dir STATE ARGS... (NULL-terminated) */
+static int asf_env(run_out *r, const char *env_path, ...)
+{
+	char *argv[64];
+	const char *s;
+	va_list ap;
+	int n = 0;
+
+	argv[n++] = bin;
+	argv[n++] = "--state-dir";
+	argv[n++] = state;
+	va_start(ap, env_path);
+	while ((s = va_arg(ap, const char *)) && n < 63)
+		argv[n++] = (char *)s;
+	va_end(ap);
+	argv[n] = NULL;
+	runv(r, env_path, argv);
+	if (r->status != 0 && getenv("ASF_TEST_VERBOSE"))
+		fprintf(stderr, "asf-provision exit %d:\n%s%s\n", r->status, r->out, r->err);
+	return r->status;
+}
+#define asf(r, ...) asf_env(r, NULL, __VA_ARGS__, (char *)NULL)
+
+static int cmd(run_out *r, ...)
+{
+	char *argv[64];
+	const char *s;
+	va_list ap;
+	int n = 0;
+
+	va_start(ap, r);
+	while ((s = va_arg(ap, const char *)) && n < 63)
+		argv[n++] = (char *)s;
+	va_end(ap);
+	argv[n] = NULL;
+	runv(r, NULL, argv);
+	return r->status;
+}
+
+static void sandbox_name(char *out, size_t n, const char *suffix)
+{
+	snprintf(out, n, "p%d-%s", (int)run_id, suffix);
+}
+
+/* A fresh directory under the run's temp dir. */
+static void make_dir(char *out, size_t n, const char *what)
+{
+	snprintf(out, n, "%s/%s", top, what);
+	mkdir(out, 0755);
+}
+
+/* Nothing labelled with this sandbox name remains, and no state either. */
+static void assert_nothing_left(const char *name)
+{
+	char filter[128], dir[PATH_MAX + 80];
+	run_out r;
+	struct stat st;
+
+	snprintf(filter, sizeof(filter), "label=io.libasp.asf.name=%s", name);
+	ck_assert_int_eq(cmd(&r, "podman", "ps", "-a", "-q", "--filter", filter, (char *)NULL), 0);
+	ck_assert_msg(r.out[0] == '\0', "containers left for %s: %s", name, r.out);
+	ck_assert_int_eq(cmd(&r, "podman", "network", "ls", "-q", "--filter", filter, (char *)NULL), 0);
+	ck_assert_msg(r.out[0] == '\0', "networks left for %s: %s", name, r.out);
+	ck_assert_int_eq(cmd(&r, "podman", "volume", "ls", "-q", "--filter", filter, (char *)NULL), 0);
+	ck_assert_msg(r.out[0] == '\0', "volumes left for %s: %s", name, r.out);
+	snprintf(dir, sizeof(dir), "%s/%s", state, name);
+	ck_assert_msg(stat(dir, &st) != 0, "state directory %s left", dir);
+}
+
+static cJSON *parse_json(const char *text)
+{
+	cJSON *j = cJSON_Parse(text);
+
+	ck_assert_msg(j != NULL, "not JSON: %s", text);
+	return j;
+}
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static asp_sandbox *open_config(const char *config)
+{
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_error err = { 0 };
+	asp_sandbox *sb = NULL;
+
+	oo.config_path = config;
+	ck_assert_msg(asp_open(&sb, &oo, &err) == 0, "asp_open %s: %s", config, err.message);
+	return sb;
+}
+
+/* Exec in the sandbox; stdout (trimmed) into out. */
+static int sb_exec(asp_sandbox *sb, const char *command, char *out, size_t n, unsigned int timeout_ms,
+		   int *timed_out)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r;
+	asp_error err = { 0 };
+	const unsigned char *d;
+	size_t len;
+	int code;
+
+	o.timeout_ms = timeout_ms;
+	o.kill_grace_ms = 500;
+	ck_assert_msg(asp_exec(&r, sb, command, &o, &err) == 0, "asp_exec %s: %s", command, err.message);
+	d = asp_exec_result_output(r, ASP_STDOUT, &len);
+	snprintf(out, n, "%.*s", (int)len, (const char *)d);
+	while (*out && out[strlen(out) - 1] == '\n')
+		out[strlen(out) - 1] = '\0';
+	code = asp_exec_result_exit_code(r);
+	if (timed_out)
+		*timed_out = asp_exec_result_timed_out(r);
+	asp_exec_result_free(r);
+	return code;
+}
+
+/* read, write and exec through the config, as a harness would. */
+static void use_sandbox(const char *config, const char *ws_host)
+{
+	asp_sandbox *sb = open_config(config);
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_error err = { 0 };
+	unsigned char *data;
+	size_t len;
+	char out[4096], path[512], *onhost;
+	const char text[] = "hello from the harness\n";
+	struct stat st;
+
+	wo.mkdirs = 1;
+	ck_assert_msg(asp_write(sb, "src/hello.txt", text, strlen(text), &wo, &err) == 0, "asp_write: %s",
+		      err.message);
+	ck_assert_int_eq(asp_read(&data, &len, sb, "src/hello.txt", 0, ASP_READ_ALL, &err), 0);
+	ck_assert_uint_eq(len, strlen(text));
+	ck_assert(memcmp(data, text, len) == 0);
+	asp_free(data);
+	ck_assert_int_eq(sb_exec(sb, "id -un; pwd; cat src/hello.txt | tr a-z A-Z", out, sizeof(out), 10000, NULL), 0);
+	ck_assert_str_eq(out, "agent\n/workspace\nHELLO FROM THE HARNESS");
+	/* The file is really in the host directory, owned by the sandbox user. */
+	snprintf(path, sizeof(path), "%s/src/hello.txt", ws_host);
+	onhost = NULL;
+	{
+		FILE *f = fopen(path, "r");
+		static char buf[256];
+		ck_assert_msg(f != NULL, "%s missing on the host", path);
+		onhost = fgets(buf, sizeof(buf), f);
+		fclose(f);
+	}
+	ck_assert_str_eq(onhost, text);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_uid, 1000);
+	/* A root-only operation fails: the agent is not root and cannot become it. */
+	ck_assert_int_ne(sb_exec(sb, "cat /etc/asf/ssh_host_ed25519_key", out, sizeof(out), 10000, NULL), 0);
+	asp_close(sb);
+}
+
+/* A TCP listener we own on addr; its port in *port. */
+static int listen_on(const char *addr, int *port)
+{
+	struct sockaddr_in sa = { 0 };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	sa.sin_family = AF_INET;
+	ck_assert_int_eq(inet_pton(AF_INET, addr, &sa.sin_addr), 1);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s: %s", addr, strerror(errno));
+	ck_assert_int_eq(listen(fd, 8), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static int accepted_count(int fd)
+{
+	int n = 0, c;
+
+	while ((c = accept(fd, NULL, NULL)) >= 0) {
+		close(c);
+		n++;
+	}
+	return n;
+}
+
+static void verify_passes(const char *name, int min_checks)
+{
+	char report[512];
+	run_out r;
+	cJSON *rep, *c;
+	int n = 0;
+
+	snprintf(report, sizeof(report), "%s/verify-%s.json", top, name);
+	ck_assert_msg(asf(&r, "verify", name, "--json", "--report", report) == 0, "verify %s: %s%s", name,
+		      r.out, r.err);
+	rep = parse_json(r.out);
+	ck_assert_str_eq(jstr(rep, "result"), "pass");
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		ck_assert_msg(!strcmp(jstr(c, "status"), "pass"), "%s: %s", jstr(c, "check"), jstr(c, "evidence"));
+		n++;
+	}
+	ck_assert_int_ge(n, min_checks);
+	ck_assert_int_eq(access(report, R_OK), 0);
+	cJSON_Delete(rep);
+}
+
+static void down_clean(const char *name)
+{
+	run_out r;
+
+	ck_assert_msg(asf(&r, "down", name) == 0, "down %s: %s%s", name, r.out, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "removed"));
+	assert_nothing_left(name);
+	/* Idempotent: again, everything is absent and it still succeeds. */
+	ck_assert_int_eq(asf(&r, "down", name), 0);
+	ck_assert_ptr_null(strstr(r.out, "removed"));
+	ck_assert_ptr_nonnull(strstr(r.out, "absent"));
+}
+
+static long container_pid(const char *name)
+{
+	char ctr[96];
+	run_out r;
+
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	ck_assert_int_eq(cmd(&r, "podman", "inspect", "--type", "container", "--format", "{{.State.Pid}}", ctr,
+			     (char *)NULL), 0);
+	return strtol(r.out, NULL, 10);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+START_TEST(publish_end_to_end)
+{
+	char name[64], ws[256], proj[256], cfg[512], deep[512];
+	char out[4096], gw[64], probe[256], ctr[96], pid[32];
+	asp_error err = { 0 };
+	char *found = NULL;
+	run_out r;
+	cJSON *st;
+	struct stat sb;
+	asp_sandbox *sb_;
+	int fd, port, timed_out, code;
+
+	sandbox_name(name, sizeof(name), "pub");
+	make_dir(ws, sizeof(ws), "ws-pub");
+	make_dir(proj, sizeof(proj), "proj-pub");
+	snprintf(cfg, sizeof(cfg), "%s/.asp.json", proj);
+	snprintf(deep, sizeof(deep), "%s/deep", proj);
+	mkdir(deep, 0755);
+
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--memory", "512m", "--cpus", "1", "--pids", "256", "--out", cfg, "--json") == 0,
+		      "up: %s", r.err);
+	st = parse_json(r.out);
+	ck_assert_str_eq(jstr(st, "phase"), "ready");
+	ck_assert_str_eq(jstr(st, "config"), cfg);
+	ck_assert_str_eq(jstr(st, "ingress"), "publish");
+	ck_assert(cJSON_GetNumberValue(cJSON_GetObjectItem(st, "port")) > 0);
+	cJSON_Delete(st);
+
+	/* The config is schema-valid per libasp, and discovery finds it. */
+	ck_assert_int_eq(asp_check_config(cfg, &err), 0);
+	ck_assert_int_eq(asp_find_config(&found, deep, &err), 0);
+	ck_assert_str_eq(found, cfg);
+	asp_free(found);
+	/* The client key stays on the host, 0600. */
+	snprintf(out, sizeof(out), "%s/%s/client_ed25519_key", state, name);
+	ck_assert_int_eq(stat(out, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0600);
+	snprintf(out, sizeof(out), "%s/%s", state, name);
+	ck_assert_int_eq(stat(out, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0700);
+
+	use_sandbox(cfg, ws);
+	verify_passes(name, 18);
+
+	/* Our own egress probes, beside verify's. */
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	ck_assert_int_eq(cmd(&r, "podman", "inspect", "--type", "container", "--format",
+			     "{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}", ctr, (char *)NULL), 0);
+	snprintf(gw, sizeof(gw), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+	ck_assert_msg(gw[0], "no gateway for %s", ctr);
+	sb_ = open_config(cfg);
+	/* Control: the same probe reaches the sandbox's own sshd. */
+	ck_assert_int_eq(sb_exec(sb_, "bash -c 'exec 3<>/dev/tcp/127.0.0.1/2222 && echo connected'", out,
+				 sizeof(out), 5000, NULL), 0);
+	ck_assert_str_eq(out, "connected");
+	/* The host, on the sandbox network's gateway: a listener this test owns. */
+	fd = listen_on(gw, &port);
+	snprintf(probe, sizeof(probe), "bash -c 'exec 3<>/dev/tcp/%s/%d && echo connected'", gw, port);
+	code = sb_exec(sb_, probe, out, sizeof(out), 3000, &timed_out);
+	ck_assert_msg(code != 0 && strcmp(out, "connected"), "the sandbox reached the host at %s:%d", gw, port);
+	ck_assert_int_eq(accepted_count(fd), 0);
+	close(fd);
+	/* A public and a private address: no route, so ENETUNREACH and no packet. */
+	snprintf(pid, sizeof(pid), "%ld", container_pid(name));
+	ck_assert_int_ne(cmd(&r, "nsenter", "--target", pid, "--net", "ip", "-4", "route", "get", "8.8.8.8",
+			     (char *)NULL), 0);
+	ck_assert_ptr_nonnull(strstr(r.err, "unreachable"));
+	ck_assert_int_ne(cmd(&r, "nsenter", "--target", pid, "--net", "ip", "-4", "route", "get", "192.168.1.1",
+			     (char *)NULL), 0);
+	code = sb_exec(sb_, "bash -c 'exec 3<>/dev/tcp/8.8.8.8/443' 2>&1", out, sizeof(out), 3000, NULL);
+	ck_assert_int_ne(code, 0);
+	ck_assert_ptr_nonnull(strstr(out, "Network is unreachable"));
+	code = sb_exec(sb_, "bash -c 'exec 3<>/dev/tcp/192.168.1.1/80' 2>&1", out, sizeof(out), 3000, NULL);
+	ck_assert_ptr_nonnull(strstr(out, "Network is unreachable"));
+	/* No resolver. */
+	ck_assert_int_ne(sb_exec(sb_, "getent hosts example.com", out, sizeof(out), 10000, NULL), 0);
+	asp_close(sb_);
+
+	ck_assert_int_eq(asf(&r, "status", name), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "running"));
+	ck_assert_ptr_nonnull(strstr(r.out, "firewall present"));
+	ck_assert_int_eq(asf(&r, "list"), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, name));
+
+	down_clean(name);
+	/* down removed the .asp.json it wrote and gave the workspace back to root. */
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+	ck_assert_int_eq(stat(ws, &sb), 0);
+	ck_assert_int_eq(sb.st_uid, 0);
+}
+END_TEST
+
+START_TEST(exec_ingress_end_to_end)
+{
+	char name[64], ws[256], cfg[512], out[4096];
+	asp_error err = { 0 };
+	run_out r;
+	cJSON *st, *conn;
+	asp_sandbox *sb;
+	int fd, port, code;
+
+	sandbox_name(name, sizeof(name), "exec");
+	make_dir(ws, sizeof(ws), "ws-exec");
+	snprintf(cfg, sizeof(cfg), "%s/exec.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--egress", "none", "--ingress", "exec", "--out", cfg) == 0, "up: %s", r.err);
+	ck_assert_int_eq(asp_check_config(cfg, &err), 0);
+	{
+		FILE *f = fopen(cfg, "r");
+		static char text[8192];
+		size_t n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		st = parse_json(text);
+	}
+	conn = cJSON_GetObjectItem(st, "connection");
+	ck_assert_ptr_nonnull(strstr(jstr(conn, "x-asp-proxy-command"), "exec -i asf-"));
+	ck_assert_ptr_nonnull(strstr(jstr(conn, "x-asp-proxy-command"), "sshd -i"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(conn, "port"));
+	cJSON_Delete(st);
+
+	use_sandbox(cfg, ws);
+	verify_passes(name, 18);
+
+	sb = open_config(cfg);
+	/* Only loopback inside. */
+	ck_assert_int_eq(sb_exec(sb, "ls /sys/class/net", out, sizeof(out), 5000, NULL), 0);
+	ck_assert_str_eq(out, "lo");
+	/* The host's loopback is not the sandbox's: our listener sees nothing. */
+	fd = listen_on("127.0.0.1", &port);
+	snprintf(out, sizeof(out), "bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d && echo connected' 2>&1", port);
+	code = sb_exec(sb, out, out, sizeof(out), 3000, NULL);
+	ck_assert_int_ne(code, 0);
+	ck_assert_int_eq(accepted_count(fd), 0);
+	close(fd);
+	code = sb_exec(sb, "bash -c 'exec 3<>/dev/tcp/8.8.8.8/443' 2>&1", out, sizeof(out), 3000, NULL);
+	ck_assert_int_ne(code, 0);
+	ck_assert_ptr_nonnull(strstr(out, "Network is unreachable"));
+	asp_close(sb);
+
+	down_clean(name);
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+}
+END_TEST
+
+START_TEST(image_read_only_workspace)
+{
+	char name[64], ws[256], cfg[512], out[4096], file[512];
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_error err = { 0 };
+	asp_sandbox *sb;
+	run_out r;
+	FILE *f;
+
+	if (!image[0]) {
+		fprintf(stderr, "image_read_only_workspace: no test image (podman import failed); skipped\n");
+		return;
+	}
+	sandbox_name(name, sizeof(name), "img");
+	make_dir(ws, sizeof(ws), "ws-img");
+	snprintf(file, sizeof(file), "%s/given.txt", ws);
+	f = fopen(file, "w");
+	fputs("given\n", f);
+	fclose(f);
+	snprintf(cfg, sizeof(cfg), "%s/img.asp.json", top);
+	snprintf(out, sizeof(out), "%s:ro", ws);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", out, "--image", image, "--runtime", "runc",
+			  "--out", cfg) == 0, "up: %s", r.err);
+	sb = open_config(cfg);
+	ck_assert_int_eq(sb_exec(sb, "cat given.txt", out, sizeof(out), 10000, NULL), 0);
+	ck_assert_str_eq(out, "given");
+	ck_assert_int_ne(asp_write(sb, "new.txt", "x", 1, &wo, &err), 0);
+	snprintf(file, sizeof(file), "%s/new.txt", ws);
+	ck_assert_int_ne(access(file, F_OK), 0);
+	asp_close(sb);
+	verify_passes(name, 18);
+	down_clean(name);
+}
+END_TEST
+
+/* Each refusal: a clear message, a non-zero exit, and nothing created. */
+static void refused(const char *name, const run_out *r, int status, const char *needle)
+{
+	ck_assert_msg(r->status == status, "exit %d, expected %d: %s", r->status, status, r->err);
+	ck_assert_msg(strstr(r->err, needle) != NULL, "message lacks \"%s\": %s", needle, r->err);
+	assert_nothing_left(name);
+}
+
+START_TEST(bad_input_creates_nothing)
+{
+	char name[64], ws[256], missing[256], inside[512], empty[256];
+	run_out r;
+
+	sandbox_name(name, sizeof(name), "bad");
+	make_dir(ws, sizeof(ws), "ws-bad");
+	make_dir(empty, sizeof(empty), "empty-rootfs");
+	snprintf(missing, sizeof(missing), "%s/no-such-dir", top);
+	snprintf(inside, sizeof(inside), "%s/.asp.json", ws);
+
+	asf(&r, "up", "--name", name, "--workspace", missing, "--rootfs", rootfs, "--runtime", "runc");
+	refused(name, &r, 2, "--workspace");
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", empty, "--runtime", "runc");
+	refused(name, &r, 2, "no /usr/sbin/sshd");
+	asf(&r, "up", "--name", "Bad/Name", "--workspace", ws, "--rootfs", rootfs);
+	refused(name, &r, 2, "--name");
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--egress", "allow:github.com");
+	refused(name, &r, 2, "--egress");
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--out", inside);
+	refused(name, &r, 2, "inside the workspace");
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--publish", "example.com:22");
+	refused(name, &r, 2, "--publish");
+
+	/* No podman on PATH (ssh-keygen and everything else still there). */
+	asf_env(&r, "/nonexistent", "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, (char *)NULL);
+	refused(name, &r, 2, "podman not found");
+
+	/* crun: not installed (podman says so) or unusable here (cgroups hybrid
+	 * mode: the runtime says so at init) - either way a clear error and a
+	 * complete rollback. */
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "crun");
+	ck_assert_msg(r.status == 1 || r.status == 0, "crun: exit %d: %s", r.status, r.err);
+	if (r.status == 1) {
+		refused(name, &r, 1, "crun");
+		ck_assert_ptr_nonnull(strstr(r.err, "rolled back"));
+	} else {
+		down_clean(name); /* a host where crun works */
+	}
+
+	/* krun without libkrun/KVM: refused before anything is created. */
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "krun");
+	if (r.status == 2) {
+		refused(name, &r, 2, "krun is not usable");
+		ck_assert_ptr_nonnull(strstr(r.err, "Nothing was created"));
+	} else {
+		fprintf(stderr, "krun is usable on this host: %s\n", r.status ? r.err : "up succeeded");
+		asf(&r, "down", name);
+	}
+	/* The workspace was never handed over. */
+	{
+		struct stat sb;
+		ck_assert_int_eq(stat(ws, &sb), 0);
+		ck_assert_int_eq(sb.st_uid, 0);
+	}
+}
+END_TEST
+
+START_TEST(name_clash_and_replace)
+{
+	char name[64], ws[256], cfg[512], fpr1[128], fpr2[128];
+	run_out r;
+	cJSON *st;
+
+	sandbox_name(name, sizeof(name), "clash");
+	make_dir(ws, sizeof(ws), "ws-clash");
+	snprintf(cfg, sizeof(cfg), "%s/clash.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--out", cfg, "--json") == 0, "up: %s", r.err);
+	st = parse_json(r.out);
+	snprintf(fpr1, sizeof(fpr1), "%s", jstr(st, "host_key_fingerprint"));
+	cJSON_Delete(st);
+
+	ck_assert_int_eq(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			     "--out", cfg), 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "exists"));
+	/* The first one is untouched. */
+	ck_assert_int_eq(asf(&r, "status", name), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "running"));
+	asp_close(open_config(cfg));
+
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--out", cfg, "--replace", "--json") == 0, "up --replace: %s", r.err);
+	st = parse_json(r.out);
+	snprintf(fpr2, sizeof(fpr2), "%s", jstr(st, "host_key_fingerprint"));
+	cJSON_Delete(st);
+	ck_assert_str_ne(fpr1, fpr2);
+	asp_close(open_config(cfg));
+	down_clean(name);
+}
+END_TEST
+
+/* verify is not a rubber stamp: it fails when the sandbox is weakened, and
+ * reports errors (never passes) when it cannot look. */
+START_TEST(verify_detects_problems)
+{
+	char name[64], ws[256], pid[32], ctr[96];
+	run_out r;
+	cJSON *rep, *c;
+	int firewall_failed = 0, passes = 0;
+
+	sandbox_name(name, sizeof(name), "weak");
+	make_dir(ws, sizeof(ws), "ws-weak");
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc") == 0,
+		      "up: %s", r.err);
+	snprintf(pid, sizeof(pid), "%ld", container_pid(name));
+	ck_assert_int_eq(cmd(&r, "nsenter", "--target", pid, "--net", "nft", "delete", "table", "inet",
+			     "asf_egress", (char *)NULL), 0);
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 1);
+	rep = parse_json(r.out);
+	ck_assert_str_eq(jstr(rep, "result"), "fail");
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
+		if (!strcmp(jstr(c, "check"), "egress.firewall") && !strcmp(jstr(c, "status"), "fail"))
+			firewall_failed = 1;
+	ck_assert(firewall_failed);
+	cJSON_Delete(rep);
+	ck_assert_int_eq(asf(&r, "status", name), 1);
+	ck_assert_ptr_nonnull(strstr(r.out, "firewall missing"));
+
+	ck_assert_int_eq(cmd(&r, "podman", "stop", "-t", "1", ctr, (char *)NULL), 0);
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 2);
+	rep = parse_json(r.out);
+	ck_assert_str_eq(jstr(rep, "result"), "error");
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
+		passes += !strcmp(jstr(c, "status"), "pass");
+	ck_assert_int_eq(passes, 0);
+	cJSON_Delete(rep);
+	down_clean(name);
+}
+END_TEST
+
+/* A crash that lost the state directory: down still finds everything by label. */
+START_TEST(down_finds_orphans_by_label)
+{
+	char name[64], ws[256], dir[512];
+	run_out r;
+
+	sandbox_name(name, sizeof(name), "orphan");
+	make_dir(ws, sizeof(ws), "ws-orphan");
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc") == 0,
+		      "up: %s", r.err);
+	snprintf(dir, sizeof(dir), "%s/%s", state, name);
+	ck_assert_int_eq(cmd(&r, "rm", "-rf", dir, (char *)NULL), 0);
+	ck_assert_int_eq(asf(&r, "list"), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "orphan"));
+	ck_assert_int_eq(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc"), 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "leftovers"));
+	ck_assert_int_eq(asf(&r, "down", name), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "container"));
+	ck_assert_ptr_nonnull(strstr(r.out, "network"));
+	assert_nothing_left(name);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ setup */
+
+static int usable(char *why, size_t n)
+{
+	run_out r;
+
+	if (geteuid() != 0) {
+		snprintf(why, n, "not root (rootful Podman, nsenter and nft need it)");
+		return 0;
+	}
+	if (cmd(&r, "podman", "version", (char *)NULL) != 0) {
+		snprintf(why, n, "podman does not run: %.400s", r.err);
+		return 0;
+	}
+	if (cmd(&r, "runc", "--version", (char *)NULL) != 0) {
+		snprintf(why, n, "runc is not installed");
+		return 0;
+	}
+	return 1;
+}
+
+static void cleanup(void)
+{
+	const char *suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan" };
+	char name[64];
+	run_out r;
+	size_t i;
+
+	if (getpid() != run_id)
+		return; /* a check test child exiting: the run is not over */
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		sandbox_name(name, sizeof(name), suffixes[i]);
+		asf(&r, "down", name);
+	}
+	if (image[0])
+		cmd(&r, "podman", "rmi", "-f", image, (char *)NULL);
+	if (top[0])
+		cmd(&r, "rm", "-rf", top, (char *)NULL);
+}
+
+int main(void)
+{
+	const char *env = getenv("ASF_PROVISION");
+	char why[512], script[512], tar[256];
+	SRunner *sr;
+	Suite *s;
+	TCase *tc;
+	run_out r;
+	int failed;
+
+	run_id = getpid();
+	if (!usable(why, sizeof(why))) {
+		printf("test-provision: SKIPPED: %s\n", why);
+		return getenv("ASF_REQUIRE_PODMAN") && !strcmp(getenv("ASF_REQUIRE_PODMAN"), "1") ? 1 : 0;
+	}
+	if (!realpath(env ? env : "build/bin/asf-provision", bin)) {
+		fprintf(stderr, "test-provision: no asf-provision binary (%s); run make first\n",
+			env ? env : "build/bin/asf-provision");
+		return 1;
+	}
+	snprintf(top, sizeof(top), "/tmp/asf-test.XXXXXX");
+	if (!mkdtemp(top) || chmod(top, 0755))
+		return 1;
+	snprintf(state, sizeof(state), "%s/state", top);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", top);
+	/* In the source tree: make runs this from the top directory. */
+	snprintf(script, sizeof(script), "%s",
+		 getenv("ASF_MKROOTFS") ? getenv("ASF_MKROOTFS") : "tools/asf-provision/mkrootfs.sh");
+	if (cmd(&r, "sh", script, rootfs, (char *)NULL) != 0) {
+		fprintf(stderr, "test-provision: building the rootfs failed: %s%s\n", r.out, r.err);
+		cleanup();
+		return 1;
+	}
+	atexit(cleanup);
+	/* The same tree as a local image (no registry): podman import of a tarball. */
+	snprintf(tar, sizeof(tar), "%s/rootfs.tar", top);
+	snprintf(image, sizeof(image), "localhost/asf-test-rootfs:%d", (int)run_id);
+	if (cmd(&r, "tar", "-C", rootfs, "-cf", tar, ".", (char *)NULL) != 0 ||
+	    cmd(&r, "podman", "import", "--quiet", tar, image, (char *)NULL) != 0) {
+		fprintf(stderr, "test-provision: podman import failed: %s\n", r.err);
+		image[0] = '\0';
+	}
+	unlink(tar);
+
+	s = suite_create("provision");
+	tc = tcase_create("podman");
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, publish_end_to_end);
+	tcase_add_test(tc, exec_ingress_end_to_end);
+	tcase_add_test(tc, image_read_only_workspace);
+	tcase_add_test(tc, bad_input_creates_nothing);
+	tcase_add_test(tc, name_clash_and_replace);
+	tcase_add_test(tc, verify_detects_problems);
+	tcase_add_test(tc, down_finds_orphans_by_label);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

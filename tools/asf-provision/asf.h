@@ -1,0 +1,178 @@
+/*
+ * asf.h - asf-provision internals: one header for the tool's small files.
+ *
+ *   main.c    command line, dispatch
+ *   up.c      `up`: keys, files, network, container, firewall, config; rollback
+ *   manage.c  `down`, `status`, `list`
+ *   verify.c  `verify`: evidence that the sandbox is what `up` promised
+ *   podman.c  argv builders and process spawning (fork/execvp, never a shell)
+ *   keys.c    ed25519 host and client keys (ssh-keygen)
+ *   state.c   the state directory, state.json, small file helpers
+ *
+ * Every function that can fail prints nothing itself unless its comment
+ * says so: it returns -1 and leaves a message in the caller's asf_err.
+ */
+#ifndef ASF_H
+#define ASF_H
+
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <cJSON.h>
+
+#define ASF_LABEL         "io.libasp.asf"
+#define ASF_LABEL_NAME    "io.libasp.asf.name"
+#define ASF_PREFIX        "asf-"
+#define ASF_SSHD_PORT     2222   /* unprivileged: no CAP_NET_BIND_SERVICE needed */
+#define ASF_CTR_WORKSPACE "/workspace"
+#define ASF_CTR_ETC       "/etc/asf"
+#define ASF_USER          "agent"
+#define ASF_NFT_TABLE     "asf_egress"
+
+/* The capabilities sshd needs as root in the container; why: docs/SECURITY.md. */
+#define ASF_CAPS          "CAP_SETGID,CAP_SETUID,CAP_SYS_CHROOT"
+#define ASF_CAPS_MASK     0x400c0ULL /* bits 6, 7, 18 */
+
+/* A message for the user; filled by the failing function. */
+typedef struct asf_err {
+	char msg[1024];
+} asf_err;
+
+int asf_fail(asf_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* snprintf that says when it truncated (returns -1); paths here are checked,
+ * not trusted to fit. */
+int str_fmt(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* ------------------------------------------------------------ podman.c */
+
+/* A growable, NULL-terminated argv whose strings it owns. */
+typedef struct asf_argv {
+	char **v;
+	size_t n, cap;
+	int oom;
+} asf_argv;
+
+void argv_add(asf_argv *a, const char *s);
+void argv_addf(asf_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void argv_free(asf_argv *a);
+/* The argv as one line for messages and evidence (shell-quoted where needed). */
+char *argv_text(char *const *argv);
+
+/* What a finished command left. */
+typedef struct asf_out {
+	int status;   /* exit code; 128+N when killed by signal N; 127 when it could not run */
+	char *out;    /* stdout, NUL-terminated */
+	char *err;    /* stderr, NUL-terminated */
+} asf_out;
+
+void out_free(asf_out *o);
+
+/*
+ * Run argv[0] (found through PATH) with argv, no shell; capture both
+ * streams; kill it after timeout_s. Returns 0 when it ran (whatever its
+ * status), -1 with e set when it could not be started or timed out.
+ */
+int asf_run(asf_out *o, char *const *argv, int timeout_s, asf_err *e);
+
+/* Absolute path of `prog` in $PATH into out (size outlen); -1 if not found. */
+int asf_which(const char *prog, char *out, size_t outlen);
+
+/* The podman binary, found once per process (absolute path) */
+extern char asf_podman[4096];
+
+/* Find podman and check it answers (`podman version`). */
+int podman_ready(asf_err *e);
+
+/*
+ * Run `podman ARGS...` (a NULL-terminated list). 0: it exited 0, free o with
+ * out_free. -1: it failed (e holds podman's own stderr); nothing to free.
+ */
+int podman(asf_out *o, asf_err *e, ...) __attribute__((sentinel));
+int podman_argv(asf_out *o, asf_argv *a, asf_err *e);
+
+/* One line per labelled object of kind "container"/"network"/"volume" (IDs or names). */
+int podman_labelled(char ***out, size_t *n, const char *kind, const char *name, asf_err *e);
+void strv_free(char **v, size_t n);
+
+/* ------------------------------------------------------------ keys.c */
+
+/* Generate an ed25519 key pair at path (path.pub too); private key 0600. */
+int key_generate(const char *path, const char *comment, asf_err *e);
+/* "ssh-ed25519 AAAA..." (no comment) of the public key at pub_path. */
+int key_public_line(char *out, size_t outlen, const char *pub_path, asf_err *e);
+/* "SHA256:..." of the public key at pub_path. */
+int key_fingerprint(char *out, size_t outlen, const char *pub_path, asf_err *e);
+
+/* ------------------------------------------------------------ state.c */
+
+extern char asf_state_root[4096];
+
+/* $ASF_STATE_DIR, --state-dir, /var/lib/asf-provision (root) or $XDG_STATE_HOME/asf-provision. */
+int state_root_init(const char *override, asf_err *e);
+/* STATE_ROOT/name */
+void state_dir(char *out, size_t outlen, const char *name);
+int state_exists(const char *name);
+/* Load STATE_ROOT/name/state.json (NULL and e set when missing or bad). */
+cJSON *state_load(const char *name, asf_err *e);
+int state_save(const char *name, const cJSON *st, asf_err *e);
+/* Names of every state directory, sorted. */
+int state_names(char ***out, size_t *n);
+/* rm -rf STATE_ROOT/name, refusing anything else. */
+int state_remove(const char *name, asf_err *e);
+
+int name_valid(const char *name);
+/* Write a file atomically (tmp + rename) with mode. */
+int write_file(const char *path, const char *data, size_t len, mode_t mode, asf_err *e);
+char *read_file(const char *path, size_t *len);
+int mkdir_mode(const char *path, mode_t mode, asf_err *e);
+/* chown a directory without following a symlink planted in its place; *before gets its old owner. */
+int chown_dir(const char *path, uid_t uid, gid_t gid, struct stat *before, asf_err *e);
+/* Small cJSON accessors that tolerate absent fields. */
+const char *js(const cJSON *o, const char *key);
+double jn(const cJSON *o, const char *key, double dflt);
+int jb(const cJSON *o, const char *key);
+void iso_time(char *out, size_t outlen);
+/* Print a cJSON value to stdout and free the text. */
+void print_json(const cJSON *j);
+
+/* ------------------------------------------------------------ commands */
+
+typedef struct asf_up_opts {
+	const char *name;
+	const char *workspace;   /* HOSTDIR[:ro] */
+	const char *image;
+	const char *rootfs;
+	const char *runtime;     /* NULL: podman's default */
+	const char *egress;      /* "none" */
+	const char *ingress;     /* "publish" (default) or "exec" */
+	const char *memory;      /* e.g. "1g" */
+	const char *cpus;        /* e.g. "1" or "0.5" */
+	const char *pids;        /* e.g. "512" */
+	const char *publish;     /* ADDR[:PORT] */
+	const char *out;         /* where the .asp.json goes */
+	unsigned int uid;        /* the sandbox user's uid/gid */
+	int replace;
+	int json;
+} asf_up_opts;
+
+int cmd_up(const asf_up_opts *o);
+int cmd_down(const char *name, int json);
+int cmd_status(const char *name, int json);
+int cmd_list(int json);
+int cmd_verify(const char *name, const char *report, int json);
+
+/*
+ * manage.c: remove everything the sandbox `name` owns - labelled containers,
+ * networks and volumes, the workspace's original owner, the .asp.json it
+ * wrote, its state directory - then re-scan by label. Appends one
+ * {object, name, result[, detail]} per object to report (may be NULL).
+ * Returns the number of failures. Used by `down` and by up's rollback.
+ */
+int teardown(const char *name, cJSON *report);
+
+/* up.c: the krun check, usable or not; 0 when usable, else -1 and e says why. */
+int krun_usable(asf_err *e);
+
+#endif

@@ -1,0 +1,175 @@
+/*
+ * asf-provision - make, check and remove the far end of libasp: a hardened
+ * Podman container running sshd with no egress, and the `.asp.json` that
+ * reaches it. Run by the orchestrator on the sandbox host before the agent
+ * starts; see docs/asf-provision.1.md and docs/SECURITY.md.
+ *
+ * Exit status: 0 success; 1 the operation ran and failed (or verify found a
+ * failing check); 2 bad usage or an unusable host (nothing was created).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "asf.h"
+
+static void usage(FILE *f)
+{
+	fputs("usage: asf-provision [--state-dir DIR] COMMAND ...\n"
+	      "\n"
+	      "  up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
+	      "     [--runtime runc|crun|krun] [--egress none] [--ingress publish|exec]\n"
+	      "     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
+	      "     [--uid 1000] [--out FILE.asp.json] [--replace] [--json]\n"
+	      "  verify N [--report FILE] [--json]\n"
+	      "  status [N] [--json]\n"
+	      "  list [--json]\n"
+	      "  down N [--json]\n"
+	      "\n"
+	      "State: --state-dir, $ASF_STATE_DIR, /var/lib/asf-provision (root) or\n"
+	      "$XDG_STATE_HOME/asf-provision. See asf-provision(1).\n", f);
+}
+
+/* The value of option argv[*i] ("--opt VALUE" or "--opt=VALUE"), or NULL. */
+static const char *optval(int argc, char **argv, int *i, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	if (strncmp(argv[*i], opt, n))
+		return NULL;
+	if (argv[*i][n] == '=')
+		return argv[*i] + n + 1;
+	if (argv[*i][n] != '\0')
+		return NULL;
+	if (*i + 1 >= argc) {
+		fprintf(stderr, "asf-provision: %s needs a value\n", opt);
+		exit(2);
+	}
+	return argv[++*i];
+}
+
+static int bad_arg(const char *cmd, const char *arg)
+{
+	fprintf(stderr, "asf-provision: %s: unexpected argument \"%s\" (try --help)\n", cmd, arg);
+	return 2;
+}
+
+static int run_up(int argc, char **argv)
+{
+	asf_up_opts o;
+	const char *v;
+	int i;
+
+	memset(&o, 0, sizeof(o));
+	o.uid = 1000;
+	for (i = 0; i < argc; i++) {
+		if ((v = optval(argc, argv, &i, "--name"))) o.name = v;
+		else if ((v = optval(argc, argv, &i, "--workspace"))) o.workspace = v;
+		else if ((v = optval(argc, argv, &i, "--image"))) o.image = v;
+		else if ((v = optval(argc, argv, &i, "--rootfs"))) o.rootfs = v;
+		else if ((v = optval(argc, argv, &i, "--runtime"))) o.runtime = v;
+		else if ((v = optval(argc, argv, &i, "--egress"))) o.egress = v;
+		else if ((v = optval(argc, argv, &i, "--ingress"))) o.ingress = v;
+		else if ((v = optval(argc, argv, &i, "--memory"))) o.memory = v;
+		else if ((v = optval(argc, argv, &i, "--cpus"))) o.cpus = v;
+		else if ((v = optval(argc, argv, &i, "--pids"))) o.pids = v;
+		else if ((v = optval(argc, argv, &i, "--publish"))) o.publish = v;
+		else if ((v = optval(argc, argv, &i, "--out"))) o.out = v;
+		else if ((v = optval(argc, argv, &i, "--uid"))) {
+			char *end;
+			unsigned long u = strtoul(v, &end, 10);
+			if (*end || !*v || u > 60000) {
+				fprintf(stderr, "asf-provision: up: --uid %s: expected 1..60000\n", v);
+				return 2;
+			}
+			o.uid = (unsigned int)u;
+		}
+		else if (!strcmp(argv[i], "--replace")) o.replace = 1;
+		else if (!strcmp(argv[i], "--json")) o.json = 1;
+		else return bad_arg("up", argv[i]);
+	}
+	return cmd_up(&o);
+}
+
+/* NAME plus the common flags of the other commands. */
+static int parse_simple(const char *cmd, int argc, char **argv, const char **name, int *json,
+			const char **report, int name_required)
+{
+	const char *v;
+	int i;
+
+	*name = NULL;
+	*json = 0;
+	for (i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			*json = 1;
+		else if (report && (v = optval(argc, argv, &i, "--report")))
+			*report = v;
+		else if (argv[i][0] != '-' && !*name)
+			*name = argv[i];
+		else
+			return bad_arg(cmd, argv[i]);
+	}
+	if (name_required && !*name) {
+		fprintf(stderr, "asf-provision: %s: a sandbox name is required\n", cmd);
+		return 2;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *state = NULL, *cmd, *name = NULL, *report = NULL, *v;
+	asf_err e = { "" };
+	int i = 1, json = 0, rc;
+
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			usage(stdout);
+			return 0;
+		}
+		if ((v = optval(argc, argv, &i, "--state-dir")))
+			state = v;
+		else
+			return bad_arg("asf-provision", argv[i]);
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return 2;
+	}
+	cmd = argv[i++];
+	if (!strcmp(cmd, "help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (state_root_init(state, &e)) {
+		fprintf(stderr, "asf-provision: %s\n", e.msg);
+		return 2;
+	}
+	argc -= i;
+	argv += i;
+	if (!strcmp(cmd, "up"))
+		return run_up(argc, argv);
+	if (!strcmp(cmd, "verify")) {
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, &report, 1)))
+			return rc;
+		return cmd_verify(name, report, json);
+	}
+	if (!strcmp(cmd, "down")) {
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 1)))
+			return rc;
+		return cmd_down(name, json);
+	}
+	if (!strcmp(cmd, "status")) {
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 0)))
+			return rc;
+		return cmd_status(name, json);
+	}
+	if (!strcmp(cmd, "list")) {
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 0)) || name)
+			return rc ? rc : bad_arg(cmd, name);
+		return cmd_list(json);
+	}
+	fprintf(stderr, "asf-provision: unknown command \"%s\" (try --help)\n", cmd);
+	return 2;
+}

@@ -1,0 +1,409 @@
+/*
+ * manage.c - `down`, `status` and `list`.
+ *
+ * `down` is owned teardown: it removes what carries the sandbox's label
+ * (io.libasp.asf.name=NAME) or is named in its state, never anything else,
+ * reports every object as removed, absent or failed, re-scans by label
+ * afterwards, and can be run again at any time (it is idempotent).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "asf.h"
+
+static void note(cJSON *report, const char *object, const char *name, const char *result,
+		 const char *detail)
+{
+	cJSON *r;
+
+	if (!report)
+		return;
+	r = cJSON_CreateObject();
+	cJSON_AddStringToObject(r, "object", object);
+	cJSON_AddStringToObject(r, "name", name);
+	cJSON_AddStringToObject(r, "result", result);
+	if (detail && *detail)
+		cJSON_AddStringToObject(r, "detail", detail);
+	cJSON_AddItemToArray(report, r);
+}
+
+static int contains(char **v, size_t n, const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(v[i], s))
+			return 1;
+	return 0;
+}
+
+/* Remove the labelled objects of one kind, plus `expected` (from the state) if it is ours. */
+static int remove_kind(const char *kind, const char *name, const char *expected, cJSON *report)
+{
+	char **v = NULL;
+	size_t n = 0, i;
+	asf_err e = { "" };
+	asf_out o;
+	int failed = 0;
+
+	if (podman_labelled(&v, &n, kind, name, &e)) {
+		note(report, kind, expected ? expected : name, "failed", e.msg);
+		return 1;
+	}
+	if (expected && !contains(v, n, expected)) {
+		const char *exists = !strcmp(kind, "container") ? "container" : "network";
+		/* Named in the state but not labelled: absent, or someone else's. */
+		if (strcmp(kind, "volume") && podman(&o, &e, exists, "exists", expected, (char *)NULL) == 0) {
+			out_free(&o);
+			note(report, kind, expected, "failed", "exists without our label: left alone");
+			failed++;
+		} else {
+			note(report, kind, expected, "absent", NULL);
+		}
+	}
+	for (i = 0; i < n; i++) {
+		int rc;
+		if (!strcmp(kind, "container"))
+			rc = podman(&o, &e, "rm", "--force", "--time", "5", v[i], (char *)NULL);
+		else if (!strcmp(kind, "network"))
+			rc = podman(&o, &e, "network", "rm", v[i], (char *)NULL);
+		else
+			rc = podman(&o, &e, "volume", "rm", "--force", v[i], (char *)NULL);
+		if (rc) {
+			note(report, kind, v[i], "failed", e.msg);
+			failed++;
+		} else {
+			out_free(&o);
+			note(report, kind, v[i], "removed", NULL);
+		}
+	}
+	strv_free(v, n);
+	return failed;
+}
+
+/* Give the workspace directory back to the owner it had before `up`. */
+static int restore_workspace(const cJSON *st, cJSON *report)
+{
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(st, "workspace");
+	const char *host = js(ws, "host");
+	struct stat sb;
+	uid_t uid = (uid_t)jn(st, "uid", 0);
+
+	asf_err e;
+
+	if (!host || !jb(ws, "chowned"))
+		return 0;
+	if (chown_dir(host, (uid_t)-1, (gid_t)-1, &sb, &e)) {
+		note(report, "workspace-owner", host, "absent", e.msg);
+		return 0;
+	}
+	if (sb.st_uid != uid) {
+		note(report, "workspace-owner", host, "absent", "owner changed since up: left alone");
+		return 0;
+	}
+	if (chown_dir(host, (uid_t)jn(ws, "orig_uid", 0), (gid_t)jn(ws, "orig_gid", 0), NULL, &e)) {
+		note(report, "workspace-owner", host, "failed", e.msg);
+		return 1;
+	}
+	note(report, "workspace-owner", host, "restored", "original owner given back");
+	return 0;
+}
+
+/* Remove the .asp.json `up` wrote, if it is still the one it wrote. */
+static int remove_config(const char *name, const cJSON *st, cJSON *report)
+{
+	const char *out = js(st, "out");
+	char copy[4400], *a, *b;
+	int same;
+
+	state_dir(copy, sizeof(copy), name);
+	strncat(copy, "/asp.json", sizeof(copy) - strlen(copy) - 1);
+	if (!out || !strcmp(out, copy))
+		return 0;
+	if (!(a = read_file(out, NULL))) {
+		note(report, "config", out, "absent", NULL);
+		return 0;
+	}
+	b = read_file(copy, NULL);
+	same = b && !strcmp(a, b);
+	free(a);
+	free(b);
+	if (!same) {
+		note(report, "config", out, "absent", "changed since up: left alone");
+		return 0;
+	}
+	if (unlink(out)) {
+		note(report, "config", out, "failed", strerror(errno));
+		return 1;
+	}
+	note(report, "config", out, "removed", NULL);
+	return 0;
+}
+
+int teardown(const char *name, cJSON *report)
+{
+	const char *kinds[] = { "container", "network", "volume" };
+	char derived[64], dir[4200];
+	asf_err e = { "" };
+	cJSON *st;
+	int failed = 0;
+	size_t i;
+
+	str_fmt(derived, sizeof(derived), ASF_PREFIX "%s", name);
+	st = state_load(name, &e);
+	if (podman_ready(&e)) {
+		note(report, "podman", "podman", "failed", e.msg);
+		cJSON_Delete(st);
+		return 1;
+	}
+	failed += remove_kind("container", name, st ? js(st, "container") : derived, report);
+	failed += remove_kind("network", name, st ? js(st, "network") : derived, report);
+	failed += remove_kind("volume", name, NULL, report);
+	if (st) {
+		failed += restore_workspace(st, report);
+		failed += remove_config(name, st, report);
+	}
+	state_dir(dir, sizeof(dir), name);
+	if (!state_exists(name)) {
+		note(report, "state", dir, "absent", NULL);
+	} else if (failed) {
+		note(report, "state", dir, "failed", "kept: other objects could not be removed");
+	} else if (state_remove(name, &e)) {
+		note(report, "state", dir, "failed", e.msg);
+		failed++;
+	} else {
+		note(report, "state", dir, "removed", NULL);
+	}
+	/* Re-scan: anything still labelled is a failure, whatever the steps above said. */
+	for (i = 0; i < 3; i++) {
+		char **v;
+		size_t n, k;
+		if (podman_labelled(&v, &n, kinds[i], name, &e)) {
+			note(report, kinds[i], name, "failed", e.msg);
+			failed++;
+			continue;
+		}
+		for (k = 0; k < n; k++) {
+			note(report, kinds[i], v[k], "failed", "still present after removal");
+			failed++;
+		}
+		strv_free(v, n);
+	}
+	cJSON_Delete(st);
+	return failed;
+}
+
+int cmd_down(const char *name, int json)
+{
+	cJSON *report = cJSON_CreateArray(), *out, *r;
+	int failed;
+
+	if (!name_valid(name)) {
+		fprintf(stderr, "asf-provision: down: invalid name \"%s\"\n", name);
+		cJSON_Delete(report);
+		return 2;
+	}
+	failed = teardown(name, report);
+	if (json) {
+		out = cJSON_CreateObject();
+		cJSON_AddStringToObject(out, "name", name);
+		cJSON_AddBoolToObject(out, "ok", failed == 0);
+		cJSON_AddItemToObject(out, "objects", report);
+		print_json(out);
+		cJSON_Delete(out);
+	} else {
+		cJSON_ArrayForEach(r, report) {
+			const char *d = js(r, "detail");
+			printf("%-16s %-40s %s%s%s\n", js(r, "object"), js(r, "name"), js(r, "result"),
+			       d ? ": " : "", d ? d : "");
+		}
+		printf("down %s: %s\n", name, failed ? "FAILED (see above)" : "nothing left");
+		cJSON_Delete(report);
+	}
+	return failed ? 1 : 0;
+}
+
+/* "present", "missing" or "unknown": the egress table inside the container's netns. */
+static const char *firewall_state(long pid)
+{
+	char spid[32];
+	char *argv[] = { "nsenter", NULL, "--net", "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
+	asf_out o;
+	asf_err e;
+	const char *r;
+
+	str_fmt(spid, sizeof(spid), "--target=%ld", pid);
+	argv[1] = spid;
+	if (asf_run(&o, argv, 10, &e))
+		return "unknown";
+	r = o.status == 0 && strstr(o.out, "policy drop") ? "present" : "missing";
+	out_free(&o);
+	return r;
+}
+
+static cJSON *status_of(const char *name)
+{
+	cJSON *s = cJSON_CreateObject(), *st;
+	asf_err e = { "" };
+	asf_out o;
+	char ctr[64];
+	long pid = 0;
+
+	cJSON_AddStringToObject(s, "name", name);
+	st = state_load(name, &e);
+	str_fmt(ctr, sizeof(ctr), "%s", st && js(st, "container") ? js(st, "container") : "");
+	if (!ctr[0])
+		str_fmt(ctr, sizeof(ctr), ASF_PREFIX "%s", name);
+	cJSON_AddStringToObject(s, "phase", st ? (js(st, "phase") ? js(st, "phase") : "?") : "no state (orphan)");
+	cJSON_AddStringToObject(s, "container", ctr);
+	if (podman(&o, &e, "inspect", "--type", "container", "--format", "{{.State.Status}} {{.State.Pid}}",
+		   ctr, (char *)NULL) == 0) {
+		char status[64] = "";
+		sscanf(o.out, "%63s %ld", status, &pid);
+		cJSON_AddStringToObject(s, "status", status);
+		out_free(&o);
+	} else {
+		cJSON_AddStringToObject(s, "status", "missing");
+	}
+	cJSON_AddStringToObject(s, "firewall", pid > 0 ? firewall_state(pid) : "unknown");
+	if (st) {
+		cJSON_AddStringToObject(s, "ingress", js(st, "ingress") ? js(st, "ingress") : "");
+		if (jn(st, "port", 0) > 0)
+			cJSON_AddNumberToObject(s, "port", jn(st, "port", 0));
+		if (js(st, "config"))
+			cJSON_AddStringToObject(s, "config", js(st, "config"));
+		cJSON_AddStringToObject(s, "created", js(st, "created") ? js(st, "created") : "");
+	}
+	cJSON_Delete(st);
+	return s;
+}
+
+/* Names known from state directories and from labels (orphans included). */
+static int all_names(char ***out, size_t *n, asf_err *e)
+{
+	char **v, **lab;
+	size_t k, m, i;
+	asf_out o;
+
+	if (state_names(&v, &k))
+		return asf_fail(e, "cannot read %s: %s", asf_state_root, strerror(errno));
+	if (podman(&o, e, "ps", "-a", "--filter", "label=" ASF_LABEL "=1", "--format",
+		   "{{index .Labels \"" ASF_LABEL_NAME "\"}}", (char *)NULL) == 0) {
+		char *line, *save = NULL;
+		for (line = strtok_r(o.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char **nv;
+			if (!name_valid(line) || contains(v, k, line))
+				continue;
+			if (!(nv = realloc(v, (k + 1) * sizeof(*v))) || !(nv[k] = strdup(line)))
+				break;
+			v = nv;
+			k++;
+		}
+		out_free(&o);
+	}
+	if (podman_labelled(&lab, &m, "network", NULL, e) == 0) {
+		for (i = 0; i < m; i++) {
+			const char *nm = lab[i] + (strncmp(lab[i], ASF_PREFIX, 4) ? 0 : 4);
+			char **nv;
+			if (!name_valid(nm) || contains(v, k, nm))
+				continue;
+			if (!(nv = realloc(v, (k + 1) * sizeof(*v))) || !(nv[k] = strdup(nm)))
+				break;
+			v = nv;
+			k++;
+		}
+		strv_free(lab, m);
+	}
+	*out = v;
+	*n = k;
+	return 0;
+}
+
+int cmd_status(const char *name, int json)
+{
+	cJSON *all = cJSON_CreateArray(), *s;
+	asf_err e = { "" };
+	char **v = NULL;
+	size_t n = 0, i;
+	int rc = 0;
+
+	if (podman_ready(&e)) {
+		fprintf(stderr, "asf-provision: status: %s\n", e.msg);
+		cJSON_Delete(all);
+		return 2;
+	}
+	if (name) {
+		char **lab;
+		size_t m;
+		if (!name_valid(name)) {
+			fprintf(stderr, "asf-provision: status: invalid name \"%s\"\n", name);
+			cJSON_Delete(all);
+			return 2;
+		}
+		if (!state_exists(name) && podman_labelled(&lab, &m, "container", name, &e) == 0) {
+			strv_free(lab, m);
+			if (!m) {
+				fprintf(stderr, "asf-provision: status: no sandbox named \"%s\"\n", name);
+				cJSON_Delete(all);
+				return 1;
+			}
+		}
+		cJSON_AddItemToArray(all, status_of(name));
+	} else {
+		if (all_names(&v, &n, &e)) {
+			fprintf(stderr, "asf-provision: status: %s\n", e.msg);
+			cJSON_Delete(all);
+			return 2;
+		}
+		for (i = 0; i < n; i++)
+			cJSON_AddItemToArray(all, status_of(v[i]));
+		strv_free(v, n);
+	}
+	cJSON_ArrayForEach(s, all)
+		if (strcmp(js(s, "status"), "running") || strcmp(js(s, "firewall"), "present"))
+			rc = 1; /* not healthy */
+	if (json) {
+		print_json(name ? cJSON_GetArrayItem(all, 0) : all);
+	} else {
+		cJSON_ArrayForEach(s, all) {
+			printf("%s: container %s %s, firewall %s, phase %s", js(s, "name"), js(s, "container"),
+			       js(s, "status"), js(s, "firewall"), js(s, "phase"));
+			if (jn(s, "port", 0) > 0)
+				printf(", ssh port %d", (int)jn(s, "port", 0));
+			if (js(s, "config"))
+				printf(", config %s", js(s, "config"));
+			printf("\n");
+		}
+	}
+	cJSON_Delete(all);
+	return rc;
+}
+
+int cmd_list(int json)
+{
+	asf_err e = { "" };
+	char **v;
+	size_t n, i;
+
+	if (podman_ready(&e) || all_names(&v, &n, &e)) {
+		fprintf(stderr, "asf-provision: list: %s\n", e.msg);
+		return 2;
+	}
+	if (json) {
+		cJSON *a = cJSON_CreateArray();
+		for (i = 0; i < n; i++)
+			cJSON_AddItemToArray(a, cJSON_CreateString(v[i]));
+		print_json(a);
+		cJSON_Delete(a);
+	} else {
+		for (i = 0; i < n; i++)
+			printf("%s%s\n", v[i], state_exists(v[i]) ? "" : "  (orphan: labelled objects, no state; "
+									"`asf-provision down` removes them)");
+	}
+	strv_free(v, n);
+	return 0;
+}

@@ -1,0 +1,877 @@
+/*
+ * up.c - `asf-provision up`: make one sandbox, or nothing.
+ *
+ * Order (each step recorded in state.json before the next, so `down` and
+ * the rollback below can undo a half-made sandbox):
+ *   1. validate every option; find podman; check the runtime (krun: KVM
+ *      and libkrun) and that the name is free - nothing created yet;
+ *   2. state dir (0700): keys, sshd_config, authorized_keys, passwd,
+ *      group, resolv.conf, the nftables ruleset;
+ *   3. the workspace directory is handed to the sandbox user (chown of
+ *      the directory itself; recorded and undone by `down`);
+ *   4. a labelled network asf-NAME (publish ingress) or none (exec ingress);
+ *   5. `podman create` (least privilege, see create_argv), `podman init`:
+ *      the namespaces exist but sshd does not run yet;
+ *   6. from the host, inside the container's network namespace: the egress
+ *      ruleset, and no default route (loopback publishing);
+ *   7. `podman start`; the .asp.json; a real connection through it.
+ * Any failure after step 1 tears down everything labelled with the name.
+ */
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <asp.h>
+
+#include "asf.h"
+
+typedef struct up_ctx {
+	const asf_up_opts *o;
+	char dir[4200];        /* state dir */
+	char ctr[64];          /* container and network name: asf-NAME */
+	char ws_host[PATH_MAX];
+	int ws_ro;
+	char rootfs[PATH_MAX];
+	unsigned long long mem_bytes;
+	long pids;
+	double cpus;
+	char pub_addr[INET_ADDRSTRLEN];
+	int pub_port;          /* requested; 0 = any */
+	int loopback;          /* publishing on 127.0.0.0/8 */
+	int exec_ingress;
+	char out[PATH_MAX];    /* the .asp.json */
+	char host_key[512];    /* "ssh-ed25519 AAAA..." */
+	char fingerprint[128];
+	cJSON *st;
+} up_ctx;
+
+/* ------------------------------------------------------------- parsing */
+
+static int parse_memory(unsigned long long *out, const char *s)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		return -1;
+	switch (*end | 0x20) { /* lower case; '\0' becomes ' ' */
+	case ' ': case 'b': break;
+	case 'k': v <<= 10; break;
+	case 'm': v <<= 20; break;
+	case 'g': v <<= 30; break;
+	default: return -1;
+	}
+	if (*end && end[1])
+		return -1;
+	*out = v;
+	return v >= (16ULL << 20) ? 0 : -1; /* sshd and a shell need a few MiB */
+}
+
+static int parse_publish(up_ctx *c, const char *s, asf_err *e)
+{
+	char addr[64];
+	const char *colon = strrchr(s, ':');
+	struct in_addr in;
+	long port = 0;
+
+	if (colon) {
+		char *end;
+		str_fmt(addr, sizeof(addr), "%.*s", (int)(colon - s), s);
+		port = strtol(colon + 1, &end, 10);
+		if (end == colon + 1 || *end || port < 0 || port > 65535)
+			return asf_fail(e, "--publish %s: expected ADDR[:PORT] with PORT 0..65535", s);
+	} else {
+		str_fmt(addr, sizeof(addr), "%s", s);
+	}
+	if (inet_pton(AF_INET, addr, &in) != 1)
+		return asf_fail(e, "--publish %s: ADDR must be an IPv4 address (e.g. 127.0.0.1)", s);
+	str_fmt(c->pub_addr, sizeof(c->pub_addr), "%s", addr);
+	c->pub_port = (int)port;
+	c->loopback = (ntohl(in.s_addr) >> 24) == 127;
+	return 0;
+}
+
+static int path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == '\0' || !strcmp(dir, "/"));
+}
+
+/* The real path of a file that may not exist yet (its directory must). */
+static int out_realpath(char *out, const char *path, asf_err *e)
+{
+	char dir[PATH_MAX], real[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+
+	if (!*base)
+		return asf_fail(e, "--out %s: expected a file name", path);
+	str_fmt(dir, sizeof(dir), "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+	if (!dir[0])
+		str_fmt(dir, sizeof(dir), "/");
+	if (!realpath(dir, real))
+		return asf_fail(e, "--out %s: %s: %s", path, dir, strerror(errno));
+	if (str_fmt(out, PATH_MAX, "%s/%s", strcmp(real, "/") ? real : "", base) >= PATH_MAX)
+		return asf_fail(e, "--out %s: path too long", path);
+	return 0;
+}
+
+static int validate(up_ctx *c, asf_err *e)
+{
+	const asf_up_opts *o = c->o;
+	char ws[PATH_MAX];
+	struct stat st;
+	size_t n;
+
+	if (!o->name || !name_valid(o->name))
+		return asf_fail(e, "--name: expected 1-40 characters of a-z, 0-9, '-', '_', '.', "
+				   "starting with a letter or digit");
+	str_fmt(c->ctr, sizeof(c->ctr), ASF_PREFIX "%s", o->name);
+	state_dir(c->dir, sizeof(c->dir), o->name);
+
+	if (!o->workspace)
+		return asf_fail(e, "--workspace HOSTDIR[:ro] is required");
+	str_fmt(ws, sizeof(ws), "%s", o->workspace);
+	n = strlen(ws);
+	if (n > 3 && !strcmp(ws + n - 3, ":ro")) {
+		ws[n - 3] = '\0';
+		c->ws_ro = 1;
+	} else if (n > 3 && !strcmp(ws + n - 3, ":rw")) {
+		ws[n - 3] = '\0';
+	}
+	if (!realpath(ws, c->ws_host))
+		return asf_fail(e, "--workspace %s: %s", ws, strerror(errno));
+	if (stat(c->ws_host, &st) || !S_ISDIR(st.st_mode))
+		return asf_fail(e, "--workspace %s: not a directory", ws);
+	if (strpbrk(c->ws_host, ":,\n"))
+		return asf_fail(e, "--workspace %s: ':', ',' and newlines cannot be passed to podman's mount syntax", ws);
+	if (!strcmp(c->ws_host, "/") || path_under(asf_state_root, c->ws_host))
+		return asf_fail(e, "--workspace %s: must not contain the state directory %s "
+				   "(the sandbox would see its own keys)", ws, asf_state_root);
+
+	if (!!o->image == !!o->rootfs)
+		return asf_fail(e, "give exactly one of --image IMG or --rootfs DIR");
+	if (o->rootfs) {
+		if (!realpath(o->rootfs, c->rootfs) || stat(c->rootfs, &st) || !S_ISDIR(st.st_mode))
+			return asf_fail(e, "--rootfs %s: not a directory", o->rootfs);
+		char sshd[PATH_MAX + 32];
+		str_fmt(sshd, sizeof(sshd), "%s/usr/sbin/sshd", c->rootfs);
+		if (access(sshd, F_OK))
+			return asf_fail(e, "--rootfs %s: no /usr/sbin/sshd in it "
+					   "(tools/asf-provision/mkrootfs.sh builds one)", o->rootfs);
+		if (path_under(c->rootfs, c->ws_host) || path_under(c->ws_host, c->rootfs))
+			return asf_fail(e, "--rootfs and --workspace must not contain each other");
+	}
+	if (o->runtime && strcmp(o->runtime, "runc") && strcmp(o->runtime, "crun") &&
+	    strcmp(o->runtime, "krun"))
+		return asf_fail(e, "--runtime %s: expected runc, crun or krun", o->runtime);
+	if (o->egress && strcmp(o->egress, "none"))
+		return asf_fail(e, "--egress %s: only \"none\" is implemented (no allow-lists yet)", o->egress);
+	if (o->ingress && strcmp(o->ingress, "publish") && strcmp(o->ingress, "exec"))
+		return asf_fail(e, "--ingress %s: expected publish or exec", o->ingress);
+	c->exec_ingress = o->ingress && !strcmp(o->ingress, "exec");
+	if (c->exec_ingress && o->publish)
+		return asf_fail(e, "--publish makes no sense with --ingress exec (the sandbox has no network)");
+	if (parse_publish(c, o->publish ? o->publish : "127.0.0.1", e))
+		return -1;
+	if (parse_memory(&c->mem_bytes, o->memory ? o->memory : "1g"))
+		return asf_fail(e, "--memory %s: expected a size of at least 16m such as 512m or 2g",
+				o->memory);
+	{
+		char *end;
+		c->cpus = strtod(o->cpus ? o->cpus : "1", &end);
+		if (*end || !(c->cpus >= 0.01 && c->cpus <= 1024))
+			return asf_fail(e, "--cpus %s: expected a number such as 1 or 0.5", o->cpus);
+		c->pids = strtol(o->pids ? o->pids : "512", &end, 10);
+		if (*end || c->pids < 16 || c->pids > 4194304)
+			return asf_fail(e, "--pids %s: expected an integer 16..4194304", o->pids);
+	}
+	if (o->uid < 1 || o->uid > 60000)
+		return asf_fail(e, "--uid %u: expected 1..60000 (not root)", o->uid);
+
+	if (o->out) {
+		if (out_realpath(c->out, o->out, e))
+			return -1;
+	} else {
+		str_fmt(c->out, sizeof(c->out), "%s/asp.json", c->dir);
+	}
+	/* An agent that can write the harness's .asp.json could point
+	 * x-asp-proxy-command at any host command. */
+	if (path_under(c->out, c->ws_host))
+		return asf_fail(e, "--out %s: must not be inside the workspace (the sandbox could rewrite it)",
+				c->out);
+	return 0;
+}
+
+/* ------------------------------------------------------------- runtime */
+
+int krun_usable(asf_err *e)
+{
+	char why[768] = "", krun[4096];
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+	void *lib;
+
+	if (fd < 0)
+		str_fmt(why + strlen(why), sizeof(why) - strlen(why), " /dev/kvm: %s;", strerror(errno));
+	else
+		close(fd);
+	if (asf_which("krun", krun, sizeof(krun)))
+		str_fmt(why + strlen(why), sizeof(why) - strlen(why),
+			 " no `krun` OCI runtime in PATH (crun built with libkrun);");
+	lib = dlopen("libkrun.so.1", RTLD_LAZY | RTLD_LOCAL);
+	if (!lib)
+		str_fmt(why + strlen(why), sizeof(why) - strlen(why), " libkrun.so.1 not found;");
+	else
+		dlclose(lib);
+	if (!why[0])
+		return 0;
+	why[strlen(why) - 1] = '\0';
+	return asf_fail(e, "--runtime krun is not usable on this host:%s. A krun sandbox needs "
+			   "/dev/kvm, libkrun and crun built with libkrun (installed as `krun`, e.g. "
+			   "Fedora's crun-krun package); Debian 12 packages neither libkrun nor a "
+			   "krun-enabled crun. Nothing was created.", why);
+}
+
+/* ------------------------------------------------------------- files */
+
+static int write_in(const up_ctx *c, const char *rel, const char *text, mode_t mode, asf_err *e)
+{
+	char path[4400];
+
+	str_fmt(path, sizeof(path), "%s/%s", c->dir, rel);
+	return write_file(path, text, strlen(text), mode, e);
+}
+
+static int make_files(up_ctx *c, asf_err *e)
+{
+	char path[4400], pub[4400], client_pub[512], buf[4096];
+	unsigned int uid = c->o->uid;
+
+	/* The host key lives in the mounted sshd/ directory; its .pub beside state.json. */
+	str_fmt(path, sizeof(path), "%s/sshd/ssh_host_ed25519_key", c->dir);
+	str_fmt(buf, sizeof(buf), "%s host key (asf-provision)", c->ctr);
+	if (key_generate(path, buf, e))
+		return -1;
+	str_fmt(pub, sizeof(pub), "%s/host_ed25519_key.pub", c->dir);
+	str_fmt(buf, sizeof(buf), "%s.pub", path);
+	if (rename(buf, pub))
+		return asf_fail(e, "rename %s: %s", buf, strerror(errno));
+	if (key_public_line(c->host_key, sizeof(c->host_key), pub, e) ||
+	    key_fingerprint(c->fingerprint, sizeof(c->fingerprint), pub, e))
+		return -1;
+
+	str_fmt(path, sizeof(path), "%s/client_ed25519_key", c->dir);
+	str_fmt(buf, sizeof(buf), "%s client key (asf-provision)", c->ctr);
+	if (key_generate(path, buf, e))
+		return -1;
+	str_fmt(pub, sizeof(pub), "%s.pub", path);
+	if (key_public_line(client_pub, sizeof(client_pub), pub, e))
+		return -1;
+
+	/* `restrict`: no pty, no forwarding of any kind, no ~/.ssh/rc. */
+	str_fmt(buf, sizeof(buf), "restrict %s %s-client\n", client_pub, c->ctr);
+	if (write_in(c, "sshd/authorized_keys", buf, 0644, e))
+		return -1;
+
+	str_fmt(buf, sizeof(buf),
+		 "# sshd_config for sandbox %s, written by asf-provision. Read-only in the container.\n"
+		 "Port %d\n"
+		 "ListenAddress %s\n"
+		 "AddressFamily inet\n"
+		 "HostKey " ASF_CTR_ETC "/ssh_host_ed25519_key\n"
+		 "AuthorizedKeysFile " ASF_CTR_ETC "/authorized_keys\n"
+		 "AllowUsers " ASF_USER "\n"
+		 "PermitRootLogin no\n"
+		 "PubkeyAuthentication yes\n"
+		 "PasswordAuthentication no\n"
+		 "KbdInteractiveAuthentication no\n"
+		 "UsePAM no\n"
+		 "StrictModes yes\n"
+		 "DisableForwarding yes\n"
+		 "PermitTunnel no\n"
+		 "PermitTTY no\n"
+		 "PermitUserEnvironment no\n"
+		 "PermitUserRC no\n"
+		 "UseDNS no\n"
+		 "PidFile none\n"
+		 "PrintMotd no\n"
+		 "PrintLastLog no\n"
+		 "LogLevel VERBOSE\n"
+		 "Subsystem sftp internal-sftp\n",
+		 c->o->name, ASF_SSHD_PORT, c->exec_ingress ? "127.0.0.1" : "0.0.0.0");
+	if (write_in(c, "sshd/sshd_config", buf, 0644, e))
+		return -1;
+
+	str_fmt(buf, sizeof(buf),
+		 "root:x:0:0:root:/root:/bin/sh\n"
+		 "sshd:x:101:65534:sshd privilege separation:/run/sshd:/usr/sbin/nologin\n"
+		 ASF_USER ":x:%u:%u:sandbox user:/home/" ASF_USER ":/bin/bash\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, uid);
+	if (write_in(c, "etc/passwd", buf, 0644, e))
+		return -1;
+	str_fmt(buf, sizeof(buf), "root:x:0:\n" ASF_USER ":x:%u:\nnogroup:x:65534:\n", uid);
+	if (write_in(c, "etc/group", buf, 0644, e))
+		return -1;
+	if (write_in(c, "etc/resolv.conf",
+		     "# asf-provision: this sandbox has no egress and no resolver.\n"
+		     "options timeout:1 attempts:1\n", 0644, e))
+		return -1;
+
+	/* Loaded from the host into the container's network namespace. */
+	str_fmt(buf, sizeof(buf),
+		 "# egress policy of sandbox %s: nothing new goes out; only sshd comes in.\n"
+		 "table inet " ASF_NFT_TABLE " {\n"
+		 "\tchain output {\n"
+		 "\t\ttype filter hook output priority 0; policy drop;\n"
+		 "\t\toifname \"lo\" accept\n"
+		 "\t\tct state established,related accept\n"
+		 "\t}\n"
+		 "\tchain input {\n"
+		 "\t\ttype filter hook input priority 0; policy drop;\n"
+		 "\t\tiifname \"lo\" accept\n"
+		 "\t\tct state established,related accept\n"
+		 "\t\ttcp dport %d ct state new accept\n"
+		 "\t}\n"
+		 "}\n", c->o->name, ASF_SSHD_PORT);
+	return write_in(c, "egress.nft", buf, 0600, e);
+}
+
+/* ------------------------------------------------------------- podman */
+
+static void add_label(asf_argv *a, const char *name)
+{
+	argv_add(a, "--label");
+	argv_add(a, ASF_LABEL "=1");
+	argv_add(a, "--label");
+	argv_addf(a, ASF_LABEL_NAME "=%s", name);
+}
+
+static rlim_t hard_limit(int resource, rlim_t want)
+{
+	struct rlimit rl;
+
+	if (getrlimit(resource, &rl) == 0 && rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want)
+		return rl.rlim_max;
+	return want;
+}
+
+static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
+{
+	const asf_up_opts *o = c->o;
+
+	*nofile = (long)hard_limit(RLIMIT_NOFILE, 1024);
+	*nproc = (long)hard_limit(RLIMIT_NPROC, (rlim_t)c->pids);
+
+	argv_add(a, asf_podman);
+	argv_add(a, "create");
+	argv_add(a, "--name");
+	argv_add(a, c->ctr);
+	add_label(a, o->name);
+	if (o->runtime) {
+		argv_add(a, "--runtime");
+		argv_add(a, o->runtime);
+	}
+	argv_add(a, "--hostname");
+	argv_add(a, c->ctr);
+	/* Least privilege: docs/SECURITY.md says why each of these is here. */
+	argv_add(a, "--cap-drop=ALL");
+	argv_add(a, "--cap-add=" ASF_CAPS);
+	argv_add(a, "--security-opt=no-new-privileges");
+	argv_add(a, "--read-only");
+	argv_add(a, "--read-only-tmpfs=false");
+	argv_add(a, "--tmpfs=/run:rw,nosuid,nodev,noexec,mode=0755,size=16m");
+	argv_add(a, "--tmpfs=/run/sshd:rw,nosuid,nodev,noexec,mode=0755,size=1m");
+	argv_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=256m");
+	argv_addf(a, "--pids-limit=%ld", c->pids);
+	argv_addf(a, "--memory=%llu", c->mem_bytes);
+	argv_addf(a, "--memory-swap=%llu", c->mem_bytes); /* no swap beyond the limit */
+	argv_addf(a, "--cpus=%g", c->cpus);
+	argv_addf(a, "--ulimit=nofile=%ld:%ld", *nofile, *nofile);
+	argv_addf(a, "--ulimit=nproc=%ld:%ld", *nproc, *nproc);
+	argv_add(a, "--ulimit=core=0:0");
+	argv_add(a, "--restart=no");
+	argv_add(a, "--no-hosts");
+	argv_add(a, "--sysctl=net.ipv6.conf.all.disable_ipv6=1");
+	argv_add(a, "--sysctl=net.ipv6.conf.default.disable_ipv6=1");
+	if (c->exec_ingress) {
+		argv_add(a, "--network=none");
+	} else {
+		argv_addf(a, "--network=%s", c->ctr);
+		if (c->pub_port)
+			argv_addf(a, "--publish=%s:%d:%d/tcp", c->pub_addr, c->pub_port, ASF_SSHD_PORT);
+		else
+			argv_addf(a, "--publish=%s::%d/tcp", c->pub_addr, ASF_SSHD_PORT);
+	}
+	argv_addf(a, "--volume=%s/sshd:" ASF_CTR_ETC ":ro,nosuid,nodev,noexec", c->dir);
+	argv_addf(a, "--volume=%s/etc/passwd:/etc/passwd:ro,nosuid,nodev,noexec", c->dir);
+	argv_addf(a, "--volume=%s/etc/group:/etc/group:ro,nosuid,nodev,noexec", c->dir);
+	argv_addf(a, "--volume=%s/etc/resolv.conf:/etc/resolv.conf:ro,nosuid,nodev,noexec", c->dir);
+	argv_addf(a, "--volume=%s:" ASF_CTR_WORKSPACE ":%s,nosuid,nodev", c->ws_host, c->ws_ro ? "ro" : "rw");
+	if (o->rootfs) {
+		argv_add(a, "--rootfs");
+		argv_add(a, c->rootfs);
+	} else {
+		argv_add(a, o->image);
+	}
+	argv_add(a, "/usr/sbin/sshd");
+	argv_add(a, "-D");
+	argv_add(a, "-e");
+	argv_add(a, "-f");
+	argv_add(a, ASF_CTR_ETC "/sshd_config");
+}
+
+/* Run a program in the network namespace of process pid (nsenter -t PID -n ...). */
+static int in_netns(asf_out *o, long pid, asf_err *e, const char *const *args)
+{
+	asf_argv a = { 0 };
+	size_t i;
+	int rc;
+
+	argv_add(&a, "nsenter");
+	argv_addf(&a, "--target=%ld", pid);
+	argv_add(&a, "--net");
+	for (i = 0; args[i]; i++)
+		argv_add(&a, args[i]);
+	rc = a.oom ? asf_fail(e, "out of memory") : asf_run(o, a.v, 30, e);
+	if (rc == 0 && o->status != 0) {
+		char *t = argv_text(a.v);
+		asf_fail(e, "%s failed (exit %d): %s", t ? t : "nsenter", o->status, o->err);
+		free(t);
+		out_free(o);
+		rc = -1;
+	}
+	argv_free(&a);
+	return rc;
+}
+
+static long container_pid(const char *ctr, asf_err *e)
+{
+	asf_out o;
+	long pid;
+
+	if (podman(&o, e, "inspect", "--type", "container", "--format", "{{.State.Pid}}", ctr, (char *)NULL))
+		return -1;
+	pid = strtol(o.out, NULL, 10);
+	out_free(&o);
+	if (pid <= 0)
+		return asf_fail(e, "container %s has no process", ctr);
+	return pid;
+}
+
+static int block_egress(up_ctx *c, long pid, asf_err *e)
+{
+	char nft[4400];
+	const char *load[] = { "nft", "-f", nft, NULL };
+	const char *show[] = { "ip", "-4", "route", "show", "default", NULL };
+	const char *del[] = { "ip", "-4", "route", "del", "default", NULL };
+	asf_out o;
+	int has_default;
+
+	str_fmt(nft, sizeof(nft), "%s/egress.nft", c->dir);
+	if (in_netns(&o, pid, e, load))
+		return -1;
+	out_free(&o);
+	cJSON_AddStringToObject(c->st, "firewall", "inet " ASF_NFT_TABLE);
+	if (!c->loopback && !c->exec_ingress) {
+		/* Replies to clients on other networks need the default route. */
+		cJSON_AddBoolToObject(c->st, "default_route_removed", 0);
+		return 0;
+	}
+	if (in_netns(&o, pid, e, show))
+		return -1;
+	has_default = o.out[0] != '\0';
+	out_free(&o);
+	if (has_default) {
+		if (in_netns(&o, pid, e, del))
+			return -1;
+		out_free(&o);
+	}
+	cJSON_AddBoolToObject(c->st, "default_route_removed", 1);
+	return 0;
+}
+
+static int published_port(up_ctx *c, asf_err *e)
+{
+	char spec[32], *colon;
+	asf_out o;
+	long port;
+
+	str_fmt(spec, sizeof(spec), "%d/tcp", ASF_SSHD_PORT);
+	if (podman(&o, e, "port", c->ctr, spec, (char *)NULL))
+		return -1;
+	colon = strrchr(o.out, ':');
+	port = colon ? strtol(colon + 1, NULL, 10) : 0;
+	out_free(&o);
+	if (port <= 0 || port > 65535)
+		return asf_fail(e, "podman did not publish port %d of %s", ASF_SSHD_PORT, c->ctr);
+	return (int)port;
+}
+
+/* ------------------------------------------------------------- config */
+
+static int write_config(up_ctx *c, int port, asf_err *e)
+{
+	cJSON *cfg = cJSON_CreateObject(), *conn = cJSON_CreateObject(), *x = cJSON_CreateObject();
+	char identity[4400], copy[4400], *text;
+	asp_error aerr = { 0 };
+	int rc;
+
+	str_fmt(identity, sizeof(identity), "%s/client_ed25519_key", c->dir);
+	cJSON_AddStringToObject(cfg, "version", "0");
+	cJSON_AddStringToObject(cfg, "transport", "ssh");
+	if (c->exec_ingress) {
+		/* libasp runs this with /bin/sh -c: argv_text quotes every word. */
+		char *argv[] = { asf_podman, "exec", "-i", c->ctr, "/usr/sbin/sshd", "-i", "-f",
+				 ASF_CTR_ETC "/sshd_config", NULL };
+		char *proxy = argv_text(argv);
+		cJSON_AddStringToObject(conn, "host", c->ctr);
+		cJSON_AddStringToObject(conn, "user", ASF_USER);
+		cJSON_AddStringToObject(conn, "identity", identity);
+		cJSON_AddStringToObject(conn, "host_key", c->host_key);
+		cJSON_AddStringToObject(conn, "x-asp-proxy-command", proxy ? proxy : "");
+		free(proxy);
+	} else {
+		cJSON_AddStringToObject(conn, "host", strcmp(c->pub_addr, "0.0.0.0") ? c->pub_addr : "127.0.0.1");
+		cJSON_AddNumberToObject(conn, "port", port);
+		cJSON_AddStringToObject(conn, "user", ASF_USER);
+		cJSON_AddStringToObject(conn, "identity", identity);
+		cJSON_AddStringToObject(conn, "host_key", c->host_key);
+	}
+	cJSON_AddItemToObject(cfg, "connection", conn);
+	cJSON_AddStringToObject(cfg, "workspace", ASF_CTR_WORKSPACE);
+	cJSON_AddStringToObject(x, "name", c->o->name);
+	cJSON_AddStringToObject(x, "state", c->dir);
+	cJSON_AddItemToObject(cfg, "x-asf-provision", x);
+	text = cJSON_Print(cfg);
+	cJSON_Delete(cfg);
+	if (!text)
+		return asf_fail(e, "out of memory");
+	/* A copy beside state.json lets `down` recognise (and remove) the file it wrote. */
+	str_fmt(copy, sizeof(copy), "%s/asp.json", c->dir);
+	rc = write_file(copy, text, strlen(text), 0644, e);
+	if (!rc && strcmp(copy, c->out))
+		rc = write_file(c->out, text, strlen(text), 0644, e);
+	cJSON_free(text);
+	if (rc)
+		return -1;
+	cJSON_AddStringToObject(c->st, "config", c->out);
+	if (asp_check_config(c->out, &aerr))
+		return asf_fail(e, "the written config does not validate: %s", aerr.message);
+	return 0;
+}
+
+/* sshd starts in well under a second; allow a slow host 20 s. */
+static int wait_ready(up_ctx *c, asf_err *e)
+{
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_error aerr = { 0 };
+	asp_sandbox *sb = NULL;
+	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
+	time_t deadline = time(NULL) + 20;
+	int rc;
+
+	oo.config_path = c->out;
+	oo.connect_timeout_ms = 5000;
+	for (;;) {
+		rc = asp_open(&sb, &oo, &aerr);
+		if (rc == 0)
+			break;
+		if (rc == ASP_EHOSTKEY || rc == ASP_EAUTH || rc == ASP_ECONFIG || time(NULL) >= deadline)
+			return asf_fail(e, "the sandbox does not answer through %s: %s", c->out, aerr.message);
+		usleep(200 * 1000);
+	}
+	rc = asp_sandbox_info_get(sb, &info, &aerr);
+	asp_close(sb);
+	if (rc)
+		return asf_fail(e, "the sandbox does not answer through %s: %s", c->out, aerr.message);
+	if (info.trust != ASP_TRUST_PINNED || strcmp(info.host_key_fingerprint, c->fingerprint))
+		return asf_fail(e, "the sandbox answered with host key %s, expected %s",
+				info.host_key_fingerprint, c->fingerprint);
+	return 0;
+}
+
+/* krun only: a microVM has its own kernel; the same kernel means no VM. */
+static int check_guest_kernel(up_ctx *c, asf_err *e)
+{
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_error aerr = { 0 };
+	asp_sandbox *sb = NULL;
+	asp_exec_result *r = NULL;
+	struct utsname u;
+	char guest[256] = "";
+	const unsigned char *out;
+	size_t len;
+
+	oo.config_path = c->out;
+	if (asp_open(&sb, &oo, &aerr) || asp_exec(&r, sb, "uname -r", NULL, &aerr)) {
+		asp_close(sb);
+		return asf_fail(e, "krun: cannot read the guest kernel: %s", aerr.message);
+	}
+	out = asp_exec_result_output(r, ASP_STDOUT, &len);
+	str_fmt(guest, sizeof(guest), "%.*s", (int)strcspn((const char *)out, "\n"), (const char *)out);
+	asp_exec_result_free(r);
+	asp_close(sb);
+	uname(&u);
+	cJSON_AddStringToObject(c->st, "guest_kernel", guest);
+	cJSON_AddStringToObject(c->st, "host_kernel", u.release);
+	if (!guest[0] || !strcmp(guest, u.release))
+		return asf_fail(e, "krun: the sandbox runs the host's kernel (%s): not a microVM", u.release);
+	return 0;
+}
+
+/* ------------------------------------------------------------- up */
+
+static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
+{
+	const asf_up_opts *o = c->o;
+	cJSON *st = cJSON_CreateObject(), *lim = cJSON_CreateObject(), *ws = cJSON_CreateObject();
+	cJSON *caps = cJSON_CreateArray(), *labels = cJSON_CreateObject();
+	char now[32], buf[4400];
+
+	iso_time(now, sizeof(now));
+	cJSON_AddNumberToObject(st, "version", 1);
+	cJSON_AddStringToObject(st, "name", o->name);
+	cJSON_AddStringToObject(st, "phase", "creating");
+	cJSON_AddStringToObject(st, "created", now);
+	cJSON_AddStringToObject(st, "container", c->ctr);
+	if (!c->exec_ingress)
+		cJSON_AddStringToObject(st, "network", c->ctr);
+	cJSON_AddStringToObject(st, "runtime", o->runtime ? o->runtime : "");
+	cJSON_AddStringToObject(st, "ingress", c->exec_ingress ? "exec" : "publish");
+	cJSON_AddStringToObject(st, "egress", "none");
+	if (!c->exec_ingress)
+		cJSON_AddStringToObject(st, "publish_address", c->pub_addr);
+	cJSON_AddStringToObject(st, "podman", asf_podman);
+	if (o->rootfs)
+		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
+	else
+		cJSON_AddStringToObject(st, "image", o->image);
+	cJSON_AddStringToObject(ws, "host", c->ws_host);
+	cJSON_AddStringToObject(ws, "path", ASF_CTR_WORKSPACE);
+	cJSON_AddBoolToObject(ws, "read_only", c->ws_ro);
+	cJSON_AddItemToObject(st, "workspace", ws);
+	cJSON_AddStringToObject(st, "user", ASF_USER);
+	cJSON_AddNumberToObject(st, "uid", o->uid);
+	cJSON_AddNumberToObject(lim, "memory_bytes", (double)c->mem_bytes);
+	cJSON_AddNumberToObject(lim, "cpus", c->cpus);
+	cJSON_AddNumberToObject(lim, "pids", (double)c->pids);
+	cJSON_AddNumberToObject(lim, "nofile", (double)nofile);
+	cJSON_AddNumberToObject(lim, "nproc", (double)nproc);
+	cJSON_AddItemToObject(st, "limits", lim);
+	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETGID"));
+	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETUID"));
+	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SYS_CHROOT"));
+	cJSON_AddItemToObject(st, "capabilities", caps);
+	cJSON_AddStringToObject(labels, ASF_LABEL, "1");
+	cJSON_AddStringToObject(labels, ASF_LABEL_NAME, o->name);
+	cJSON_AddItemToObject(st, "labels", labels);
+	str_fmt(buf, sizeof(buf), "%s/client_ed25519_key", c->dir);
+	cJSON_AddStringToObject(st, "identity", buf);
+	cJSON_AddStringToObject(st, "out", c->out);
+	return st;
+}
+
+/* Hand the workspace directory (not its contents) to the sandbox user; `down` gives it back. */
+static int own_workspace(up_ctx *c, asf_err *e)
+{
+	cJSON *ws = cJSON_GetObjectItemCaseSensitive(c->st, "workspace");
+	struct stat st;
+
+	if (c->ws_ro)
+		return 0;
+	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
+		return -1;
+	if (st.st_uid == c->o->uid && st.st_gid == c->o->uid)
+		return 0;
+	cJSON_AddNumberToObject(ws, "orig_uid", st.st_uid);
+	cJSON_AddNumberToObject(ws, "orig_gid", st.st_gid);
+	cJSON_AddBoolToObject(ws, "chowned", 1); /* recorded first: a crash leaves `down` able to undo it */
+	if (state_save(c->o->name, c->st, e))
+		return -1;
+	if (chown_dir(c->ws_host, c->o->uid, c->o->uid, NULL, e)) {
+		char why[sizeof(e->msg)];
+		str_fmt(why, sizeof(why), "%s", e->msg);
+		return asf_fail(e, "cannot hand the workspace to uid %u (run as root, or chown it "
+				   "yourself): %s", c->o->uid, why);
+	}
+	return 0;
+}
+
+/* Nothing created yet: is the name free? */
+static int name_free(up_ctx *c, asf_err *e)
+{
+	const char *kinds[] = { "container", "network", "volume" };
+	size_t i, n;
+	char **v;
+	asf_out o;
+
+	if (state_exists(c->o->name))
+		return asf_fail(e, "sandbox \"%s\" exists (%s); use --replace, or `asf-provision down %s` first",
+				c->o->name, c->dir, c->o->name);
+	for (i = 0; i < 3; i++) {
+		if (podman_labelled(&v, &n, kinds[i], c->o->name, e))
+			return -1;
+		strv_free(v, n);
+		if (n)
+			return asf_fail(e, "podman objects labelled %s=%s exist (leftovers?); use --replace, "
+					   "or `asf-provision down %s` first", ASF_LABEL_NAME, c->o->name, c->o->name);
+	}
+	if (podman(&o, e, "container", "exists", c->ctr, (char *)NULL) == 0) {
+		out_free(&o);
+		return asf_fail(e, "a container named %s exists that asf-provision did not create", c->ctr);
+	}
+	if (!c->exec_ingress && podman(&o, e, "network", "exists", c->ctr, (char *)NULL) == 0) {
+		out_free(&o);
+		return asf_fail(e, "a network named %s exists that asf-provision did not create", c->ctr);
+	}
+	if (!c->o->replace && access(c->out, F_OK) == 0)
+		return asf_fail(e, "--out %s exists; remove it or use --replace", c->out);
+	return 0;
+}
+
+static int build(up_ctx *c, asf_err *e)
+{
+	char path[4400];
+	asf_argv a = { 0 };
+	asf_out o;
+	long nofile, nproc, pid;
+	int port = 0;
+
+	/* Step 2: the state directory and its files. */
+	if (mkdir_mode(c->dir, 0700, e))
+		return -1;
+	create_argv(&a, c, &nofile, &nproc); /* for the limits it settles on */
+	c->st = initial_state(c, nofile, nproc);
+	if (state_save(c->o->name, c->st, e))
+		goto fail;
+	str_fmt(path, sizeof(path), "%s/sshd", c->dir);
+	if (mkdir_mode(path, 0755, e))
+		goto fail;
+	str_fmt(path, sizeof(path), "%s/etc", c->dir);
+	if (mkdir_mode(path, 0755, e) || make_files(c, e))
+		goto fail;
+	cJSON_AddStringToObject(c->st, "host_key", c->host_key);
+	cJSON_AddStringToObject(c->st, "host_key_fingerprint", c->fingerprint);
+	/* Step 3. */
+	if (own_workspace(c, e) || state_save(c->o->name, c->st, e))
+		goto fail;
+	/* Step 4. */
+	if (!c->exec_ingress) {
+		asf_argv n = { 0 };
+		argv_add(&n, asf_podman);
+		argv_add(&n, "network");
+		argv_add(&n, "create");
+		argv_add(&n, "--disable-dns");
+		add_label(&n, c->o->name);
+		argv_add(&n, c->ctr);
+		if (podman_argv(&o, &n, e)) {
+			argv_free(&n);
+			goto fail;
+		}
+		argv_free(&n);
+		out_free(&o);
+	}
+	/* Step 5. */
+	if (podman_argv(&o, &a, e))
+		goto fail;
+	cJSON_AddStringToObject(c->st, "container_id", strtok(o.out, "\n") ? o.out : "");
+	out_free(&o);
+	if (podman(&o, e, "init", c->ctr, (char *)NULL))
+		goto fail;
+	out_free(&o);
+	if ((pid = container_pid(c->ctr, e)) < 0)
+		goto fail;
+	/* Step 6: before sshd runs, so there is no moment with open egress. */
+	if (block_egress(c, pid, e))
+		goto fail;
+	/* Step 7. */
+	if (podman(&o, e, "start", c->ctr, (char *)NULL))
+		goto fail;
+	out_free(&o);
+	if (!c->exec_ingress && (port = published_port(c, e)) < 0)
+		goto fail;
+	if (port)
+		cJSON_AddNumberToObject(c->st, "port", port);
+	if (state_save(c->o->name, c->st, e) || write_config(c, port, e) || wait_ready(c, e))
+		goto fail;
+	if (c->o->runtime && !strcmp(c->o->runtime, "krun") && check_guest_kernel(c, e))
+		goto fail;
+	cJSON_ReplaceItemInObjectCaseSensitive(c->st, "phase", cJSON_CreateString("ready"));
+	if (state_save(c->o->name, c->st, e))
+		goto fail;
+	argv_free(&a);
+	return 0;
+fail:
+	argv_free(&a);
+	return -1;
+}
+
+static void print_summary(const up_ctx *c)
+{
+	if (c->o->json) {
+		print_json(c->st);
+		return;
+	}
+	printf("sandbox %s is up\n", c->o->name);
+	printf("  container  %s (%s ingress%s)\n", c->ctr, c->exec_ingress ? "exec" : "publish",
+	       c->exec_ingress ? ", no network" : "");
+	if (!c->exec_ingress)
+		printf("  ssh        %s:%d\n", js(c->st, "publish_address"), (int)jn(c->st, "port", 0));
+	printf("  workspace  %s -> " ASF_CTR_WORKSPACE "%s\n", c->ws_host, c->ws_ro ? " (read-only)" : "");
+	printf("  host key   %s\n", c->fingerprint);
+	printf("  config     %s\n", c->out);
+	printf("  state      %s\n", c->dir);
+	fflush(stdout);
+}
+
+int cmd_up(const asf_up_opts *opts)
+{
+	up_ctx c;
+	asf_err e = { "" };
+
+	memset(&c, 0, sizeof(c));
+	c.o = opts;
+	if (validate(&c, &e) || podman_ready(&e))
+		goto refused;
+	if (opts->runtime && !strcmp(opts->runtime, "krun") && krun_usable(&e))
+		goto refused;
+	if (opts->replace && name_free(&c, &e) != 0) {
+		if (teardown(opts->name, NULL) != 0) {
+			asf_fail(&e, "--replace: could not remove the old sandbox %s", opts->name);
+			goto refused;
+		}
+	}
+	if (name_free(&c, &e))
+		goto refused;
+	if (build(&c, &e)) {
+		fprintf(stderr, "asf-provision: up %s: %s\n", opts->name, e.msg);
+		if (c.st)
+			state_save(opts->name, c.st, NULL);
+		if (teardown(opts->name, NULL) == 0)
+			fprintf(stderr, "asf-provision: up %s: rolled back; nothing is left\n", opts->name);
+		else
+			fprintf(stderr, "asf-provision: up %s: rollback incomplete; run `asf-provision down %s`\n",
+				opts->name, opts->name);
+		cJSON_Delete(c.st);
+		return 1;
+	}
+	print_summary(&c);
+	cJSON_Delete(c.st);
+	return 0;
+refused:
+	fprintf(stderr, "asf-provision: up: %s\n", e.msg);
+	return 2;
+}

@@ -1,0 +1,816 @@
+/*
+ * verify.c - `asf-provision verify NAME`: evidence, from inside the running
+ * sandbox (through libasp and the written .asp.json) and from the host
+ * (podman inspect, the container's network namespace), that the sandbox
+ * is what `up` promised.
+ *
+ * Every check ends as pass, fail or error. "error" means the check could
+ * not be made (podman broken, container stopped, no SSH session, a probe
+ * that cannot run); it is never counted as a pass.
+ *
+ * Network rule for the probes: a TCP probe only ever targets a listener
+ * this command started itself on the host (the sandbox network's gateway
+ * and 127.0.0.1), or an address for which a route lookup inside the
+ * sandbox's namespace found no route - there connect() fails with
+ * ENETUNREACH before any packet exists. A probe whose route lookup finds
+ * a route is not run; the check fails with the route as evidence.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <asp.h>
+
+#include "asf.h"
+
+#define PROBE_PRIVATE "192.168.1.1"  /* a typical LAN router */
+#define PROBE_PUBLIC  "8.8.8.8"      /* a public resolver */
+
+typedef struct vctx {
+	const char *name;
+	cJSON *st;
+	cJSON *inspect;      /* podman inspect (the container object) */
+	cJSON *checks;
+	asp_sandbox *sb;     /* NULL when SSH did not work */
+	long pid;            /* container init pid; 0 when not running */
+	int exec_ingress;
+	int probe_ok;        /* the TCP probe itself works (control) */
+	int npass, nfail, nerr;
+} vctx;
+
+static void check(vctx *v, const char *name, const char *status, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void check(vctx *v, const char *name, const char *status, const char *fmt, ...)
+{
+	char ev[4096];
+	cJSON *c = cJSON_CreateObject();
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(ev, sizeof(ev), fmt, ap);
+	va_end(ap);
+	cJSON_AddStringToObject(c, "check", name);
+	cJSON_AddStringToObject(c, "status", status);
+	cJSON_AddStringToObject(c, "evidence", ev);
+	cJSON_AddItemToArray(v->checks, c);
+	if (!strcmp(status, "pass"))
+		v->npass++;
+	else if (!strcmp(status, "fail"))
+		v->nfail++;
+	else
+		v->nerr++;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+/* One line: newlines become " | ", trailing space trimmed. */
+static void flatten(char *s)
+{
+	size_t n;
+	char *p;
+
+	for (p = s; *p; p++)
+		if (*p == '\n' || *p == '\t')
+			*p = ' ';
+	n = strlen(s);
+	while (n && s[n - 1] == ' ')
+		s[--n] = '\0';
+}
+
+typedef struct sres {
+	int ran;          /* 0: no session or asp_exec failed (msg in out) */
+	int code;
+	int timed_out;
+	char out[8192];   /* stdout */
+	char err[2048];   /* stderr */
+} sres;
+
+/* Run shell text in the sandbox as the sandbox user, through libasp. */
+static void in_sandbox(vctx *v, sres *r, const char *cmd, unsigned int timeout_ms)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *res = NULL;
+	asp_error aerr = { 0 };
+	const unsigned char *d;
+	size_t len;
+
+	memset(r, 0, sizeof(*r));
+	if (!v->sb) {
+		str_fmt(r->err, sizeof(r->err), "no SSH session to the sandbox");
+		return;
+	}
+	o.timeout_ms = timeout_ms;
+	o.kill_grace_ms = 500;
+	if (asp_exec(&res, v->sb, cmd, &o, &aerr)) {
+		str_fmt(r->err, sizeof(r->err), "asp_exec: %s", aerr.message);
+		return;
+	}
+	r->ran = 1;
+	r->code = asp_exec_result_exit_code(res);
+	r->timed_out = asp_exec_result_timed_out(res);
+	d = asp_exec_result_output(res, ASP_STDOUT, &len);
+	str_fmt(r->out, sizeof(r->out), "%.*s", (int)(len < sizeof(r->out) ? len : sizeof(r->out) - 1), d);
+	d = asp_exec_result_output(res, ASP_STDERR, &len);
+	str_fmt(r->err, sizeof(r->err), "%.*s", (int)(len < sizeof(r->err) ? len : sizeof(r->err) - 1), d);
+	asp_exec_result_free(res);
+}
+
+/* Run a host program inside the container's network namespace. */
+static int in_netns(vctx *v, asf_out *o, asf_err *e, const char *const *args)
+{
+	asf_argv a = { 0 };
+	size_t i;
+	int rc;
+
+	argv_add(&a, "nsenter");
+	argv_addf(&a, "--target=%ld", v->pid);
+	argv_add(&a, "--net");
+	for (i = 0; args[i]; i++)
+		argv_add(&a, args[i]);
+	rc = a.oom ? asf_fail(e, "out of memory") : asf_run(o, a.v, 30, e);
+	argv_free(&a);
+	return rc;
+}
+
+/*
+ * Route lookup in the sandbox's namespace (no packet is sent).
+ * 1: a route exists (text in out), 0: unreachable, -1: lookup failed.
+ */
+static int route_exists(vctx *v, const char *addr, char *out, size_t outlen)
+{
+	const char *args[] = { "ip", "-4", "-o", "route", "get", addr, NULL };
+	asf_out o;
+	asf_err e;
+	int rc;
+
+	if (in_netns(v, &o, &e, args)) {
+		str_fmt(out, outlen, "%s", e.msg);
+		return -1;
+	}
+	str_fmt(out, outlen, "%s", o.status == 0 ? o.out : o.err);
+	flatten(out);
+	if (o.status == 0)
+		rc = 1;
+	else if (strstr(o.err, "unreachable"))
+		rc = 0;
+	else
+		rc = -1;
+	out_free(&o);
+	return rc;
+}
+
+/* A TCP listener on addr (port chosen by the kernel); -1 on failure. */
+static int listener(const char *addr, int *port)
+{
+	struct sockaddr_in sa = { 0 };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	sa.sin_family = AF_INET;
+	if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || listen(fd, 16) ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* How many connections reached the listener (all accepted and closed). */
+static int accepted(int fd)
+{
+	int n = 0, c;
+
+	while ((c = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		close(c);
+		n++;
+	}
+	return n;
+}
+
+/* A TCP connect from inside; "connected" or the error bash printed. */
+static void tcp_probe(vctx *v, sres *r, const char *addr, int port)
+{
+	char cmd[256];
+
+	str_fmt(cmd, sizeof(cmd), "bash -c 'exec 3<>/dev/tcp/%s/%d && echo connected' 2>&1", addr, port);
+	in_sandbox(v, r, cmd, 3000);
+	flatten(r->out);
+}
+
+static int probe_connected(const sres *r)
+{
+	return r->ran && !r->timed_out && strstr(r->out, "connected") && !strstr(r->out, "connect:");
+}
+
+/* ------------------------------------------------------------ host side */
+
+static int check_container(vctx *v)
+{
+	asf_out o;
+	asf_err e = { "" };
+	const char *ctr = js(v->st, "container");
+	const cJSON *state;
+
+	if (podman_ready(&e)) {
+		check(v, "container.running", "error", "%s", e.msg);
+		return -1;
+	}
+	if (podman(&o, &e, "inspect", "--type", "container", ctr, (char *)NULL)) {
+		check(v, "container.running", "error", "%s", e.msg);
+		return -1;
+	}
+	v->inspect = cJSON_Parse(o.out);
+	out_free(&o);
+	if (!cJSON_IsArray(v->inspect) || !cJSON_GetArrayItem(v->inspect, 0)) {
+		check(v, "container.running", "error", "podman inspect %s: unexpected output", ctr);
+		return -1;
+	}
+	state = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "State");
+	v->pid = (long)jn(state, "Pid", 0);
+	if (!jb(state, "Running") || v->pid <= 0) {
+		check(v, "container.running", "error", "container %s is %s, not running", ctr,
+		      js(state, "Status") ? js(state, "Status") : "?");
+		v->pid = 0;
+		return -1;
+	}
+	check(v, "container.running", "pass", "container %s running, pid %ld, runtime %s", ctr, v->pid,
+	      js(cJSON_GetArrayItem(v->inspect, 0), "OCIRuntime") ?
+	      js(cJSON_GetArrayItem(v->inspect, 0), "OCIRuntime") : "?");
+	return 0;
+}
+
+static const cJSON *inspect_item(vctx *v, const char *key)
+{
+	return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), key);
+}
+
+static void check_firewall(vctx *v)
+{
+	const char *args[] = { "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
+	char *out_chain, *in_chain;
+	asf_out o;
+	asf_err e;
+
+	if (in_netns(v, &o, &e, args)) {
+		check(v, "egress.firewall", "error", "%s", e.msg);
+		return;
+	}
+	if (o.status != 0) {
+		flatten(o.err);
+		check(v, "egress.firewall", "fail", "no table inet " ASF_NFT_TABLE " in the sandbox's "
+		      "network namespace: %s", o.err);
+		out_free(&o);
+		return;
+	}
+	out_chain = strstr(o.out, "chain output");
+	in_chain = strstr(o.out, "chain input");
+	flatten(o.out);
+	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop") &&
+	    strstr(in_chain, "policy drop"))
+		check(v, "egress.firewall", "pass", "nftables in the sandbox's netns: %s", o.out);
+	else
+		check(v, "egress.firewall", "fail", "ruleset does not drop by default: %s", o.out);
+	out_free(&o);
+}
+
+static void check_topology(vctx *v)
+{
+	const char *routes[] = { "ip", "-4", "-o", "route", "show", NULL };
+	const char *links[] = { "ip", "-o", "link", "show", NULL };
+	char ifs[512] = "";
+	asf_out o, l;
+	asf_err e;
+	char *line, *save = NULL;
+	int has_default;
+
+	if (in_netns(v, &o, &e, routes) || in_netns(v, &l, &e, links)) {
+		check(v, "network.topology", "error", "%s", e.msg);
+		return;
+	}
+	for (line = strtok_r(l.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char name[64];
+		if (sscanf(line, "%*d: %63[^:@]", name) == 1)
+			str_fmt(ifs + strlen(ifs), sizeof(ifs) - strlen(ifs), "%s%s", ifs[0] ? "," : "", name);
+	}
+	has_default = strstr(o.out, "default") != NULL;
+	flatten(o.out);
+	if (v->exec_ingress) {
+		if (!strcmp(ifs, "lo") && !o.out[0])
+			check(v, "network.topology", "pass", "interfaces: %s; no routes (network none)", ifs);
+		else
+			check(v, "network.topology", "fail", "interfaces: %s; routes: %s (expected lo only)", ifs,
+			      o.out);
+	} else if (!has_default) {
+		check(v, "network.topology", "pass", "interfaces: %s; routes: %s; no default route", ifs, o.out);
+	} else {
+		check(v, "network.topology", "fail", "interfaces: %s; routes: %s; a default route exists%s", ifs,
+		      o.out, jb(v->st, "default_route_removed") ? "" :
+		      " (kept for a non-loopback --publish: only the firewall blocks egress)");
+	}
+	out_free(&o);
+	out_free(&l);
+}
+
+static void check_mounts(vctx *v)
+{
+	const cJSON *m, *mounts = inspect_item(v, "Mounts");
+	char dir[4200], list[3000] = "";
+	const char *key = js(v->st, "identity");
+	int bad = 0;
+
+	state_dir(dir, sizeof(dir), v->name);
+	cJSON_ArrayForEach(m, mounts) {
+		const char *src = js(m, "Source"), *dst = js(m, "Destination");
+		size_t n;
+		if (!src || !dst)
+			continue;
+		n = strlen(src);
+		str_fmt(list + strlen(list), sizeof(list) - strlen(list), "%s%s->%s(%s)", list[0] ? ", " : "",
+			src, dst, jb(m, "RW") ? "rw" : "ro");
+		/* The client key (or the directory holding it) must not be visible inside. */
+		if (key && !strncmp(key, src, n) && (key[n] == '/' || key[n] == '\0'))
+			bad = 1;
+		if (!strcmp(src, dir) || strstr(src, "podman.sock") || strstr(src, "docker.sock"))
+			bad = 1;
+	}
+	check(v, "mounts", bad ? "fail" : "pass", "%s%s", list,
+	      bad ? " - the client key, the state directory or a container socket is mounted" :
+	      "; the client key and the state directory are not mounted");
+}
+
+/* ------------------------------------------------------------ inside */
+
+static int check_ssh(vctx *v)
+{
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
+	asp_error aerr = { 0 };
+	const char *cfg = js(v->st, "config"), *fpr = js(v->st, "host_key_fingerprint");
+	sres r;
+
+	if (!cfg || asp_check_config(cfg, &aerr)) {
+		check(v, "ssh.pinned_host_key", "fail", "config %s: %s", cfg ? cfg : "(none in state)",
+		      aerr.message);
+		return -1;
+	}
+	oo.config_path = cfg;
+	oo.connect_timeout_ms = 10000;
+	if (asp_open(&v->sb, &oo, &aerr) || asp_sandbox_info_get(v->sb, &info, &aerr)) {
+		check(v, "ssh.pinned_host_key", "fail", "asp_open %s: %s (%s)", cfg, aerr.message,
+		      asp_error_name(aerr.code));
+		asp_close(v->sb);
+		v->sb = NULL;
+		return -1;
+	}
+	if (info.trust == ASP_TRUST_PINNED && fpr && !strcmp(info.host_key_fingerprint, fpr) &&
+	    info.auth == ASP_AUTH_PUBLICKEY)
+		check(v, "ssh.pinned_host_key", "pass", "asp_open %s: host key %s %s matched the pin; "
+		      "public-key auth", cfg, info.host_key_type, info.host_key_fingerprint);
+	else
+		check(v, "ssh.pinned_host_key", "fail", "trust %d, auth %d, key %s, expected pinned %s",
+		      info.trust, info.auth, info.host_key_fingerprint, fpr ? fpr : "?");
+
+	in_sandbox(v, &r, "id -un; id -u; pwd", 10000);
+	flatten(r.out);
+	{
+		char want[128];
+		str_fmt(want, sizeof(want), ASF_USER " %d " ASF_CTR_WORKSPACE, (int)jn(v->st, "uid", 0));
+		check(v, "ssh.exec", !r.ran ? "error" : !strcmp(r.out, want) ? "pass" : "fail",
+		      "asp_exec \"id -un; id -u; pwd\" -> \"%s\" (exit %d), expected \"%s\"%s%s", r.out, r.code,
+		      want, r.ran ? "" : ": ", r.ran ? "" : r.err);
+	}
+	return 0;
+}
+
+static void check_workspace(vctx *v)
+{
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(v->st, "workspace");
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_error aerr = { 0 };
+	char rel[64], data[64], host[4400], *onhost;
+	unsigned char *back = NULL;
+	size_t len = 0;
+	struct stat sb;
+
+	if (!v->sb) {
+		check(v, "workspace", "error", "no SSH session to the sandbox");
+		return;
+	}
+	str_fmt(rel, sizeof(rel), ".asf-verify-%d", (int)getpid());
+	str_fmt(data, sizeof(data), "asf-verify %d %ld\n", (int)getpid(), (long)time(NULL));
+	str_fmt(host, sizeof(host), "%s/%s", js(ws, "host") ? js(ws, "host") : "?", rel);
+	if (jb(ws, "read_only")) {
+		int rc = asp_write(v->sb, rel, data, strlen(data), &wo, &aerr);
+		check(v, "workspace", rc ? "pass" : "fail", "read-only workspace: asp_write %s -> %s%s",
+		      rel, rc ? asp_error_name(rc) : "succeeded", rc ? "" : " (it should have been refused)");
+		if (!rc)
+			asp_remove(v->sb, rel, 0, NULL);
+		return;
+	}
+	if (asp_write(v->sb, rel, data, strlen(data), &wo, &aerr) ||
+	    asp_read(&back, &len, v->sb, rel, 0, ASP_READ_ALL, &aerr)) {
+		check(v, "workspace", "fail", "asp_write/asp_read %s: %s", rel, aerr.message);
+		return;
+	}
+	onhost = read_file(host, NULL);
+	if (len == strlen(data) && !memcmp(back, data, len) && onhost && !strcmp(onhost, data) &&
+	    stat(host, &sb) == 0 && sb.st_uid == (uid_t)jn(v->st, "uid", 0))
+		check(v, "workspace", "pass", "asp_write + asp_read " ASF_CTR_WORKSPACE "/%s round trip; the "
+		      "file is %s on the host, owned by uid %d", rel, host, (int)sb.st_uid);
+	else
+		check(v, "workspace", "fail", "round trip through %s did not match (host copy %s)", rel,
+		      onhost ? "differs or has another owner" : "missing");
+	free(onhost);
+	asp_free(back);
+	asp_remove(v->sb, rel, 0, NULL);
+}
+
+static void check_egress(vctx *v)
+{
+	const cJSON *nets = cJSON_GetObjectItemCaseSensitive(
+		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "NetworkSettings"), "Networks");
+	const cJSON *net = cJSON_GetArrayItem(nets, 0);
+	const char *gw = js(net, "Gateway");
+	const struct { const char *check, *addr; int port; } far[] = {
+		{ "egress.private", PROBE_PRIVATE, 80 },
+		{ "egress.public", PROBE_PUBLIC, 443 },
+	};
+	char route[512];
+	sres r;
+	size_t i;
+	int fd, port, n;
+
+	/* Control: the probe must be able to succeed, or its failures prove nothing. */
+	tcp_probe(v, &r, "127.0.0.1", ASF_SSHD_PORT);
+	v->probe_ok = probe_connected(&r);
+	check(v, "probe.control", v->probe_ok ? "pass" : "error",
+	      "bash /dev/tcp to the sandbox's own sshd 127.0.0.1:%d -> %s", ASF_SSHD_PORT,
+	      r.ran ? r.out : r.err);
+
+	/* The host: a listener we own on the sandbox network's gateway. */
+	if (v->exec_ingress) {
+		check(v, "egress.host_gateway", "pass", "no network: the sandbox has no interface that "
+		      "reaches the host (see network.topology)");
+	} else if (!gw || !*gw) {
+		check(v, "egress.host_gateway", "error", "no gateway in podman inspect");
+	} else if ((fd = listener(gw, &port)) < 0) {
+		check(v, "egress.host_gateway", "error", "cannot listen on %s: %s", gw, strerror(errno));
+	} else {
+		tcp_probe(v, &r, gw, port);
+		n = accepted(fd);
+		close(fd);
+		if (!v->probe_ok || !r.ran)
+			check(v, "egress.host_gateway", "error", "probe could not run: %s", r.ran ? r.out : r.err);
+		else if (!probe_connected(&r) && n == 0)
+			check(v, "egress.host_gateway", "pass", "connect to host listener %s:%d -> %s; the "
+			      "listener accepted 0 connections", gw, port, r.timed_out ? "no answer in 3 s (dropped)" : r.out);
+		else
+			check(v, "egress.host_gateway", "fail", "connect to host listener %s:%d -> %s; the "
+			      "listener accepted %d connection(s)", gw, port, r.timed_out ? "timed out" : r.out, n);
+	}
+
+	/* The host's loopback: a listener on 127.0.0.1 must be out of reach too. */
+	if ((fd = listener("127.0.0.1", &port)) < 0) {
+		check(v, "egress.host_loopback", "error", "cannot listen on 127.0.0.1: %s", strerror(errno));
+	} else {
+		tcp_probe(v, &r, "127.0.0.1", port);
+		n = accepted(fd);
+		close(fd);
+		if (!v->probe_ok || !r.ran)
+			check(v, "egress.host_loopback", "error", "probe could not run: %s", r.ran ? r.out : r.err);
+		else
+			check(v, "egress.host_loopback", !probe_connected(&r) && n == 0 ? "pass" : "fail",
+			      "connect to 127.0.0.1:%d (host listener) from inside -> %s; the host listener "
+			      "accepted %d connection(s)", port, r.timed_out ? "timed out" : r.out, n);
+	}
+
+	/* Third parties: route lookup first; probe only where no route exists. */
+	for (i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+		int rc = route_exists(v, far[i].addr, route, sizeof(route));
+		if (rc < 0) {
+			check(v, far[i].check, "error", "route lookup for %s failed: %s", far[i].addr, route);
+			continue;
+		}
+		if (rc > 0) {
+			check(v, far[i].check, "fail", "route lookup in the sandbox's netns: %s - a route "
+			      "exists; not probed (no traffic to third parties)", route);
+			continue;
+		}
+		tcp_probe(v, &r, far[i].addr, far[i].port);
+		if (!v->probe_ok || !r.ran)
+			check(v, far[i].check, "error", "probe could not run: %s", r.ran ? r.out : r.err);
+		else if (strstr(r.out, "Network is unreachable"))
+			check(v, far[i].check, "pass", "route lookup: %s; connect %s:%d from inside -> %s "
+			      "(ENETUNREACH: no packet sent)", route, far[i].addr, far[i].port, r.out);
+		else
+			check(v, far[i].check, "fail", "route lookup: %s; connect %s:%d from inside -> %s",
+			      route, far[i].addr, far[i].port, r.timed_out ? "timed out" : r.out);
+	}
+}
+
+static void check_dns(vctx *v)
+{
+	char resolv[2048], route[512], evidence[3000] = "", *line, *save = NULL;
+	sres r;
+	int bad = 0;
+
+	in_sandbox(v, &r, "cat /etc/resolv.conf", 10000);
+	if (!r.ran || r.code != 0) {
+		check(v, "dns", "error", "cannot read /etc/resolv.conf: %s", r.ran ? r.err : r.err);
+		return;
+	}
+	str_fmt(resolv, sizeof(resolv), "%s", r.out);
+	for (line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char ns[128];
+		if (sscanf(line, " nameserver %127s", ns) != 1)
+			continue;
+		if (!strncmp(ns, "127.", 4) || !strcmp(ns, "::1")) {
+			str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence),
+				"nameserver %s is the sandbox's own loopback; ", ns);
+			continue;
+		}
+		if (route_exists(v, ns, route, sizeof(route)) != 0) {
+			str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence),
+				"nameserver %s: %s; ", ns, route);
+			bad = 1;
+		} else {
+			str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence),
+				"nameserver %s has no route; ", ns);
+		}
+	}
+	flatten(resolv);
+	if (bad) {
+		check(v, "dns", "fail", "resolv.conf: \"%s\"; %sgetent not run (a resolver may be reachable)",
+		      resolv, evidence);
+		return;
+	}
+	in_sandbox(v, &r, "getent hosts example.com", 10000);
+	flatten(r.out);
+	if (!r.ran || r.code == 127 || r.code == 126)
+		check(v, "dns", "error", "getent could not run: %s", r.ran ? r.err : r.err);
+	else if (r.code == 0)
+		check(v, "dns", "fail", "getent hosts example.com resolved: %s", r.out);
+	else
+		check(v, "dns", "pass", "resolv.conf: \"%s\"; %sgetent hosts example.com -> exit %d%s",
+		      resolv, evidence[0] ? evidence : "no nameserver (glibc tries 127.0.0.1, the sandbox's "
+		      "own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
+}
+
+/* The value of "Key:\t..." in a /proc status text, or NULL. */
+static const char *status_field(const char *text, const char *key, char *out, size_t outlen)
+{
+	char pat[64];
+	const char *p;
+
+	str_fmt(pat, sizeof(pat), "\n%s:", key);
+	if (!(p = strstr(text, pat)))
+		return NULL;
+	p += strlen(pat);
+	while (*p == ' ' || *p == '\t')
+		p++;
+	str_fmt(out, outlen, "%.*s", (int)strcspn(p, "\n"), p);
+	return out;
+}
+
+static void check_privileges(vctx *v)
+{
+	char p1[40], s1[40], e1[40], pm[40], amb[40], nnp1[8], nnp[8], sec[8], caps[256] = "";
+	const cJSON *c, *eff = inspect_item(v, "EffectiveCaps");
+	char *self;
+	sres r;
+
+	in_sandbox(v, &r, "printf '\\n'; cat /proc/1/status; printf '=====\\n'; cat /proc/self/status", 10000);
+	if (!r.ran || r.code != 0 || !(self = strstr(r.out, "=====\n"))) {
+		check(v, "caps.bounding", "error", "cannot read /proc/1/status: %s", r.err);
+		check(v, "caps.session", "error", "cannot read /proc/self/status: %s", r.err);
+		check(v, "no_new_privs", "error", "cannot read /proc/self/status: %s", r.err);
+		check(v, "seccomp", "error", "cannot read /proc/self/status: %s", r.err);
+		return;
+	}
+	*self = '\0';         /* "=====" ends pid 1's text ... */
+	self += 5;            /* ... and self starts at the "\n" after it */
+	cJSON_ArrayForEach(c, eff)
+		if (cJSON_IsString(c))
+			str_fmt(caps + strlen(caps), sizeof(caps) - strlen(caps), "%s%s", caps[0] ? "," : "",
+				c->valuestring);
+	if (!status_field(r.out, "CapBnd", p1, sizeof(p1)) || !status_field(self, "CapBnd", s1, sizeof(s1)) ||
+	    !status_field(self, "CapEff", e1, sizeof(e1)) || !status_field(self, "CapPrm", pm, sizeof(pm)) ||
+	    !status_field(self, "CapAmb", amb, sizeof(amb)) || !status_field(r.out, "NoNewPrivs", nnp1, sizeof(nnp1)) ||
+	    !status_field(self, "NoNewPrivs", nnp, sizeof(nnp)) || !status_field(self, "Seccomp", sec, sizeof(sec))) {
+		check(v, "caps.bounding", "error", "unexpected /proc status format");
+		return;
+	}
+	check(v, "caps.bounding",
+	      strtoull(p1, NULL, 16) == ASF_CAPS_MASK && strtoull(s1, NULL, 16) == ASF_CAPS_MASK &&
+	      !strcmp(caps, "CAP_SETGID,CAP_SETUID,CAP_SYS_CHROOT") ? "pass" : "fail",
+	      "CapBnd of pid 1 (sshd) %s, of a session process %s, expected %016llx "
+	      "(SETGID, SETUID, SYS_CHROOT); podman inspect EffectiveCaps: %s",
+	      p1, s1, ASF_CAPS_MASK, caps);
+	check(v, "caps.session",
+	      !strtoull(e1, NULL, 16) && !strtoull(pm, NULL, 16) && !strtoull(amb, NULL, 16) ? "pass" : "fail",
+	      "an exec'd process of the sandbox user: CapEff %s CapPrm %s CapAmb %s", e1, pm, amb);
+	check(v, "no_new_privs", !strcmp(nnp, "1") && !strcmp(nnp1, "1") ? "pass" : "fail",
+	      "NoNewPrivs: %s in /proc/self/status of an exec'd process, %s for pid 1", nnp, nnp1);
+	check(v, "seccomp", !strcmp(sec, "2") ? "pass" : "fail",
+	      "Seccomp: %s (2 = filter mode, podman's default profile)", sec);
+}
+
+static void check_rootfs(vctx *v)
+{
+	char mi[8192], opts[256] = "", *line, *save = NULL;
+	const cJSON *hc = inspect_item(v, "HostConfig");
+	sres r;
+	int ro = 0;
+
+	in_sandbox(v, &r, "cat /proc/self/mountinfo", 10000);
+	str_fmt(mi, sizeof(mi), "%s", r.out);
+	for (line = strtok_r(mi, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char mnt[256], o[256];
+		if (sscanf(line, "%*s %*s %*s %*s %255s %255s", mnt, o) == 2 && !strcmp(mnt, "/")) {
+			str_fmt(opts, sizeof(opts), "%s", o);
+			ro = !strncmp(o, "ro,", 3) || !strcmp(o, "ro") || strstr(o, ",ro,") != NULL;
+		}
+	}
+	in_sandbox(v, &r, ": > /.asf-verify-probe", 10000);
+	if (!r.ran || !opts[0]) {
+		check(v, "rootfs.read_only", "error", "cannot inspect the root mount: %s", r.err);
+		return;
+	}
+	flatten(r.err);
+	check(v, "rootfs.read_only",
+	      ro && r.code != 0 && strstr(r.err, "Read-only file system") && jb(hc, "ReadonlyRootfs") ? "pass" : "fail",
+	      "mountinfo \"/\" options %s; a write to / -> exit %d: %s; podman ReadonlyRootfs %s", opts,
+	      r.code, r.err, jb(hc, "ReadonlyRootfs") ? "true" : "false");
+}
+
+static void check_hostkey_private(vctx *v)
+{
+	sres r;
+
+	in_sandbox(v, &r, "cat " ASF_CTR_ETC "/ssh_host_ed25519_key", 10000);
+	flatten(r.err);
+	if (!r.ran)
+		check(v, "hostkey.private", "error", "%s", r.err);
+	else
+		check(v, "hostkey.private", r.code != 0 && strstr(r.err, "Permission denied") ? "pass" : "fail",
+		      "the sandbox user reading " ASF_CTR_ETC "/ssh_host_ed25519_key -> exit %d: %s", r.code,
+		      r.code ? r.err : "(read it!)");
+}
+
+static void check_limits(vctx *v)
+{
+	const cJSON *lim = cJSON_GetObjectItemCaseSensitive(v->st, "limits");
+	const cJSON *hc = inspect_item(v, "HostConfig");
+	long long pids = 0, mem = 0, quota = 0, period = 0;
+	double cpus;
+	sres r;
+
+	/* cgroup v2 first, then v1 (this host's hybrid mode): the container's own cgroup. */
+	in_sandbox(v, &r,
+		   "cd /sys/fs/cgroup || exit 1; "
+		   "if [ -f pids.max ]; then cat pids.max memory.max; cat cpu.max; "
+		   "else cat pids/pids.max memory/memory.limit_in_bytes; "
+		   "echo $(cat cpu/cpu.cfs_quota_us) $(cat cpu/cpu.cfs_period_us); fi", 10000);
+	if (!r.ran || r.code != 0 || sscanf(r.out, "%lld %lld %lld %lld", &pids, &mem, &quota, &period) != 4) {
+		flatten(r.out);
+		check(v, "limits", "error", "cannot read the sandbox's cgroup limits: %s %s", r.out, r.err);
+		return;
+	}
+	cpus = period > 0 ? (double)quota / (double)period : 0;
+	check(v, "limits",
+	      pids == (long long)jn(lim, "pids", -1) && mem == (long long)jn(lim, "memory_bytes", -1) &&
+	      cpus > jn(lim, "cpus", 0) * 0.99 && cpus < jn(lim, "cpus", 0) * 1.01 &&
+	      jn(hc, "PidsLimit", 0) == jn(lim, "pids", -1) ? "pass" : "fail",
+	      "inside (cgroup): pids.max %lld, memory limit %lld, cpu quota %lld/%lld = %.2f CPUs; asked: "
+	      "pids %.0f, memory %.0f, cpus %.2f; podman inspect: PidsLimit %.0f Memory %.0f NanoCpus %.0f",
+	      pids, mem, quota, period, cpus, jn(lim, "pids", -1), jn(lim, "memory_bytes", -1),
+	      jn(lim, "cpus", 0), jn(hc, "PidsLimit", 0), jn(hc, "Memory", 0), jn(hc, "NanoCpus", 0));
+}
+
+static void check_microvm(vctx *v)
+{
+	struct utsname u;
+	sres r;
+
+	if (!js(v->st, "runtime") || strcmp(js(v->st, "runtime"), "krun"))
+		return;
+	uname(&u);
+	in_sandbox(v, &r, "uname -r", 10000);
+	flatten(r.out);
+	if (!r.ran || r.code)
+		check(v, "microvm.kernel", "error", "uname -r: %s", r.err);
+	else
+		check(v, "microvm.kernel", strcmp(r.out, u.release) ? "pass" : "fail",
+		      "guest kernel %s, host kernel %s", r.out, u.release);
+}
+
+/* ------------------------------------------------------------ report */
+
+static int write_report(vctx *v, const char *path_opt, cJSON *rep, char *path, size_t pathlen)
+{
+	char dir[4200], now[32], *text;
+	asf_err e;
+	int rc;
+
+	if (path_opt) {
+		str_fmt(path, pathlen, "%s", path_opt);
+	} else {
+		str_fmt(dir, sizeof(dir), "%s/.evidence", asf_state_root);
+		if (mkdir_mode(dir, 0700, &e))
+			return -1;
+		{
+			time_t t = time(NULL);
+			struct tm tm;
+			gmtime_r(&t, &tm);
+			strftime(now, sizeof(now), "%Y%m%dT%H%M%SZ", &tm);
+		}
+		str_fmt(path, pathlen, "%s/%s-%s-%d.json", dir, v->name, now, (int)getpid());
+	}
+	if (!(text = cJSON_Print(rep)))
+		return -1;
+	rc = write_file(path, text, strlen(text), 0644, &e);
+	if (rc)
+		fprintf(stderr, "asf-provision: verify: %s\n", e.msg);
+	cJSON_free(text);
+	return rc;
+}
+
+int cmd_verify(const char *name, const char *report_path, int json)
+{
+	vctx v;
+	asf_err e = { "" };
+	cJSON *rep, *c;
+	char now[32], path[4400];
+	const char *result;
+
+	memset(&v, 0, sizeof(v));
+	v.name = name;
+	if (!name_valid(name)) {
+		fprintf(stderr, "asf-provision: verify: invalid name \"%s\"\n", name);
+		return 2;
+	}
+	if (!(v.st = state_load(name, &e))) {
+		fprintf(stderr, "asf-provision: verify: %s\n", e.msg);
+		return 2;
+	}
+	v.checks = cJSON_CreateArray();
+	v.exec_ingress = js(v.st, "ingress") && !strcmp(js(v.st, "ingress"), "exec");
+
+	if (check_container(&v) == 0) {
+		check_firewall(&v);
+		check_topology(&v);
+		check_mounts(&v);
+		check_ssh(&v);
+		check_workspace(&v);
+		check_egress(&v);
+		check_dns(&v);
+		check_privileges(&v);
+		check_rootfs(&v);
+		check_hostkey_private(&v);
+		check_limits(&v);
+		check_microvm(&v);
+	}
+	asp_close(v.sb);
+
+	result = v.nerr ? "error" : v.nfail ? "fail" : "pass";
+	iso_time(now, sizeof(now));
+	rep = cJSON_CreateObject();
+	cJSON_AddStringToObject(rep, "name", name);
+	cJSON_AddStringToObject(rep, "time", now);
+	cJSON_AddStringToObject(rep, "container", js(v.st, "container") ? js(v.st, "container") : "");
+	cJSON_AddStringToObject(rep, "ingress", js(v.st, "ingress") ? js(v.st, "ingress") : "");
+	cJSON_AddStringToObject(rep, "config", js(v.st, "config") ? js(v.st, "config") : "");
+	cJSON_AddStringToObject(rep, "result", result);
+	cJSON_AddNumberToObject(rep, "passed", v.npass);
+	cJSON_AddNumberToObject(rep, "failed", v.nfail);
+	cJSON_AddNumberToObject(rep, "errors", v.nerr);
+	cJSON_AddItemToObject(rep, "checks", v.checks);
+	if (write_report(&v, report_path, rep, path, sizeof(path)) == 0)
+		cJSON_AddStringToObject(rep, "report", path);
+	if (json) {
+		print_json(rep);
+	} else {
+		cJSON_ArrayForEach(c, v.checks)
+			printf("%-5s %-22s %s\n", js(c, "status"), js(c, "check"), js(c, "evidence"));
+		printf("verify %s: %s (%d passed, %d failed, %d errors)\n", name, result, v.npass, v.nfail, v.nerr);
+		if (js(rep, "report"))
+			printf("evidence: %s\n", js(rep, "report"));
+	}
+	cJSON_Delete(rep);
+	cJSON_Delete(v.inspect);
+	cJSON_Delete(v.st);
+	return v.nerr ? 2 : v.nfail ? 1 : 0;
+}
