@@ -188,6 +188,8 @@ fuzz:
 # `make check`: install what is missing, build, run every test.
 check: deps
 	$(MAKE) check-all
+	$(MAKE) check-san
+	$(MAKE) check-valgrind
 
 check-all: all tests
 	./$(BUILD)/tests/test-unit
@@ -201,15 +203,21 @@ check-all: all tests
 	$(MAKE) bench-smoke
 	$(MAKE) check-python
 
-# The same suites under ASan+UBSan (leaks included), then valgrind on the unit suite.
+# The same suites under ASan+UBSan (leaks included).
 check-san:
 	$(MAKE) SAN=1 tests
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-unit
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-integration
 
-check-valgrind: $(BUILD)/tests/test-unit
-	CK_FORK=no valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
-	    ./$(BUILD)/tests/test-unit
+# valgrind on the unit suite, the integration suites that do not measure
+# deadlines (valgrind slows everything ~30x), the fuzz corpus replay and a
+# short soak.
+VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
+check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
+	CK_FORK=no $(VALGRIND) ./$(BUILD)/tests/test-unit
+	for s in core trust; do ASP_TEST_SUITE=$$s $(VALGRIND) ./$(BUILD)/tests/test-integration || exit 1; done
+	for t in $(FUZZ_TARGETS); do $(VALGRIND) ./$(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
+	SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $(VALGRIND) ./$(BUILD)/tests/soak
 
 # Allocation-failure torture (tests/alloc/torture.c): the library rebuilt into
 # build-alloc/ with -DASP_ALLOC_TEST (the n-th allocation fails) and ASan+UBSan;
@@ -242,8 +250,13 @@ soak: $(BUILD)/tests/soak
 $(BUILD)/tests/wipe: tests/secrets/wipe.c $(FIXTURE_SRC) $(STATIC) $(wildcard tests/fixture/*.h) | $(BUILD)/tests
 	$(CC) $(TEST_CFLAGS) -o $@ tests/secrets/wipe.c $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
 
+ifeq ($(SAN),1)
+check-wipe:
+	@echo "check-wipe: skipped with SAN=1 (ASan replaces free() itself)"
+else
 check-wipe: $(BUILD)/tests/wipe
 	./$(BUILD)/tests/wipe
+endif
 .PHONY: check-wipe
 
 # The Python binding and the example harness (Debian's python3: the stdlib only).
@@ -300,6 +313,8 @@ help:
 	@echo "make demo       install missing packages, run the examples against a local sandbox"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall reverses it"
 	@echo "make SAN=1 ...  the same with ASan+UBSan (into build-san/)"
+	@echo "make check-alloc  fail every allocation in turn (ASan build in build-alloc/)"
+	@echo "make soak       SOAK_OPS=100000 SOAK_THREADS=16 mixed operations, an sshd restart"
 
 # ---------------------------------------------------------------- install
 install: lib
@@ -320,4 +335,4 @@ uninstall:
 	      $(DESTDIR)$(INCLUDEDIR)/asp.h $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
 
 clean:
-	rm -rf build build-san build-fuzz pkgconfig/libasp.pc bindings/python/build bindings/python/asp.egg-info
+	rm -rf build build-san build-fuzz build-alloc pkgconfig/libasp.pc bindings/python/build bindings/python/asp.egg-info
