@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -250,6 +251,27 @@ void asp__buf_free(asp_buf *b)
 	asp__free(b->data);
 	b->data = NULL;
 	b->len = b->cap = 0;
+}
+
+int asp__read_fd(asp_buf *b, int fd, size_t max)
+{
+	ssize_t n;
+
+	for (;;) {
+		if (b->len > max)
+			return ASP_EINVAL;
+		if (asp__buf_grow(b, 65536))
+			return ASP_ENOMEM;
+		n = read(fd, b->data + b->len, 65536);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return ASP_EIO;
+		if (n == 0)
+			return 0;
+		b->len += (size_t)n;
+		b->data[b->len] = '\0';
+	}
 }
 
 uint64_t asp__now_ms(void)

@@ -80,6 +80,13 @@ int asp__buf_printf(asp_buf *b, const char *fmt, ...) ASP_PRINTF(2, 3);
 unsigned char *asp__buf_detach(asp_buf *b, size_t *len);
 void asp__buf_free(asp_buf *b);
 
+/*
+ * Append everything readable from fd to b (NUL-terminated), retrying on
+ * EINTR. Returns 0; ASP_ENOMEM; ASP_EIO with errno set; or ASP_EINVAL once
+ * b holds more than max bytes (reading stops there).
+ */
+int asp__read_fd(asp_buf *b, int fd, size_t max);
+
 /* Monotonic clock in milliseconds. */
 uint64_t asp__now_ms(void);
 

@@ -904,26 +904,17 @@ static int absolute_path(char **out, const char *path, asp_error *err)
 /* Read all of fd, failing once it holds more than the size limit. */
 static int read_limited(asp_buf *b, int fd, const char *path, off_t size, asp_error *err)
 {
-	ssize_t n;
-
-	for (;;) {
-		if (asp__buf_grow(b, 65536))
-			return asp__error(err, ASP_ENOMEM, "out of memory");
-		n = read(fd, b->data + b->len, 65536);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return asp__error(err, ASP_ECONFIG, "%s: cannot read: %s", path,
-					  strerror(errno));
-		if (n == 0)
-			return 0;
-		b->len += (size_t)n;
-		b->data[b->len] = '\0';
-		if (b->len > CONFIG_MAX_BYTES)
-			return asp__error(err, ASP_ECONFIG,
-					  "%s: expected at most %d bytes (1 MiB), got %lld bytes",
-					  path, CONFIG_MAX_BYTES,
-					  (long long)(size > (off_t)b->len ? size : (off_t)b->len));
+	switch (asp__read_fd(b, fd, CONFIG_MAX_BYTES)) {
+	case 0:
+		return 0;
+	case ASP_ENOMEM:
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	case ASP_EIO:
+		return asp__error(err, ASP_ECONFIG, "%s: cannot read: %s", path, strerror(errno));
+	default:
+		return asp__error(err, ASP_ECONFIG, "%s: expected at most %d bytes (1 MiB), got %lld bytes",
+				  path, CONFIG_MAX_BYTES,
+				  (long long)(size > (off_t)b->len ? size : (off_t)b->len));
 	}
 }
 

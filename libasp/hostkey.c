@@ -635,24 +635,16 @@ static int read_all(asp_buf *b, int fd, const char *path, asp_error *err)
 {
 	char e[128];
 
-	for (;;) {
-		ssize_t n;
-
-		if (b->len >= STORE_MAX)
-			return asp__error(err, ASP_ECONFIG, "%s: larger than %zu MiB", path,
-					  STORE_MAX >> 20);
-		if (asp__buf_grow(b, 65536))
-			return asp__error(err, ASP_ENOMEM, "out of memory");
-		n = read(fd, b->data + b->len, 65536);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return asp__error(err, ASP_ECONFIG, "cannot read %s: %s", path,
-					  errno_text(errno, e, sizeof(e)));
-		if (n == 0)
-			return 0;
-		b->len += (size_t)n;
-		b->data[b->len] = '\0';
+	switch (asp__read_fd(b, fd, STORE_MAX - 1)) {
+	case 0:
+		return 0;
+	case ASP_ENOMEM:
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	case ASP_EIO:
+		return asp__error(err, ASP_ECONFIG, "cannot read %s: %s", path,
+				  errno_text(errno, e, sizeof(e)));
+	default:
+		return asp__error(err, ASP_ECONFIG, "%s: larger than %zu MiB", path, STORE_MAX >> 20);
 	}
 }
 
