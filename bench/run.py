@@ -799,6 +799,10 @@ class Report:
             parts.append("## Skipped and failed\n\n" + "\n".join(
                 ["- skipped %s: %s" % kv for kv in sorted(self.r.skipped.items())] +
                 ["- **failed** %s: %s" % kv for kv in sorted(self.r.failed.items())]))
+        limits = os.path.join(ROOT, "bench", "LIMITS.md")
+        if os.path.exists(limits):
+            with open(limits) as f:
+                parts.append(f.read().strip())
         parts.append(METHOD)
         return "\n\n".join(parts) + "\n"
 
