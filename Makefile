@@ -210,12 +210,12 @@ check-san:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-integration
 
 # valgrind on the unit suite, the integration suites that do not measure
-# deadlines (valgrind slows everything ~30x), the fuzz corpus replay and a
-# short soak.
+# deadlines (valgrind slows everything ~30x; pool, faults and cli do, and
+# run plain and under ASan), the fuzz corpus replay and a short soak.
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
 	CK_FORK=no $(VALGRIND) ./$(BUILD)/tests/test-unit
-	for s in core trust; do ASP_TEST_SUITE=$$s $(VALGRIND) ./$(BUILD)/tests/test-integration || exit 1; done
+	for s in core trust hostile security fixture; do ASP_TEST_SUITE=$$s $(VALGRIND) ./$(BUILD)/tests/test-integration || exit 1; done
 	for t in $(FUZZ_TARGETS); do $(VALGRIND) ./$(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
 	SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $(VALGRIND) ./$(BUILD)/tests/soak
 
