@@ -467,7 +467,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	uint32_t id_lstat;
 	asp_sftp_attrs a;
 	char *tmp = temp_name(path);
-	int rc, found = 0, opened = 0;
+	int rc, found = 0, opened = 0, handle = 0;
 
 	if (!tmp)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
@@ -500,7 +500,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", path);
 	if (rc)
 		goto out;
-	opened = 1;
+	opened = handle = 1;
 	if (found && type_of(a.perm) == ASP_TYPE_DIR) {
 		rc = asp__error(err, ASP_EISDIR, "write %s: is a directory", path);
 		goto out;
@@ -515,7 +515,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		char *real;
 		close_later(c, h, hl, NULL);
 		remove_temp(c, tmp);
-		opened = 0;
+		opened = handle = 0;
 		if ((rc = send_path(c, SSH_FXP_REALPATH, path, 0, &id, err)) ||
 		    (rc = asp__sftp_reply(c, &r, id, err)))
 			goto out;
@@ -534,6 +534,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	}
 	/* From here a lost connection may leave the temp file behind. */
 	rc = write_and_close(c, h, hl, data, len, o->mode || found, o->mode ? o->mode : a.perm, tmp, err);
+	handle = 0;
 	if (rc == 0) {
 		opened = 0;
 		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
@@ -543,6 +544,8 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	if (rc && asp__error_is(err, ASP_ENOSPC))
 		asp__error_prefix(err, "the sandbox's disk is probably full");
 out:
+	if (handle && !asp__conn_dead(c))
+		close_later(c, h, hl, NULL);
 	if (rc && opened && !asp__conn_dead(c))
 		remove_temp(c, tmp);
 	if (rc && asp__conn_dead(c) && orphan && !*orphan) {
