@@ -44,22 +44,6 @@ static char run_cwd[PATH_MAX]; /* where asp-exec runs; empty: here */
 
 /* ---------------------------------------------------------------- helpers */
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 /* Strip n trailing path components. */
 static void strip_components(char *path, int n)
 {
@@ -108,7 +92,7 @@ static int pid_alive(pid_t pid)
 
 static int wait_gone(pid_t pid, long ms)
 {
-	for (long long end = now_ms() + ms; now_ms() < end; sleep_ms(10))
+	for (long long end = fx_now_ms() + ms; fx_now_ms() < end; fx_sleep_ms(10))
 		if (!pid_alive(pid))
 			return 1;
 	return !pid_alive(pid);
@@ -282,13 +266,13 @@ static result finish(proc *p, const void *in, size_t in_len, long timeout_ms)
 	result r = { -1, calloc(1, 1), calloc(1, 1), 0, 0 };
 	size_t off = 0;
 	int out_open = 1, err_open = 1, st;
-	long long end = now_ms() + timeout_ms;
+	long long end = fx_now_ms() + timeout_ms;
 
 	if (!in_len && p->in >= 0) {
 		close(p->in);
 		p->in = -1;
 	}
-	while ((out_open || err_open) && now_ms() < end) {
+	while ((out_open || err_open) && fx_now_ms() < end) {
 		struct pollfd f[3] = { { out_open ? p->out : -1, POLLIN, 0 },
 				       { err_open ? p->err : -1, POLLIN, 0 },
 				       { p->in, POLLOUT, 0 } };
@@ -361,9 +345,9 @@ static char *read_line(int fd, long ms)
 {
 	char buf[512];
 	size_t n = 0;
-	long long end = now_ms() + ms;
+	long long end = fx_now_ms() + ms;
 
-	while (n < sizeof(buf) - 1 && now_ms() < end) {
+	while (n < sizeof(buf) - 1 && fx_now_ms() < end) {
 		struct pollfd f = { fd, POLLIN, 0 };
 
 		if (poll(&f, 1, 50) <= 0)
@@ -640,15 +624,15 @@ START_TEST(test_stdin_late_eof)
 	spawn(&p, cli_argv(ARGS("wc -c")), -1);
 	fcntl(p.in, F_SETFL, 0);
 	ck_assert_int_eq(write(p.in, "hello\n", 6), 6);
-	sleep_ms(1000);
+	fx_sleep_ms(1000);
 	close(p.in);
 	p.in = -1;
-	closed = now_ms();
+	closed = fx_now_ms();
 	r = finish(&p, NULL, 0, 20000);
 	ck_assert_int_eq(r.status, 0);
 	ck_assert_str_eq(r.out, "6\n");
-	ck_assert_msg(now_ms() - closed < 3000, "EOF took %lld ms to reach the command",
-		      now_ms() - closed);
+	ck_assert_msg(fx_now_ms() - closed < 3000, "EOF took %lld ms to reach the command",
+		      fx_now_ms() - closed);
 	result_free(&r);
 }
 END_TEST
@@ -658,7 +642,7 @@ START_TEST(test_timeout_kills_group)
 	proc p;
 	result r;
 	pid_t shell, child;
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	use_master = _i == 0;
 	spawn(&p, cli_argv(ARGS("--timeout", "1.5", "--", "sh", "-c",
@@ -667,8 +651,8 @@ START_TEST(test_timeout_kills_group)
 	child = read_pid(p.out);
 	r = finish(&p, NULL, 0, 15000);
 	ck_assert_int_eq(r.status, 124);
-	ck_assert_int_ge(now_ms() - t0, 1400);
-	ck_assert_int_lt(now_ms() - t0, 8000);
+	ck_assert_int_ge(fx_now_ms() - t0, 1400);
+	ck_assert_int_lt(fx_now_ms() - t0, 8000);
 	ck_assert_msg(wait_gone(shell, 3000), "the command survived its timeout");
 	ck_assert_msg(wait_gone(child, 3000), "a child of the command survived its timeout");
 	result_free(&r);
@@ -724,7 +708,7 @@ START_TEST(test_closed_stdout)
 	proc p;
 	result r;
 	char *line;
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	use_master = _i == 0;
 	spawn(&p, cli_argv(ARGS("while :; do echo y; done")), -1);
@@ -735,7 +719,7 @@ START_TEST(test_closed_stdout)
 	p.out = open("/dev/null", O_RDONLY);
 	r = finish(&p, NULL, 0, 10000);
 	ck_assert_int_eq(r.status, 128 + SIGPIPE);
-	ck_assert_int_lt(now_ms() - t0, 8000);
+	ck_assert_int_lt(fx_now_ms() - t0, 8000);
 	result_free(&r);
 }
 END_TEST
@@ -829,7 +813,7 @@ START_TEST(test_json_cancelled)
 	use_master = _i == 0;
 	snprintf(pidfile, sizeof(pidfile), "%s/pid", fx.workspace);
 	spawn(&p, cli_argv(ARGS("--json", "echo partial; echo $$ > pid.tmp; mv pid.tmp pid; exec sleep 60")), -1);
-	for (long long end = now_ms() + 10000; !text && now_ms() < end; sleep_ms(20))
+	for (long long end = fx_now_ms() + 10000; !text && fx_now_ms() < end; fx_sleep_ms(20))
 		text = fx_read_file(pidfile, NULL);
 	ck_assert_ptr_nonnull(text);
 	shell = atoi(text);

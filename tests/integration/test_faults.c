@@ -45,22 +45,6 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
 #define ASSERT_OK(rc, e)                                                                  \
 	ck_assert_msg((rc) == ASP_OK, "line %d: %s: %s", __LINE__, asp_error_name(rc), (e).message)
 
@@ -236,9 +220,9 @@ static void write_text(asp_sandbox *sb, const char *path, const char *text)
 #define EXPECT_LINK_ERROR(what, call)                                                            \
 	do {                                                                                     \
 		asp_error e_ = { 0 };                                                            \
-		long long t0_ = mono_ms(), dt_;                                                  \
+		long long t0_ = fx_now_ms(), dt_;                                                  \
 		int rc_ = (call);                                                                \
-		dt_ = mono_ms() - t0_;                                                           \
+		dt_ = fx_now_ms() - t0_;                                                           \
 		fprintf(stderr, "faults: blackhole %-6s -> %s after %lld ms (%s)\n", what,       \
 			asp_error_name(rc_), dt_, e_.message);                                   \
 		ck_assert_msg(is_link_error(rc_), "%s on a black-holed link: %s (%s)", what,    \
@@ -318,9 +302,9 @@ START_TEST(test_blackhole_running_command_detected_by_keepalive)
 	/* No timeout: only the keepalive can tell a dead link from a quiet command. */
 	eo.on_output = blackhole_when_started;
 	eo.userdata = &s;
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = asp_exec(&r, E.sb, "echo started; sleep 30; echo done", &eo, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	fprintf(stderr, "faults: blackhole during sleep 30 -> %s after %lld ms (%s)\n",
 		asp_error_name(rc), dt, err.message);
 	ck_assert_msg(s.switched && !s.failed, "the command never started or the proxy failed");
@@ -365,7 +349,7 @@ END_TEST
 
 static void *trigger_later(void *arg)
 {
-	sleep_ms(300);
+	fx_sleep_ms(300);
 	asp_cancel_trigger(arg);
 	return NULL;
 }
@@ -388,9 +372,9 @@ START_TEST(test_cancel_during_blackholed_connect)
 	ck_assert_int_eq(asp_cancel_new(&cancel, &err), 0);
 	eo.cancel = cancel;
 	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, cancel), 0);
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = asp_exec(&r, E.sb, "echo hi", &eo, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	pthread_join(th, NULL);
 	fprintf(stderr, "faults: cancel during handshake -> %s after %lld ms (%s)\n",
 		asp_error_name(rc), dt, err.message);
@@ -417,9 +401,9 @@ START_TEST(test_silent_server_during_auth_is_not_eauth)
 	env_start("AuthorizedKeysFile none\n"
 		  "AuthorizedKeysCommand /bin/sh -c \"sleep 2; echo %t %k\"\n"
 		  "AuthorizedKeysCommandUser nobody\n");
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = env_open(&sb, 1500, 1, 1500, 0, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	fprintf(stderr, "faults: server silent during auth -> %s after %lld ms (%s)\n",
 		asp_error_name(rc), dt, err.message);
 	ck_assert_msg(rc == ASP_ETIMEOUT || rc == ASP_ECONNECT,
@@ -427,10 +411,10 @@ START_TEST(test_silent_server_during_auth_is_not_eauth)
 	ck_assert_msg(dt < NO_HANG_MS, "open took %lld ms", dt);
 	ck_assert(sb == NULL);
 	/* Control: the same server does accept the key when given the time. */
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = env_open(&E.sb, 30000, 15, 30000, 0, &err);
 	ASSERT_OK(rc, err);
-	fprintf(stderr, "faults: patient open with the slow key lookup took %lld ms\n", mono_ms() - t0);
+	fprintf(stderr, "faults: patient open with the slow key lookup took %lld ms\n", fx_now_ms() - t0);
 }
 END_TEST
 
@@ -445,14 +429,14 @@ static void *blackhole_after_bytes(void *arg)
 	hole_after *h = arg;
 	fx_proxy_stats st;
 	uint64_t start;
-	long long deadline = mono_ms() + 20000;
+	long long deadline = fx_now_ms() + 20000;
 
 	if (fx_proxy_stats_get(&E.px, &st) < 0) {
 		h->failed = 1;
 		return NULL;
 	}
 	start = st.c2s_bytes;
-	while (mono_ms() < deadline) {
+	while (fx_now_ms() < deadline) {
 		if (fx_proxy_stats_get(&E.px, &st) < 0) {
 			h->failed = 1;
 			return NULL;
@@ -462,7 +446,7 @@ static void *blackhole_after_bytes(void *arg)
 			h->done = 1;
 			return NULL;
 		}
-		sleep_ms(2);
+		fx_sleep_ms(2);
 	}
 	return NULL;
 }
@@ -483,9 +467,9 @@ START_TEST(test_blackhole_mid_atomic_write)
 	ASSERT_OK(rc, err);
 	write_text(E.sb, "target.txt", "old content\n");
 	ck_assert_int_eq(pthread_create(&th, NULL, blackhole_after_bytes, &h), 0);
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = asp_write(E.sb, "target.txt", big, BIG_LEN, NULL, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	pthread_join(th, NULL);
 	fprintf(stderr, "faults: blackhole after 8 MiB of a 64 MiB write -> %s after %lld ms (%s)\n",
 		asp_error_name(rc), dt, err.message);
@@ -565,14 +549,14 @@ START_TEST(test_idle_longer_than_io_timeout_is_not_silence)
 	rc = asp_mkdir(E.sb, "a", 0755, 0, &err);
 	ASSERT_OK(rc, err);
 	s0 = proxy_stats();
-	sleep_ms(1600);
+	fx_sleep_ms(1600);
 	/* Not idempotent: a failure here would not be hidden by a retry. */
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = asp_mkdir(E.sb, "b", 0755, 0, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	ck_assert_msg(rc == ASP_OK, "after %lld ms idle: mkdir -> %s after %lld ms (%s)", 1600LL,
 		      asp_error_name(rc), dt, err.message);
-	sleep_ms(1600);
+	fx_sleep_ms(1600);
 	expect_read(E.sb, "/dev/null", "");
 	s1 = proxy_stats();
 	ck_assert_msg(s1.accepted == s0.accepted, "a quiet connection was replaced (%llu -> %llu)",
@@ -593,9 +577,9 @@ START_TEST(test_recursive_remove_does_not_wait_for_io_timeout)
 	rc = asp_mkdir(E.sb, "t/u/v", 0755, 1, &err);
 	ASSERT_OK(rc, err);
 	write_text(E.sb, "t/u/v/f.txt", "x\n");
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = asp_remove(E.sb, "t", 1, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	fprintf(stderr, "faults: recursive remove -> %s after %lld ms\n", asp_error_name(rc), dt);
 	ASSERT_OK(rc, err);
 	ck_assert_msg(dt < 5000, "recursive remove took %lld ms (io_timeout_ms is 10000)", dt);
@@ -633,7 +617,7 @@ static void *watch_target(void *arg)
 			w->torn++;
 			memcpy(w->torn_sha, sha, sizeof(sha));
 		}
-		sleep_ms(5);
+		fx_sleep_ms(5);
 	}
 	return NULL;
 }
@@ -673,9 +657,9 @@ START_TEST(test_cut_mid_atomic_write)
 	s0 = proxy_stats();
 	atomic_init(&w.stop, 0);
 	ck_assert_int_eq(pthread_create(&th, NULL, watch_target, &w), 0);
-	t0 = mono_ms();
+	t0 = fx_now_ms();
 	rc = asp_write(E.sb, "big.bin", big, BIG_LEN, NULL, &err);
-	dt = mono_ms() - t0;
+	dt = fx_now_ms() - t0;
 	atomic_store(&w.stop, 1);
 	pthread_join(th, NULL);
 	s1 = proxy_stats();
@@ -974,15 +958,15 @@ START_TEST(test_netns_cleanup)
 	ck_assert_msg(n == (ssize_t)sizeof(other) && WIFEXITED(status) && WEXITSTATUS(status) == 1,
 		      "child failed to start the fixture");
 	ck_assert(other.x != 0);
-	deadline = mono_ms() + 10000;
-	while (fx_netns_exists(&other) && mono_ms() < deadline)
-		sleep_ms(50);
+	deadline = fx_now_ms() + 10000;
+	while (fx_netns_exists(&other) && fx_now_ms() < deadline)
+		fx_sleep_ms(50);
 	ck_assert_msg(!fx_netns_exists(&other), "%s / %s left behind by a dead test", other.name,
 		      other.veth_host);
 	/* Its sshd is gone too (it died with its parent; the guard killed the namespace's processes). */
-	deadline = mono_ms() + 5000;
-	while (other.sshd.pid > 0 && kill(other.sshd.pid, 0) == 0 && mono_ms() < deadline)
-		sleep_ms(50);
+	deadline = fx_now_ms() + 5000;
+	while (other.sshd.pid > 0 && kill(other.sshd.pid, 0) == 0 && fx_now_ms() < deadline)
+		fx_sleep_ms(50);
 	ck_assert_msg(other.sshd.pid <= 0 || kill(other.sshd.pid, 0) < 0, "sshd %d survived",
 		      (int)other.sshd.pid);
 	/* And the fixture dir with its keys (the child's atexit never ran). */

@@ -65,13 +65,6 @@ static pid_t ssh_spawn(const fx_sshd *fx, const char *remote)
 	return pid;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /* Exit status of child `pid` if it ends within `ms`, else -1. */
 static int wait_exit(pid_t pid, long ms)
 {
@@ -80,7 +73,7 @@ static int wait_exit(pid_t pid, long ms)
 	for (long waited = 0; waited <= ms; waited += 10) {
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		sleep_ms(10);
+		fx_sleep_ms(10);
 	}
 	return -1;
 }
@@ -107,7 +100,7 @@ static int wait_gone(pid_t pid, long ms)
 	for (long waited = 0; waited <= ms; waited += 10) {
 		if (!pid_alive(pid))
 			return 1;
-		sleep_ms(10);
+		fx_sleep_ms(10);
 	}
 	return 0;
 }
@@ -122,7 +115,7 @@ static long read_number_file(const char *path, long ms)
 		free(text);
 		if (value > 0)
 			return value;
-		sleep_ms(10);
+		fx_sleep_ms(10);
 	}
 	return -1;
 }
@@ -311,7 +304,7 @@ START_TEST(test_start_again_waits_for_port)
 				fx.port, marker),
 			 0);
 	for (int i = 0; i < 500 && access(marker, F_OK) != 0; i++)
-		sleep_ms(10);
+		fx_sleep_ms(10);
 	ck_assert_int_eq(access(marker, F_OK), 0);
 	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
 	ck_assert(fx_log_contains(&fx, "Address already in use"));

@@ -62,14 +62,6 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
 typedef struct sb_opts {
 	unsigned int max_connections, idle_close_s, keepalive_s, io_timeout_ms;
 } sb_opts;
@@ -126,7 +118,7 @@ static int wait_log_count(const char *needle, int n, long ms)
 			return 1;
 		if (waited >= ms)
 			return 0;
-		sleep_ms(50);
+		fx_sleep_ms(50);
 	}
 }
 
@@ -210,7 +202,7 @@ static int wait_value(int (*probe)(void), int want, long ms)
 	for (long waited = 0;; waited += 50) {
 		if ((v = probe()) == want || waited >= ms)
 			return v;
-		sleep_ms(50);
+		fx_sleep_ms(50);
 	}
 }
 
@@ -290,7 +282,7 @@ static void assert_no_survivors(asp_sandbox *sb, const char *token)
 	for (int i = 0; i < 40; i++) {
 		if ((n = sandbox_processes_with(sb, token, report, sizeof(report))) == 0)
 			return;
-		sleep_ms(50);
+		fx_sleep_ms(50);
 	}
 	ck_abort_msg("%d process(es) with \"%s\" survived:\n%s", n, token, report);
 }
@@ -503,7 +495,7 @@ static void *cancel_later(void *arg)
 {
 	cancel_job *j = arg;
 
-	sleep_ms(j->delay_ms);
+	fx_sleep_ms(j->delay_ms);
 	j->fired_at = now_s();
 	asp_cancel_trigger(j->cancel);
 	return NULL;
@@ -772,7 +764,7 @@ START_TEST(test_restart_after_unread_keepalive_replies)
 	sb = open_sandbox((sb_opts){ .keepalive_s = 2 });
 	rc = asp_write(sb, "ka-a.txt", "a", 1, &wo, &e);
 	ck_assert_msg(rc == ASP_OK, "write: %s", e.message);
-	sleep_ms(3500); /* keepalives go out at 2 s idle; any reply to them stays unread */
+	fx_sleep_ms(3500); /* keepalives go out at 2 s idle; any reply to them stays unread */
 	ck_assert_int_eq(fx_sshd_restart(&fx), 0);
 	rc = asp_rename(sb, "ka-a.txt", "ka-b.txt", &e);
 	ck_assert_msg(rc == ASP_OK, "rename after restart: %s: %s", asp_error_name(rc), e.message);
@@ -816,13 +808,13 @@ static int server_closed_sftp_channel(void)
 {
 	int ok = wait_log_count("closing after 1 seconds of inactivity", 1, 10000);
 
-	sleep_ms(300); /* let the CHANNEL_CLOSE arrive */
+	fx_sleep_ms(300); /* let the CHANNEL_CLOSE arrive */
 	return ok;
 }
 
 static int server_probed_for_6s(void)
 {
-	sleep_ms(6000); /* unanswered, sshd gives up after ~4 s */
+	fx_sleep_ms(6000); /* unanswered, sshd gives up after ~4 s */
 	return 1;
 }
 
@@ -872,7 +864,7 @@ static int wait_file_line(const char *rel, long ms)
 			return 1;
 		if (waited >= ms)
 			return 0;
-		sleep_ms(20);
+		fx_sleep_ms(20);
 	}
 }
 
@@ -933,7 +925,7 @@ START_TEST(test_idle_connection_is_closed)
 	ck_assert_int_gt(sshd_descendants(), 0);
 	accepted = accepted_count();
 
-	sleep_ms(2500);
+	fx_sleep_ms(2500);
 	open_now = wait_value(established_to_server, 0, 3000);
 	ck_assert_msg(open_now == 0, "%d connection(s) still open after 2.5 s idle with idle_close_s=1",
 		      open_now);
@@ -964,7 +956,7 @@ START_TEST(test_idle_connection_gets_keepalives)
 	accepted = accepted_count();
 	ck_assert_int_eq(log_count("keepalive@libssh2.org"), 0);
 
-	sleep_ms(2500);
+	fx_sleep_ms(2500);
 	ck_assert_msg(wait_log_count("keepalive@libssh2.org", 1, 3000),
 		      "no keepalive reached sshd while the connection was idle");
 	ck_assert_int_eq(established_to_server(), 1);
@@ -1019,11 +1011,11 @@ START_TEST(test_reuse_after_idle_longer_than_io_timeout)
 	free(out);
 	accepted = accepted_count();
 
-	sleep_ms(1500);
+	fx_sleep_ms(1500);
 	out = exec_stdout(sb, "echo reused");
 	ck_assert_str_eq(out, "reused\n");
 	free(out);
-	sleep_ms(1500);
+	fx_sleep_ms(1500);
 	rc = asp_rename(sb, "idle-a.txt", "idle-b.txt", &e);
 	ck_assert_msg(rc == ASP_OK, "rename on a connection idle for 1.5 s (io_timeout_ms=1000): %s: %s",
 		      asp_error_name(rc), e.message);

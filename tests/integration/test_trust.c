@@ -92,21 +92,6 @@ static void start_server(void)
 
 /* ------------------------------------------------------------ small helpers */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	nanosleep(&ts, NULL);
-}
-
 /* out = T.tmp + "/" + name (printf-style). */
 static void tmp_path(char *out, size_t outlen, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -402,7 +387,7 @@ static void assert_no_auth_since(const log_mark *before)
 			if (strstr(seg, closed)) /* sshd logs the close asynchronously */
 				break;
 		}
-		sleep_ms(20);
+		fx_sleep_ms(20);
 	}
 	log_take(&after, text);
 	ck_assert_msg(after.connections == before->connections + 1,
@@ -935,7 +920,7 @@ static void start_agent(const char *sock)
 	}
 	for (int waited = 0; !file_exists(sock); waited += 10) {
 		ck_assert_msg(waited < 5000, "ssh-agent did not create %s", sock);
-		sleep_ms(10);
+		fx_sleep_ms(10);
 	}
 }
 
@@ -1003,7 +988,7 @@ static void ensure_token_user(void)
 			    "useradd -m -s /bin/bash " TOKEN_USER " >/dev/null 2>&1) && "
 			    "passwd -d " TOKEN_USER " >/dev/null 2>&1");
 		if (rc != 0)
-			sleep_ms(200);
+			fx_sleep_ms(200);
 	}
 	ck_assert_msg(rc == 0, "cannot create the local user " TOKEN_USER " (needs root)");
 	ck_assert_int_eq(fx_run("passwd -S " TOKEN_USER " | grep -q '^" TOKEN_USER " NP '"), 0);
@@ -1088,9 +1073,9 @@ static int open_port(int port, uint64_t *ms, asp_error *err)
 	o.config_path = cfg;
 	o.known_hosts = T.kh;
 	o.connect_timeout_ms = 1000;
-	t0 = now_ms();
+	t0 = fx_now_ms();
 	rc = open_with(&sb, &o, err);
-	*ms = now_ms() - t0;
+	*ms = fx_now_ms() - t0;
 	ck_assert_ptr_null(sb);
 	return rc;
 }
@@ -1217,7 +1202,7 @@ START_TEST(test_lazy_does_not_connect)
 	before = log_now();
 	rc = open_config(&sb, cfg, ASP_OPEN_LAZY, &err);
 	ck_assert_msg(rc == ASP_OK, "%s: %s", asp_error_name(rc), err.message);
-	sleep_ms(200);
+	fx_sleep_ms(200);
 	ck_assert_int_eq(log_now().connections, before.connections);
 
 	rc = asp_exec(&r, sb, "true", NULL, &err);

@@ -72,22 +72,6 @@ static atomic_long failures;
 /* The restart window, ms on the monotonic clock; 0 = not yet. */
 static atomic_llong restart_begin_ms, restart_end_ms;
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) && errno == EINTR)
-		;
-}
-
 /* ---------------------------------------------------------------- content */
 
 static uint64_t mix64(uint64_t x)
@@ -209,13 +193,13 @@ static int is_conn_error(int rc)
 static int judge_failure(worker *w, const char *what, int rc, const asp_error *e, long long t0,
 			 int is_exec)
 {
-	if (is_conn_error(rc) && in_window(t0, now_ms())) {
+	if (is_conn_error(rc) && in_window(t0, fx_now_ms())) {
 		w->window_failures++;
 		if (rc == ASP_ECONNLOST)
 			w->connlost++;
 		else
 			w->connect++;
-		w->last_window_fail_ms = now_ms();
+		w->last_window_fail_ms = fx_now_ms();
 		if (is_exec && rc == ASP_ECONNLOST)
 			w->exec_connlost++;
 		else
@@ -254,7 +238,7 @@ static int slot_probe(worker *w, int k, int *exists, uint64_t *hash, size_t *len
 			failf(w, "re-reading %s after a failure: %s: %s", path, asp_error_name(rc), e.message);
 			return -1;
 		}
-		sleep_ms(100);
+		fx_sleep_ms(100);
 	}
 	failf(w, "re-reading slot %d: the server did not come back", k);
 	return -1;
@@ -278,7 +262,7 @@ static void op_write(worker *w)
 	slot nw = { 1, rnd(w), len };
 	asp_error e = { 0 };
 	char path[64];
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	slot_path(path, sizeof(path), w->id, k);
 	content_fill(w->buf, nw.seed, 0, len);
@@ -311,7 +295,7 @@ static void op_read(worker *w)
 	size_t n = 0, want;
 	asp_error e = { 0 };
 	char path[64];
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	slot_path(path, sizeof(path), w->id, k);
 	if (r % 4 == 0 && s->exists) {
@@ -355,7 +339,7 @@ static void op_exec(worker *w)
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
 	uint64_t x = rnd(w);
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 	char cmd[160], env0[96], want[200];
 	const char *env[2] = { env0, NULL };
 	unsigned char in[300];
@@ -414,7 +398,7 @@ static void op_stat(worker *w)
 	asp_stat_info st;
 	asp_error e = { 0 };
 	char path[64];
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	slot_path(path, sizeof(path), w->id, k);
 	rc = asp_stat(&st, sb, path, &e);
@@ -440,7 +424,7 @@ static void op_list(worker *w)
 	asp_error e = { 0 };
 	char dir[32];
 	int seen[SLOTS] = { 0 }, rc;
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	snprintf(dir, sizeof(dir), "soak/t%02d", w->id);
 	rc = asp_list_dir(&l, sb, dir, &e);
@@ -483,7 +467,7 @@ static void op_rename(worker *w)
 	int a = (int)(rnd(w) % SLOTS), b = (int)(rnd(w) % SLOTS), rc;
 	asp_error e = { 0 };
 	char pa[64], pb[64];
-	long long t0 = now_ms();
+	long long t0 = fx_now_ms();
 
 	if (a == b)
 		b = (a + 1) % SLOTS;
@@ -525,7 +509,7 @@ static void *worker_main(void *arg)
 		if (n >= total_ops)
 			break;
 		pick = (unsigned int)(rnd(w) % 100);
-		atomic_store(&w->op_start_ms, now_ms());
+		atomic_store(&w->op_start_ms, fx_now_ms());
 		if (pick < 25) {
 			w->counts[0]++;
 			op_write(w);
@@ -633,7 +617,7 @@ int main(void)
 	       total_ops, nthreads, MAX_CONNECTIONS, fx.port, seconds);
 	printf("soak: baseline: RSS %ld KiB, %d fds\n", rss_kib(), fd0);
 
-	t_start = now_ms();
+	t_start = fx_now_ms();
 	deadline = t_start + seconds * 1000;
 	for (int t = 0; t < nthreads; t++) {
 		worker *w = &workers[t];
@@ -649,20 +633,20 @@ int main(void)
 	next_report = report_every;
 	for (;;) {
 		long done = atomic_load(&ops_done);
-		long long now = now_ms();
+		long long now = fx_now_ms();
 		int all_idle = done >= total_ops, fds = fd_count();
 
 		if (fds > fd_max)
 			fd_max = fds;
 		if (!restarted && done >= total_ops * RESTART_PCT / 100) {
 			/* The fixture belongs to this thread: restart it here. */
-			atomic_store(&restart_begin_ms, now_ms());
+			atomic_store(&restart_begin_ms, fx_now_ms());
 			printf("soak: restarting sshd at %ld operations\n", done);
 			if (fx_sshd_restart(&fx)) {
 				failf(NULL, "fx_sshd_restart failed");
 				atomic_store(&stop_now, 1);
 			}
-			atomic_store(&restart_end_ms, now_ms());
+			atomic_store(&restart_end_ms, fx_now_ms());
 			printf("soak: sshd back after %lld ms\n",
 			       atomic_load(&restart_end_ms) - atomic_load(&restart_begin_ms));
 			restarted = 1;
@@ -704,7 +688,7 @@ int main(void)
 			if (!running)
 				break;
 		}
-		sleep_ms(50);
+		fx_sleep_ms(50);
 	}
 	for (int t = 0; t < nthreads; t++)
 		pthread_join(workers[t].thread, NULL);
@@ -727,8 +711,8 @@ int main(void)
 				counts[i] += workers[t].counts[i];
 			free(workers[t].buf);
 		}
-		printf("soak: %ld operations in %.1f s (%.0f/s):", ops, (double)(now_ms() - t_start) / 1000.0,
-		       (double)ops * 1000.0 / (double)(now_ms() - t_start + 1));
+		printf("soak: %ld operations in %.1f s (%.0f/s):", ops, (double)(fx_now_ms() - t_start) / 1000.0,
+		       (double)ops * 1000.0 / (double)(fx_now_ms() - t_start + 1));
 		for (int i = 0; i < 6; i++)
 			printf(" %s %ld", op_names[i], counts[i]);
 		printf("\n");
