@@ -324,8 +324,11 @@ typedef struct asp_exec_result asp_exec_result;
  *
  * Returns ASP_OK with *out set whenever the command ran, whatever its exit
  * status. Errors: ASP_ENOENT (cwd missing), ASP_EINVAL, ASP_ECONNLOST (the
- * connection died after the command may have started: it is never
- * replayed), connection errors. Free *out with asp_exec_result_free.
+ * connection died after the command may have started, or the server closed
+ * the command's channel without an exit status, as sshd's ChannelTimeout
+ * does to a quiet command, which is then stopped: it is never replayed),
+ * ASP_EPROTO (the login shell did not run the command), connection errors.
+ * Free *out with asp_exec_result_free.
  */
 ASP_EXTERN(int) asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 			 const asp_exec_options *opts, asp_error *err);

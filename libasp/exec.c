@@ -177,6 +177,11 @@ typedef struct run {
 	char marker[40];
 	asp_buf pre;            /* stdout before the marker line */
 	int header_done;
+	char end[48];           /* "<marker>:end\n", the wrapper's last line */
+	size_t end_len;
+	int end_seen;
+	unsigned char hold[48]; /* stdout tail that may begin an end line */
+	size_t hold_len;
 	long pgid;              /* 0 until the wrapper reports it */
 	int nocwd;
 	/* stdin */
@@ -208,6 +213,67 @@ static int deliver(run *x, int stream, const unsigned char *d, size_t n, asp_err
 	return 0;
 }
 
+/* The longest k < sl such that d ends with the first k bytes of s. */
+static size_t partial_tail(const unsigned char *d, size_t n, const char *s, size_t sl)
+{
+	size_t k = n < sl - 1 ? n : sl - 1;
+
+	for (; k; k--)
+		if (!memcmp(d + n - k, s, k))
+			return k;
+	return 0;
+}
+
+/*
+ * stdout after the header, without the wrapper's end line. It may come
+ * anywhere (a background job can write after it) and be split across
+ * reads: a tail that could begin it is held back until more arrives.
+ */
+static int pass_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
+{
+	const unsigned char *m;
+	size_t keep;
+	int rc;
+
+	while ((m = memmem(d, n, x->end, x->end_len)) != NULL) {
+		if ((rc = deliver(x, ASP_STDOUT, d, (size_t)(m - d), err)))
+			return rc;
+		x->end_seen = 1;
+		n -= (size_t)(m - d) + x->end_len;
+		d = m + x->end_len;
+	}
+	keep = partial_tail(d, n, x->end, x->end_len);
+	memcpy(x->hold, d + n - keep, keep);
+	x->hold_len = keep;
+	return deliver(x, ASP_STDOUT, d, n - keep, err);
+}
+
+static int scan_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
+{
+	asp_buf joined = { 0 };
+	int rc;
+
+	if (!x->hold_len)
+		return pass_stdout(x, d, n, err);
+	if (asp__buf_put(&joined, x->hold, x->hold_len) || asp__buf_put(&joined, d, n)) {
+		asp__buf_free(&joined);
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	x->hold_len = 0;
+	rc = pass_stdout(x, joined.data, joined.len, err);
+	asp__buf_free(&joined);
+	return rc;
+}
+
+/* At the end of output: held bytes were the command's after all. */
+static int flush_hold(run *x, asp_error *err)
+{
+	size_t n = x->hold_len;
+
+	x->hold_len = 0;
+	return deliver(x, ASP_STDOUT, x->hold, n, err);
+}
+
 /* Strip the wrapper's "<marker>:<pid>\n" line; anything before it is login-script noise. */
 static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 {
@@ -215,7 +281,7 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 	size_t ml = strlen(x->marker), used;
 
 	if (x->header_done)
-		return deliver(x, ASP_STDOUT, d, n, err);
+		return scan_stdout(x, d, n, err);
 	if (asp__buf_put(&x->pre, d, n))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	m = memmem(x->pre.data, x->pre.len, x->marker, ml);
@@ -231,7 +297,7 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 		x->pgid = strtol((char *)m + ml + 1, NULL, 10);
 	x->header_done = 1;
 	used = (size_t)(nl + 1 - x->pre.data);
-	return deliver(x, ASP_STDOUT, x->pre.data + used, x->pre.len - used, err);
+	return pass_stdout(x, x->pre.data + used, x->pre.len - used, err);
 }
 
 static int read_streams(run *x, int *progress, asp_error *err)
@@ -444,7 +510,7 @@ static int drive(run *x, asp_error *err)
 			return 0;
 		kill_step(x);
 		if (libssh2_channel_eof(x->ch) && (!x->kill_wanted || x->kill_state == 4 || !x->pgid))
-			return 0;
+			return flush_hold(x, err);
 		now = asp__now_ms();
 		if (!x->kill_wanted && tdeadline && now >= tdeadline)
 			start_kill(x, 1);
@@ -526,6 +592,61 @@ static int start_command(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script
 	return rc ? asp__ssh_error(c, rc, err, "starting the command") : 0;
 }
 
+/*
+ * Output ended before the wrapper's marker line. Either the login shell
+ * never ran the wrapper (it printed something or exited non-zero), or the
+ * server closed the channel with nothing at all, as sshd's ChannelTimeout
+ * does to a quiet channel: that is a lost channel, and the command may
+ * have run. (libssh2 reports "no exit status" as 0.)
+ */
+static int no_marker(run *x, asp_error *err)
+{
+	int rc, silent = !x->pre.len && !x->r->out[1].total;
+
+	if ((rc = close_channel(x->c, x->ch, err)) || (rc = exit_status(x, err)))
+		return rc;
+	if (silent && !x->r->signal && !x->r->exit_code)
+		return asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel "
+				  "before the command reported that it started (no output, no exit "
+				  "status); it may have run; sshd's ChannelTimeout closes quiet "
+				  "channels", x->c->where);
+	return asp__error(err, ASP_EPROTO, "%s: the command wrapper did not run (is the login "
+			  "shell POSIX-compatible?)", x->c->where);
+}
+
+/*
+ * Output ended without the wrapper's end line, and libssh2 says "exit 0",
+ * which it also says when no exit status came at all. A command that ran
+ * `exit` or `exec` ends like this; so does one whose channel the server
+ * closed while it ran (sshd's ChannelTimeout closes quiet channels). Ask
+ * the sandbox whether the wrapper's shell still runs: if it does, stop its
+ * process group and report the lost channel.
+ */
+static int check_cut(run *x, asp_error *err)
+{
+	unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : 2000;
+	asp_buf script = { 0 }, said = { 0 };
+	int status = 0, rc;
+
+	if (asp__buf_printf(&script, "if kill -s 0 %ld 2>/dev/null; then echo running >&2; ",
+			    x->pgid) || asp__kill_script(&script, x->pgid, grace) ||
+	    asp__buf_puts(&script, "; else echo gone >&2; fi")) {
+		asp__buf_free(&script);
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	rc = asp__exec_simple(x->c, (const char *)script.data, &status, &said, err);
+	if (!rc && !(said.len >= 4 && !memcmp(said.data, "gone", 4)))
+		rc = asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel "
+				"while the command ran (no exit status; sshd's ChannelTimeout "
+				"closes quiet channels); %s", x->c->where,
+				said.len >= 7 && !memcmp(said.data, "running", 7)
+					? "its process group was stopped"
+					: "whether it still runs is unknown");
+	asp__buf_free(&script);
+	asp__buf_free(&said);
+	return rc;
+}
+
 int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
 		  const asp_exec_options *o, int *started, asp_error *err)
 {
@@ -547,6 +668,10 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		x.marker[4 + 2 * i] = hex[rnd[i] >> 4];
 		x.marker[5 + 2 * i] = hex[rnd[i] & 15];
 	}
+	x.end_len = strlen(x.marker);
+	memcpy(x.end, x.marker, x.end_len);
+	memcpy(x.end + x.end_len, ":end\n", 5);
+	x.end_len += 5;
 	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
 		asp__buf_free(&script);
 		return rc;
@@ -582,12 +707,13 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		goto out;
 	}
 	if (!x.header_done && !c->dead) {
-		/* Output ended before the marker: the login shell never ran our wrapper. */
-		rc = asp__error(err, ASP_EPROTO, "%s: the command wrapper did not run (is the login "
-				"shell POSIX-compatible?)", c->where);
+		rc = no_marker(&x, err);
 		goto out;
 	}
 	if ((rc = close_channel(c, x.ch, err)) || (rc = exit_status(&x, err)))
+		goto out;
+	if (!x.end_seen && !x.kill_wanted && !x.r->signal && !x.r->exit_code &&
+	    (rc = check_cut(&x, err)))
 		goto out;
 	x.r->duration_ms = asp__now_ms() - t0;
 	for (i = 0; i < 2; i++)
@@ -601,8 +727,8 @@ out:
 		x.r->exit_code = -1;
 		x.r->signal = SIGKILL;
 		x.r->duration_ms = asp__now_ms() - t0;
-		rc = 0;
-		for (i = 0; i < 2; i++)
+		rc = flush_hold(&x, err);
+		for (i = 0; i < 2 && !rc; i++)
 			if (capture_flatten(&x.r->out[i], &x.r->flat[i], &x.r->flat_len[i]))
 				rc = asp__error(err, ASP_ENOMEM, "out of memory");
 	}

@@ -98,9 +98,15 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 	for (i = 0; env && env[i]; i++)
 		if ((rc = put_env(out, env[i], i, err)) != 0)
 			return rc;
-	/* The leading ' ' keeps eval from reading a command that starts with '-' as options. */
-	if (asp__buf_printf(out, "printf '%%s:%%s\\n' %s \"$$\"; eval ' '", marker) ||
-	    asp__quote(out, command))
+	/*
+	 * The leading ' ' keeps eval from reading a command that starts with '-'
+	 * as options. After the command, the end line goes to a copy of stdout
+	 * kept on fd 3, which the command never sees: a command that sends its
+	 * stdout elsewhere (exec >log) cannot have the line land in its file.
+	 */
+	if (asp__buf_printf(out, "printf '%%s:%%s\\n' %s \"$$\"; exec 3>&1; eval ' '", marker) ||
+	    asp__quote(out, command) ||
+	    asp__buf_printf(out, " 3>&-; s=$?; printf '%%s:end\\n' %s >&3; exit $s", marker))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	return 0;
 }

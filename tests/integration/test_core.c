@@ -811,6 +811,44 @@ START_TEST(test_exec_exit_codes)
 }
 END_TEST
 
+/*
+ * The wrapper ends with a line of its own on a saved copy of stdout. It
+ * never shows: not after `exit` or `exec` (no end line, and exit 0 is
+ * real), not in a file the command sent its stdout to, not when a
+ * background job writes after it, not when output ends like its start.
+ */
+START_TEST(test_exec_end_line_never_shows)
+{
+	static const struct {
+		const char *cmd, *out;
+	} cases[] = {
+		{ "exit 0", "" },
+		{ "echo a; exit", "a\n" },
+		{ "exec true", "" },
+		{ "exec echo replaced", "replaced\n" },
+		{ "trap 'echo bye' EXIT; echo hi", "hi\nbye\n" },
+		{ "(sleep 0.3; echo late) & echo early", "early\nlate\n" },
+		{ "printf asp-", "asp-" },
+		{ "printf 'x\\nasp-0'", "x\nasp-0" },
+		{ "exec 3>&1; echo own-fd3 >&3", "own-fd3\n" },
+		{ "exec >redirected.txt; echo into-file", "" },
+	};
+	asp_sandbox *sb = sb_open();
+	asp_exec_result *r;
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_stdout(sb, cases[i].cmd, cases[i].out);
+	assert_local_content(ws("redirected.txt"), "into-file\n", 10);
+	/* The saved copy is closed for the command. */
+	r = run(sb, "echo x >&3");
+	ck_assert_int_ne(asp_exec_result_exit_code(r), 0);
+	assert_stream(r, ASP_STDOUT, "", 0);
+	asp_exec_result_free(r);
+	asp_close(sb);
+}
+END_TEST
+
 START_TEST(test_exec_signals)
 {
 	static const struct {
@@ -1751,6 +1789,7 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_write_through_symlink);
 	tcase_add_test(tc, test_write_non_atomic);
 	tcase_add_test(tc, test_exec_exit_codes);
+	tcase_add_test(tc, test_exec_end_line_never_shows);
 	tcase_add_test(tc, test_exec_signals);
 	tcase_add_test(tc, test_exec_stdout_stderr);
 	tcase_add_test(tc, test_exec_stdin_binary);

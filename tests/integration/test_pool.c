@@ -855,6 +855,67 @@ START_TEST(test_server_probes_idle_connection)
 }
 END_TEST
 
+/*
+ * sshd closes a session channel that stays quiet for its ChannelTimeout
+ * (counted in whole seconds, so 2 s here means 1 to 2 s). Here the forced
+ * command sleeps before our wrapper runs: no output and no exit status
+ * arrive. That is a lost channel: ASP_ECONNLOST, never replayed,
+ * never blamed on the login shell; the next call works.
+ */
+START_TEST(test_server_closes_quiet_exec_channel)
+{
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	asp_sandbox *sb;
+	char *out;
+	int rc;
+
+	server_up("ChannelTimeout session:*=2\n"
+		  "ForceCommand case \"$SSH_ORIGINAL_COMMAND\" in *slow-start*) sleep 3;; esac; "
+		  "eval \"$SSH_ORIGINAL_COMMAND\"\n");
+	sb = open_sandbox((sb_opts){ 0 });
+	rc = asp_exec(&r, sb, "echo slow-start", NULL, &e);
+	ck_assert_msg(rc == ASP_ECONNLOST, "exec on a channel the server closed: %s: %s",
+		      asp_error_name(rc), e.message);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(e.message, "before the command reported that it started"), "message: %s",
+		      e.message);
+	out = exec_stdout(sb, "echo next");
+	ck_assert_str_eq(out, "next\n");
+	free(out);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * sshd closes the channel of a command that stays quiet (ChannelTimeout)
+ * and sends no exit status, which libssh2 reports as exit 0. That must not
+ * pass for success: ASP_ECONNLOST, and the orphaned command is stopped.
+ */
+START_TEST(test_server_cuts_quiet_command)
+{
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	asp_sandbox *sb;
+	char path[400];
+	int rc;
+
+	server_up("ChannelTimeout session:*=2\n");
+	sb = open_sandbox((sb_opts){ 0 });
+	rc = asp_exec(&r, sb, "sleep 5; echo late > cut-late.txt", NULL, &e);
+	ck_assert_msg(rc == ASP_ECONNLOST, "quiet command under ChannelTimeout: %s: %s",
+		      asp_error_name(rc), e.message);
+	ck_assert_ptr_null(r);
+	ck_assert_msg(strstr(e.message, "while the command ran") &&
+			      strstr(e.message, "its process group was stopped"),
+		      "message: %s", e.message);
+	fx_sleep_ms(5500);
+	workspace_path(path, sizeof(path), "cut-late.txt");
+	ck_assert_msg(access(path, F_OK) != 0, "the cut command ran on to its end");
+	asp_close(sb);
+}
+END_TEST
+
 /* Wait up to `ms` for a workspace file to have at least one line. */
 static int wait_file_line(const char *rel, long ms)
 {
@@ -1180,6 +1241,8 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_server_drops_idle_connection);
 	tcase_add_test(tc, test_server_closes_idle_sftp_channel);
 	tcase_add_test(tc, test_server_probes_idle_connection);
+	tcase_add_test(tc, test_server_closes_quiet_exec_channel);
+	tcase_add_test(tc, test_server_cuts_quiet_command);
 	tcase_add_test(tc, test_crash_during_exec_is_not_replayed);
 	tcase_add_test(tc, test_idle_connection_is_closed);
 	tcase_add_test(tc, test_idle_connection_gets_keepalives);
