@@ -134,7 +134,8 @@ class AspTimeout(ConnectError, TimeoutError):
 class ConnectionLost(AspError, ConnectionError):
     """ASP_ECONNLOST: the connection died during an operation that may have had an effect.
 
-    An exec that may have started is never replayed.
+    An exec that may have started is never replayed. Also raised when the server
+    closed a command's channel without an exit status (sshd's ChannelTimeout).
     """
     default_code = ErrorCode.ECONNLOST
     os_errno = _errno.ECONNRESET
