@@ -150,14 +150,8 @@ static void *conc_worker(void *arg)
 
 static void conc_round(conc_ctx *c, long callers)
 {
-	bench_thread *th = calloc((size_t)callers, sizeof(*th));
-
 	atomic_store(&c->next, 0);
-	for (long i = 0; i < callers; i++)
-		bench_thread_start(&th[i], conc_worker, c);
-	for (long i = 0; i < callers; i++)
-		bench_thread_join(&th[i]);
-	free(th);
+	bench_threads(callers, conc_worker, c);
 }
 
 static void conc(void)

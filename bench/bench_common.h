@@ -210,4 +210,18 @@ static void bench_thread_join(bench_thread *bt)
 	munmap(bt->stack, BENCH_STACK);
 }
 
+/* Run fn(arg) on n threads at once and wait for them all. */
+static void bench_threads(long n, void *(*fn)(void *), void *arg)
+{
+	bench_thread *th = calloc((size_t)n, sizeof(*th));
+
+	if (!th)
+		die("calloc");
+	for (long i = 0; i < n; i++)
+		bench_thread_start(&th[i], fn, arg);
+	for (long i = 0; i < n; i++)
+		bench_thread_join(&th[i]);
+	free(th);
+}
+
 #endif

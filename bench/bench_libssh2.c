@@ -229,16 +229,10 @@ static void *conc_worker(void *arg)
 
 static void conc_round(pool *p, long callers, long ops)
 {
-	bench_thread *th = calloc((size_t)callers, sizeof(*th));
-
 	p->ops = ops;
 	p->lat = calloc((size_t)ops, sizeof(double));
 	atomic_store(&p->next, 0);
-	for (long i = 0; i < callers; i++)
-		bench_thread_start(&th[i], conc_worker, p);
-	for (long i = 0; i < callers; i++)
-		bench_thread_join(&th[i]);
-	free(th);
+	bench_threads(callers, conc_worker, p);
 }
 
 static void conc(void)
