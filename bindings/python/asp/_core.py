@@ -174,6 +174,15 @@ def _file_type(value):
         return FileType.OTHER
 
 
+def _type_tests(cls):
+    """Add is_file / is_dir / is_symlink to a NamedTuple with a ``type`` field."""
+    cls.is_file = property(lambda self: self.type == FileType.FILE)
+    cls.is_dir = property(lambda self: self.type == FileType.DIR)
+    cls.is_symlink = property(lambda self: self.type == FileType.SYMLINK)
+    return cls
+
+
+@_type_tests
 class Stat(typing.NamedTuple):
     """File metadata: size (bytes), mtime (s since the epoch), mode (07777 bits), type."""
     size: int
@@ -181,19 +190,8 @@ class Stat(typing.NamedTuple):
     mode: int
     type: FileType
 
-    @property
-    def is_file(self):
-        return self.type == FileType.FILE
 
-    @property
-    def is_dir(self):
-        return self.type == FileType.DIR
-
-    @property
-    def is_symlink(self):
-        return self.type == FileType.SYMLINK
-
-
+@_type_tests
 class Entry(typing.NamedTuple):
     """A directory entry. A symlink is reported with its own metadata (type SYMLINK)."""
     name: typing.Union[str, bytes]
@@ -201,18 +199,6 @@ class Entry(typing.NamedTuple):
     mtime: int
     mode: int
     type: FileType
-
-    @property
-    def is_file(self):
-        return self.type == FileType.FILE
-
-    @property
-    def is_dir(self):
-        return self.type == FileType.DIR
-
-    @property
-    def is_symlink(self):
-        return self.type == FileType.SYMLINK
 
 
 class ExecResult(typing.NamedTuple):
