@@ -69,7 +69,7 @@ static void do_op(asp_sandbox *sb, int op)
 		unsigned char *buf;
 		size_t len;
 
-		rc = asp_read(&buf, &len, sb, "bench-4k.bin", 0, ASP_READ_ALL, &e);
+		rc = asp_read(&buf, &len, sb, "bench-4k.bin", 0, ASP_READ_ALL, NULL, &e);
 		check(rc, &e, "read");
 		if (len != 4096)
 			die("read: %zu bytes", len);
@@ -87,7 +87,7 @@ static void do_op(asp_sandbox *sb, int op)
 	case OP_STAT: {
 		asp_stat_info st;
 
-		check(asp_stat(&st, sb, "bench-4k.bin", &e), &e, "stat");
+		check(asp_stat(&st, sb, "bench-4k.bin", NULL, &e), &e, "stat");
 		if (st.size != 4096)
 			die("stat: size %llu", (unsigned long long)st.size);
 		return;
@@ -205,7 +205,7 @@ static void bulk(void)
 	{ /* warm-up: the SFTP channel, one small transfer each way */
 		unsigned char *b;
 		size_t len;
-		check(asp_read(&b, &len, sb, "bench-4k.bin", 0, ASP_READ_ALL, &e), &e, "read");
+		check(asp_read(&b, &len, sb, "bench-4k.bin", 0, ASP_READ_ALL, NULL, &e), &e, "read");
 		asp_free(b);
 		check(asp_write(sb, dst, data, 4096, NULL, &e), &e, "write");
 	}
@@ -223,7 +223,7 @@ static void bulk(void)
 			double t = now_ms();
 
 			rc0 = cpu_s();
-			check(asp_read(&b, &len, sb, src, 0, ASP_READ_ALL, &e), &e, "bulk read");
+			check(asp_read(&b, &len, sb, src, 0, ASP_READ_ALL, NULL, &e), &e, "bulk read");
 			samples_add(&rs, (now_ms() - t) / 1e3);
 			rcpu += cpu_s() - rc0;
 			if (len != bytes)

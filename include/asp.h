@@ -70,7 +70,8 @@ typedef enum asp_error_code {
 	ASP_ENOTEMPTY = -17,  /* directory not empty */
 	ASP_ENOSPC = -18,     /* no space left on the sandbox's device */
 	ASP_EPROTO = -19,     /* the server broke the SSH/SFTP protocol or sent something unexpected */
-	ASP_EIO = -20         /* the sandbox reported an I/O failure */
+	ASP_EIO = -20,        /* the sandbox reported an I/O failure */
+	ASP_ELIMIT = -21      /* a result would exceed a cap (asp_open_options.max_*): nothing returned */
 } asp_error_code;
 
 #define ASP_ERROR_MESSAGE_MAX 512
@@ -148,10 +149,24 @@ typedef struct asp_open_options {
 	unsigned int idle_close_s;
 	/* ASP_OPEN_* flags. */
 	unsigned int flags;
+	/* Overall deadline of one call, ms, from its start to its result,
+	 * connecting and any retry included; 0 means 300000. A call's own
+	 * timeout_ms (asp_call_options, asp_write_options) replaces it. A
+	 * command's run time is not counted: that is asp_exec_options.timeout_ms. */
+	unsigned int op_timeout_ms;
+	/* Most bytes one asp_read returns; a read that would return more fails
+	 * with ASP_ELIMIT and returns nothing; 0 means 256 MiB. */
+	uint64_t max_read_bytes;
+	/* Default of asp_exec_options.max_output (bytes kept per stream); 0
+	 * means 64 MiB. */
+	size_t max_output;
+	/* Most entries one asp_list_dir returns; a larger directory fails with
+	 * ASP_ELIMIT; 0 means 100000. */
+	unsigned int max_list_entries;
 } asp_open_options;
 
 #define ASP_OPEN_OPTIONS_VERSION 1
-#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0 }
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);
@@ -226,6 +241,28 @@ ASP_EXTERN(int) asp_cancel_is_triggered(const asp_cancel *c);
 ASP_EXTERN(void) asp_cancel_reset(asp_cancel *c);
 ASP_EXTERN(void) asp_cancel_free(asp_cancel *c);
 
+/* ----------------------------------------------------------- call options */
+
+/*
+ * Per-call options of the file calls (asp_read, asp_stat, asp_mkdir,
+ * asp_remove, asp_rename, asp_list_dir). NULL means defaults; a
+ * zero-initialised struct with its version set means the same.
+ */
+typedef struct asp_call_options {
+	unsigned int version;
+	/* Optional cancellation token: the call stops promptly with
+	 * ASP_ECANCELLED (a recursive remove also stops its remote rm). */
+	asp_cancel *cancel;
+	/* Overall deadline of this call, ms (ASP_ETIMEOUT when it passes);
+	 * 0 means the handle's asp_open_options.op_timeout_ms. */
+	unsigned int timeout_ms;
+} asp_call_options;
+
+#define ASP_CALL_OPTIONS_VERSION 1
+#define ASP_CALL_OPTIONS_INIT { ASP_CALL_OPTIONS_VERSION, NULL, 0 }
+
+ASP_EXTERN(int) asp_call_options_init(asp_call_options *opts, unsigned int version);
+
 /* ------------------------------------------------------------ read/write */
 
 /* Pass as asp_read's limit to read to the end of the file. */
@@ -234,11 +271,16 @@ ASP_EXTERN(void) asp_cancel_free(asp_cancel *c);
 /*
  * Read up to `limit` bytes from `offset`. Binary-safe. *out is a buffer of
  * *out_len bytes (plus a NUL terminator not counted) to free with asp_free.
- * Relative paths resolve against the workspace.
- * Errors: ASP_ENOENT, ASP_EISDIR, ASP_EACCES, ASP_EINVAL, connection errors.
+ * Relative paths resolve against the workspace. At most the handle's
+ * max_read_bytes are returned: a read that would return more (a huge file
+ * with ASP_READ_ALL, a link to /dev/zero) fails with ASP_ELIMIT; read such
+ * a file in ranges. opts: cancel token and deadline (NULL: defaults).
+ * Errors: ASP_ENOENT, ASP_EISDIR, ASP_EACCES, ASP_EINVAL, ASP_ELIMIT,
+ * ASP_ETIMEOUT, ASP_ECANCELLED, connection errors.
  */
 ASP_EXTERN(int) asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb,
-			 const char *path, uint64_t offset, uint64_t limit, asp_error *err);
+			 const char *path, uint64_t offset, uint64_t limit,
+			 const asp_call_options *opts, asp_error *err);
 
 typedef struct asp_write_options {
 	unsigned int version;
@@ -251,10 +293,15 @@ typedef struct asp_write_options {
 	 * target, so readers see the old or the new content, never a mix.
 	 * Default 1. With 0 the file is truncated and written in place. */
 	int atomic;
+	/* Optional cancellation token (ASP_ECANCELLED; an atomic write then
+	 * leaves the target untouched). */
+	asp_cancel *cancel;
+	/* Overall deadline, ms; 0 means the handle's op_timeout_ms. */
+	unsigned int timeout_ms;
 } asp_write_options;
 
 #define ASP_WRITE_OPTIONS_VERSION 1
-#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, 0, 0, 1 }
+#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, 0, 0, 1, NULL, 0 }
 
 ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int version);
 
@@ -296,7 +343,8 @@ typedef struct asp_exec_options {
 	asp_output_cb on_output;
 	void *userdata;
 	/* Keep at most this many bytes of each stream in the result (half from
-	 * the head, half from the tail); 0 means keep everything. */
+	 * the head, half from the tail); 0 means the handle's max_output
+	 * (asp_open_options, default 64 MiB). on_output still sees every byte. */
 	size_t max_output;
 	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
 	unsigned int kill_grace_ms;
@@ -375,17 +423,20 @@ typedef struct asp_stat_info {
  * Errors: ASP_ENOENT (also when a path component is not a directory: the
  * SFTP server does not tell the two apart), ASP_EACCES, connection errors.
  */
-ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, asp_error *err);
+ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path,
+			 const asp_call_options *opts, asp_error *err);
 
 /* Create a directory; with `parents`, also missing parents and no error if it exists. */
 ASP_EXTERN(int) asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents,
-			  asp_error *err);
+			  const asp_call_options *opts, asp_error *err);
 
 /* Remove a file or empty directory; with `recursive`, a directory and everything in it. */
-ASP_EXTERN(int) asp_remove(asp_sandbox *sb, const char *path, int recursive, asp_error *err);
+ASP_EXTERN(int) asp_remove(asp_sandbox *sb, const char *path, int recursive,
+			   const asp_call_options *opts, asp_error *err);
 
 /* Rename `from` to `to`, replacing `to` if it is a file. */
-ASP_EXTERN(int) asp_rename(asp_sandbox *sb, const char *from, const char *to, asp_error *err);
+ASP_EXTERN(int) asp_rename(asp_sandbox *sb, const char *from, const char *to,
+			   const asp_call_options *opts, asp_error *err);
 
 /* A directory listing; read it with the accessors below. */
 typedef struct asp_list asp_list;
@@ -393,8 +444,11 @@ typedef struct asp_list asp_list;
 /*
  * List the entries of a directory (without "." and ".."), sorted by name.
  * Symlinks are reported as ASP_TYPE_SYMLINK with the link's own metadata.
+ * A directory with more than the handle's max_list_entries fails with
+ * ASP_ELIMIT.
  */
-ASP_EXTERN(int) asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, asp_error *err);
+ASP_EXTERN(int) asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path,
+			     const asp_call_options *opts, asp_error *err);
 ASP_EXTERN(size_t) asp_list_count(const asp_list *l);
 /* Name of entry i (no directory part), or NULL when i is out of range. Owned by l. */
 ASP_EXTERN(const char *) asp_list_name(const asp_list *l, size_t i);

@@ -385,6 +385,71 @@ const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path)
 	return out;
 }
 
+/* Length of the valid UTF-8 sequence at p (1..4), or 0; C1 controls (U+0080..U+009F) count as invalid. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+	size_t len, i;
+	uint32_t cp;
+
+	if (p[0] < 0xc2 || p[0] > 0xf4)
+		return 0;
+	len = p[0] < 0xe0 ? 2 : p[0] < 0xf0 ? 3 : 4;
+	if (len > n)
+		return 0;
+	cp = p[0] & (0x7f >> len);
+	for (i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (p[i] & 0x3f);
+	}
+	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0)
+		return 0;
+	return len;
+}
+
+const char *asp__show_text(char *out, size_t cap, const void *data, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p = data;
+	size_t o = 0, i = 0;
+
+	if (!cap)
+		return out;
+	while (i < len) {
+		char piece[4];
+		size_t pl, adv;
+
+		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
+			piece[0] = (char)p[i];
+			pl = adv = 1;
+		} else if (p[i] >= 0x80 && (adv = utf8_len(p + i, len - i))) {
+			memcpy(piece, p + i, adv);
+			pl = adv;
+		} else {
+			piece[0] = '\\';
+			piece[1] = 'x';
+			piece[2] = hex[p[i] >> 4];
+			piece[3] = hex[p[i] & 15];
+			pl = 4;
+			adv = 1;
+		}
+		/* Keep room for a "..." after the piece unless it is the last one. */
+		if (o + pl + (i + adv < len ? 3 : 0) + 1 > cap) {
+			if (o + 4 <= cap) {
+				memcpy(out + o, "...", 3);
+				o += 3;
+			}
+			break;
+		}
+		memcpy(out + o, piece, pl);
+		o += pl;
+		i += adv;
+	}
+	out[o] = '\0';
+	return out;
+}
+
 size_t asp__longest_component(const char *path)
 {
 	size_t best = 0, cur = 0;

@@ -109,6 +109,16 @@ int asp__is_env_name(const char *s);
 #define ASP_PATH_SHOW_MAX 200
 const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path);
 
+/*
+ * Text from the sandbox (server messages, stderr, names) for a message:
+ * control bytes (C0, DEL, UTF-8-encoded C1), bytes that are not valid
+ * UTF-8, and '\\' are shown as \\xNN, so nothing the sandbox sends can
+ * drive the harness's terminal or forge lines in its logs. Writes at most
+ * cap bytes including the NUL (cut at a whole escape, "..." marks a cut).
+ * Returns out.
+ */
+const char *asp__show_text(char *out, size_t cap, const void *data, size_t len);
+
 /* The length of the longest '/'-separated component of path. */
 size_t asp__longest_component(const char *path);
 

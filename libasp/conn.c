@@ -195,17 +195,40 @@ static LIBSSH2_RECV_FUNC(conn_recv)
 	return n < 0 ? -errno : 0;
 }
 
+void asp__conn_begin_op(asp_conn *c, uint64_t deadline, int cancel_fd)
+{
+	c->op_deadline = deadline;
+	c->op_cancel_fd = cancel_fd;
+}
+
+void asp__conn_end_op(asp_conn *c)
+{
+	asp__conn_begin_op(c, 0, -1);
+}
+
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err)
 {
 	struct pollfd pfd[8];
 	uint64_t now = asp__now_ms(), limit, silence;
-	int n = 0, i, dirs, timeout, rc;
+	int n = 0, i, dirs, timeout, rc, op_deadline = 0, op_cancel = 0;
 
 	if (c->alloc_failed)
 		return asp__error(err, ASP_ENOMEM, "%s: out of memory inside libssh2", c->where);
-	if (deadline && now >= deadline)
-		return asp__error(err, ASP_ETIMEOUT, "%s: deadline passed", c->where);
+	if (mode == ASP_WAIT_REPLY && c->op_deadline && (!deadline || c->op_deadline <= deadline)) {
+		deadline = c->op_deadline;
+		op_deadline = 1;
+	}
+	if (mode == ASP_WAIT_REPLY && cancel_fd < 0 && c->op_cancel_fd >= 0) {
+		cancel_fd = c->op_cancel_fd;
+		op_cancel = 1;
+	}
+	if (deadline && now >= deadline) {
+		if (!op_deadline)
+			return asp__error(err, ASP_ETIMEOUT, "%s: deadline passed", c->where);
+		c->dead = 1; /* a reply is still due: the connection cannot be reused */
+		return asp__error(err, ASP_ETIMEOUT, "%s: the call's deadline passed", c->where);
+	}
 	if (mode == ASP_WAIT_REPLY) {
 		/* A reply is due since we last sent something (or heard something, if later). */
 		uint64_t since = c->last_tx_ms > c->last_rx_ms ? c->last_tx_ms : c->last_rx_ms;
@@ -262,8 +285,11 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	rc = poll(pfd, (nfds_t)n, timeout);
 	if (rc < 0 && errno != EINTR)
 		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, strerror(errno));
-	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN))
+	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
+		if (op_cancel)
+			c->dead = 1; /* a reply is still due: the connection cannot be reused */
 		return asp__error(err, ASP_ECANCELLED, "%s: cancelled", c->where);
+	}
 	for (i = 0; i < nextra && i + 1 + (cancel_fd >= 0) < n; i++)
 		extra[i].revents = pfd[i + 1 + (cancel_fd >= 0)].revents;
 	return 0;
@@ -630,7 +656,8 @@ static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
 	libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
 }
 
-int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_error *err)
+int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint64_t op_deadline,
+		   asp_error *err)
 {
 	const asp_config *cfg = p->cfg;
 	uint64_t deadline = asp__now_ms() + p->connect_timeout_ms;
@@ -642,6 +669,9 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_
 	if (!(c = asp__calloc(1, sizeof(*c))))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	c->sock = -1;
+	c->op_cancel_fd = -1;
+	if (op_deadline && op_deadline < deadline)
+		deadline = op_deadline;
 	c->io_timeout_ms = p->connect_timeout_ms; /* handshake silence is bounded by the connect deadline */
 	c->keepalive_s = p->keepalive_s;
 	c->info.version = ASP_SANDBOX_INFO_VERSION;

@@ -29,9 +29,18 @@ int asp__ssh_global_init(asp_error *err);
 
 /*
  * Connect, handshake, verify the host key (before any credential is sent),
- * authenticate. cancel_fd (or -1) aborts the attempt when readable.
+ * authenticate. cancel_fd (or -1) aborts the attempt when readable;
+ * op_deadline (asp__now_ms clock, 0 = none) cuts the connect deadline short.
  */
-int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, asp_error *err);
+int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint64_t op_deadline,
+		   asp_error *err);
+
+/*
+ * The call now using c: its overall deadline (0 = none) and cancel token's
+ * fd (-1 = none) bound every wait for a reply until asp__conn_end_op.
+ */
+void asp__conn_begin_op(asp_conn *c, uint64_t deadline, int cancel_fd);
+void asp__conn_end_op(asp_conn *c);
 
 /* Disconnect politely within a short deadline, free everything. Accepts NULL. */
 void asp__conn_close(asp_conn *c);

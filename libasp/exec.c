@@ -698,6 +698,8 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 	*started = 1;
 	if ((rc = start_command(c, x.ch, &script, err)))
 		goto out;
+	/* Started: from here the command's own timeout and cancel rule, not the call's deadline. */
+	asp__conn_end_op(c);
 	if ((rc = drive(&x, err)))
 		goto out;
 	if (x.nocwd) {

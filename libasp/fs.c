@@ -401,7 +401,7 @@ static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigne
 		/* Parents missing: create them and try again. */
 		if ((rc = make_parents(c, path, err)))
 			return rc;
-		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->atomic }, err);
+		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->atomic, o->cancel, o->timeout_ms }, err);
 	}
 	if (rc == ASP_ENOENT)
 		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", path);
@@ -493,7 +493,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		if (!(rc = make_parents(c, path, err))) {
 			asp__free(tmp);
 			return write_atomic(c, path, data, len,
-					    &(asp_write_options){ o->version, o->mode, 0, 1 }, orphan, depth, err);
+					    &(asp_write_options){ o->version, o->mode, 0, 1, o->cancel, o->timeout_ms }, orphan, depth, err);
 		}
 	}
 	if (rc == ASP_ENOENT)

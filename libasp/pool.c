@@ -137,7 +137,8 @@ static void close_unlocked(asp_pool *p, asp_conn *c)
 	pthread_mutex_lock(&p->mu);
 }
 
-int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel, asp_error *err)
+int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
+		  uint64_t deadline, asp_error *err)
 {
 	asp_conn *c = NULL;
 	int rc;
@@ -147,6 +148,11 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 		if (asp_cancel_is_triggered(cancel)) {
 			pthread_mutex_unlock(&p->mu);
 			return asp__error(err, ASP_ECANCELLED, "cancelled while waiting for a connection");
+		}
+		if (deadline && asp__now_ms() >= deadline) {
+			pthread_mutex_unlock(&p->mu);
+			return asp__error(err, ASP_ETIMEOUT, "the call's deadline passed while it waited "
+					  "for a free connection (all %u in use)", p->max);
 		}
 		if (!fresh && p->nidle > 0) {
 			c = p->idle[--p->nidle];
@@ -181,7 +187,7 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 	pthread_mutex_unlock(&p->mu);
 
 	/* Connect without holding the lock: other threads keep working meanwhile. */
-	rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), err);
+	rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), deadline, err);
 	if (rc) {
 		pthread_mutex_lock(&p->mu);
 		p->total--;

@@ -18,7 +18,8 @@ int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int ma
  * (most recently used first), else a new one when under the cap, else wait
  * for one to be returned. With `fresh`, never reuse an idle connection.
  */
-int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel, asp_error *err);
+int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
+		  uint64_t deadline, asp_error *err);
 
 /* Return a connection; a dead one is closed and its slot freed. */
 void asp__pool_put(asp_pool *p, asp_conn *c);

@@ -30,6 +30,7 @@ struct asp_sandbox {
 	char *known_hosts;
 	asp_conn_params params;
 	asp_pool *pool;
+	unsigned int op_timeout_ms;  /* default overall deadline of a call */
 	pthread_mutex_t mu;         /* guards orphans */
 	char *orphans[MAX_ORPHANS]; /* temp files of atomic writes cut off by a lost connection */
 	size_t norphans;
@@ -57,6 +58,16 @@ int asp_write_options_init(asp_write_options *opts, unsigned int version)
 	asp_write_options d = ASP_WRITE_OPTIONS_INIT;
 
 	if (!opts || version != ASP_WRITE_OPTIONS_VERSION)
+		return ASP_EINVAL;
+	*opts = d;
+	return 0;
+}
+
+int asp_call_options_init(asp_call_options *opts, unsigned int version)
+{
+	asp_call_options d = ASP_CALL_OPTIONS_INIT;
+
+	if (!opts || version != ASP_CALL_OPTIONS_VERSION)
 		return ASP_EINVAL;
 	*opts = d;
 	return 0;
@@ -133,11 +144,12 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000;
 	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000;
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
+	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
 	if ((rc = asp__pool_new(&sb->pool, &sb->params, o.max_connections ? o.max_connections : 4,
 				o.idle_close_s ? o.idle_close_s : 300, err)))
 		goto fail;
 	if (!(o.flags & ASP_OPEN_LAZY)) {
-		if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, err)))
+		if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, 0, err)))
 			goto fail;
 		asp__pool_put(sb->pool, c);
 	}
@@ -206,12 +218,47 @@ static int resolve(const asp_sandbox *sb, const char *path, char **out, const ch
 
 typedef int (*op_fn)(asp_conn *c, void *ctx, int *started, asp_error *err);
 
+/* One call's cancel token and overall deadline (asp__now_ms clock). */
+typedef struct call {
+	asp_cancel *cancel;
+	uint64_t deadline;
+	unsigned int timeout_ms;
+} call;
+
+static call call_start(const asp_sandbox *sb, asp_cancel *cancel, unsigned int timeout_ms)
+{
+	call cl;
+
+	cl.cancel = cancel;
+	cl.timeout_ms = timeout_ms ? timeout_ms : sb->op_timeout_ms;
+	cl.deadline = asp__now_ms() + cl.timeout_ms;
+	return cl;
+}
+
+static int call_options(call *cl, const asp_sandbox *sb, const asp_call_options *opts, asp_error *err)
+{
+	if (opts && opts->version != ASP_CALL_OPTIONS_VERSION)
+		return asp__error(err, ASP_EINVAL, "asp_call_options.version %u is not supported "
+				  "(expected %u)", opts->version, ASP_CALL_OPTIONS_VERSION);
+	*cl = call_start(sb, opts ? opts->cancel : NULL, opts ? opts->timeout_ms : 0);
+	return 0;
+}
+
+/* Say which deadline passed and how to raise it. */
+static int explain_timeout(const call *cl, int rc, asp_error *err)
+{
+	if (rc == ASP_ETIMEOUT && cl->deadline && asp__now_ms() >= cl->deadline)
+		asp__error_prefix(err, "the call did not finish within its deadline of %u ms "
+				  "(timeout_ms, or asp_open_options.op_timeout_ms)", cl->timeout_ms);
+	return rc;
+}
+
 /*
- * Run op on a pooled connection. When the connection dies under it and the
- * op says it cannot have had an effect (or is idempotent), run it once more
- * on a fresh connection.
+ * Run op on a pooled connection, bounded by the call's deadline and cancel
+ * token. When the connection dies under it and the op says it cannot have
+ * had an effect (or is idempotent), run it once more on a fresh connection.
  */
-static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *ctx, int idempotent,
+static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int idempotent,
 		     asp_error *err)
 {
 	asp_error before;
@@ -227,9 +274,11 @@ static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *
 		asp_conn *c;
 		int started = 0, dead;
 
-		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cancel, err)))
-			return rc;
+		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cl->cancel, cl->deadline, err)))
+			return explain_timeout(cl, rc, err);
+		asp__conn_begin_op(c, cl->deadline, asp__cancel_fd(cl->cancel));
 		rc = op(c, ctx, &started, err);
+		asp__conn_end_op(c);
 		dead = asp__conn_dead(c);
 		asp__pool_put(sb->pool, c);
 		if (!rc || !dead || (started && !idempotent))
@@ -237,7 +286,7 @@ static int with_conn(asp_sandbox *sb, const asp_cancel *cancel, op_fn op, void *
 	}
 	if (!rc && err)
 		*err = before;
-	return rc;
+	return explain_timeout(cl, rc, err);
 }
 
 /* ------------------------------------------------------------ read */
@@ -258,20 +307,21 @@ static int do_read(asp_conn *c, void *ctx, int *started, asp_error *err)
 }
 
 int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *path,
-	     uint64_t offset, uint64_t limit, asp_error *err)
+	     uint64_t offset, uint64_t limit, const asp_call_options *opts, asp_error *err)
 {
 	read_ctx x;
+	call cl;
 	char *abs;
 	int rc;
 
 	ASP_ASSERT_ARG(out && out_len && sb);
-	if ((rc = resolve(sb, path, &abs, "read", err)))
+	if ((rc = call_options(&cl, sb, opts, err)) || (rc = resolve(sb, path, &abs, "read", err)))
 		return rc;
 	memset(&x, 0, sizeof(x));
 	x.path = abs;
 	x.offset = offset;
 	x.limit = limit;
-	rc = with_conn(sb, NULL, do_read, &x, 1, err);
+	rc = with_conn(sb, &cl, do_read, &x, 1, err);
 	if (!rc && !(*out = asp__buf_detach(&x.out, out_len)))
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 	asp__buf_free(&x.out);
@@ -337,6 +387,7 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 {
 	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
 	write_ctx x;
+	call cl;
 	char *abs;
 	int rc;
 
@@ -356,8 +407,9 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	x.data = data ? data : "";
 	x.len = len;
 	x.o = &o;
+	cl = call_start(sb, o.cancel, o.timeout_ms);
 	/* An atomic write is safe to repeat: the target only changes at the final rename. */
-	rc = with_conn(sb, NULL, do_write, &x, o.atomic, err);
+	rc = with_conn(sb, &cl, do_write, &x, o.atomic, err);
 	asp__free(abs);
 	return rc;
 }
@@ -382,6 +434,7 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	exec_ctx x;
+	call cl;
 	char *cwd;
 	int rc;
 
@@ -400,7 +453,9 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	x.cwd = cwd;
 	x.o = &o;
 	x.r = NULL;
-	rc = with_conn(sb, o.cancel, do_exec, &x, 0, err);
+	/* The deadline bounds the command's start; its run time is o.timeout_ms. */
+	cl = call_start(sb, o.cancel, 0);
+	rc = with_conn(sb, &cl, do_exec, &x, 0, err);
 	asp__free(cwd);
 	if (!rc)
 		*out = x.r;
@@ -411,6 +466,7 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 
 typedef struct path_ctx {
 	asp_sandbox *sb;
+	const call *cl;
 	const char *path, *path2;
 	unsigned int mode;
 	int flag;
@@ -420,20 +476,25 @@ typedef struct path_ctx {
 } path_ctx;
 
 static int run_path_op(asp_sandbox *sb, const char *path, const char *path2, const char *what,
-		       op_fn op, path_ctx *x, int idempotent, asp_error *err)
+		       op_fn op, path_ctx *x, int idempotent, const asp_call_options *opts,
+		       asp_error *err)
 {
 	char *a = NULL, *b = NULL;
+	call cl;
 	int rc;
 
+	if ((rc = call_options(&cl, sb, opts, err)))
+		return rc;
 	if ((rc = resolve(sb, path, &a, what, err)) ||
 	    (path2 && (rc = resolve(sb, path2, &b, what, err)))) {
 		asp__free(a);
 		return rc;
 	}
 	x->sb = sb;
+	x->cl = &cl;
 	x->path = a;
 	x->path2 = b;
-	rc = with_conn(sb, NULL, op, x, idempotent, err);
+	rc = with_conn(sb, &cl, op, x, idempotent, err);
 	asp__free(a);
 	asp__free(b);
 	return rc;
@@ -447,14 +508,15 @@ static int do_stat(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return asp__fs_stat(c, x->path, 1, &x->st, err);
 }
 
-int asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, asp_error *err)
+int asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, const asp_call_options *opts,
+	     asp_error *err)
 {
 	path_ctx x;
 	int rc;
 
 	ASP_ASSERT_ARG(out && sb);
 	memset(&x, 0, sizeof(x));
-	if (!(rc = run_path_op(sb, path, NULL, "stat", do_stat, &x, 1, err)))
+	if (!(rc = run_path_op(sb, path, NULL, "stat", do_stat, &x, 1, opts, err)))
 		*out = x.st;
 	return rc;
 }
@@ -467,7 +529,8 @@ static int do_mkdir(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return asp__fs_mkdir(c, x->path, x->mode, x->flag, err);
 }
 
-int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents, asp_error *err)
+int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents,
+	      const asp_call_options *opts, asp_error *err)
 {
 	path_ctx x;
 
@@ -475,15 +538,57 @@ int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents,
 	memset(&x, 0, sizeof(x));
 	x.mode = mode;
 	x.flag = parents;
-	return run_path_op(sb, path, NULL, "mkdir", do_mkdir, &x, parents, err);
+	return run_path_op(sb, path, NULL, "mkdir", do_mkdir, &x, parents, opts, err);
+}
+
+/*
+ * A tree goes in one `rm -rf` (not a round trip per entry), run like any
+ * command: in its own process group, so that the call's cancel token and
+ * deadline stop the remote rm too, not only the wait for it.
+ */
+static int remove_tree(asp_conn *c, path_ctx *x, int *started, asp_error *err)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r = NULL;
+	asp_buf script = { 0 };
+	uint64_t now = asp__now_ms();
+	char shown[ASP_PATH_SHOW_MAX + 4], said[256];
+	const unsigned char *errout;
+	size_t errlen;
+	int rc;
+
+	if (asp__rm_rf_script(&script, x->path))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	o.cancel = x->cl->cancel;
+	o.timeout_ms = x->cl->deadline > now ? (unsigned int)(x->cl->deadline - now) : 1;
+	o.max_output = 4096;
+	rc = asp__exec_run(&r, c, (const char *)script.data, "/", &o, started, err);
+	asp__buf_free(&script);
+	if (rc)
+		return rc;
+	asp__path_show(shown, x->path);
+	errout = asp_exec_result_output(r, ASP_STDERR, &errlen);
+	if (asp_exec_result_cancelled(r))
+		rc = asp__error(err, ASP_ECANCELLED, "remove %s: cancelled; the remote rm was stopped "
+				"and may have removed part of the tree", shown);
+	else if (asp_exec_result_timed_out(r))
+		rc = asp__error(err, ASP_ETIMEOUT, "remove %s: the call did not finish within its "
+				"deadline of %u ms; the remote rm was stopped and may have removed part "
+				"of the tree", shown, x->cl->timeout_ms);
+	else if (asp_exec_result_exit_code(r))
+		rc = asp__error(err, errlen && memmem(errout, errlen, "ermission denied", 16)
+					     ? ASP_EACCES : ASP_EIO,
+				"remove %s: %s", shown,
+				errlen ? asp__show_text(said, sizeof(said), errout, errlen) : "rm -rf failed");
+	asp_exec_result_free(r);
+	return rc;
 }
 
 static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
 {
 	path_ctx *x = ctx;
 	asp_stat_info st;
-	asp_buf script = { 0 }, errout = { 0 };
-	int rc, status = 0;
+	int rc;
 
 	*started = 1;
 	if (!x->flag)
@@ -492,28 +597,18 @@ static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
 		return rc;
 	if (st.type != ASP_TYPE_DIR)
 		return asp__fs_remove(c, x->path, err);
-	/* A tree: one rm -rf beats a round trip per entry. */
-	if (asp__rm_rf_script(&script, x->path))
-		return asp__error(err, ASP_ENOMEM, "out of memory");
-	rc = asp__exec_simple(c, (const char *)script.data, &status, &errout, err);
-	if (!rc && status)
-		rc = asp__error(err, errout.len && strstr((const char *)errout.data, "ermission denied")
-					     ? ASP_EACCES : ASP_EIO,
-				"remove %s: %.*s", x->path, (int)(errout.len > 300 ? 300 : errout.len),
-				errout.len ? (const char *)errout.data : "rm -rf failed");
-	asp__buf_free(&script);
-	asp__buf_free(&errout);
-	return rc;
+	return remove_tree(c, x, started, err);
 }
 
-int asp_remove(asp_sandbox *sb, const char *path, int recursive, asp_error *err)
+int asp_remove(asp_sandbox *sb, const char *path, int recursive, const asp_call_options *opts,
+	       asp_error *err)
 {
 	path_ctx x;
 
 	ASP_ASSERT_ARG(sb);
 	memset(&x, 0, sizeof(x));
 	x.flag = recursive;
-	return run_path_op(sb, path, NULL, "remove", do_remove, &x, 0, err);
+	return run_path_op(sb, path, NULL, "remove", do_remove, &x, 0, opts, err);
 }
 
 static int do_rename(asp_conn *c, void *ctx, int *started, asp_error *err)
@@ -524,13 +619,14 @@ static int do_rename(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return asp__fs_rename(c, x->path, x->path2, err);
 }
 
-int asp_rename(asp_sandbox *sb, const char *from, const char *to, asp_error *err)
+int asp_rename(asp_sandbox *sb, const char *from, const char *to, const asp_call_options *opts,
+	       asp_error *err)
 {
 	path_ctx x;
 
 	ASP_ASSERT_ARG(sb && to);
 	memset(&x, 0, sizeof(x));
-	return run_path_op(sb, from, to, "rename", do_rename, &x, 0, err);
+	return run_path_op(sb, from, to, "rename", do_rename, &x, 0, opts, err);
 }
 
 static int do_list(asp_conn *c, void *ctx, int *started, asp_error *err)
@@ -541,7 +637,8 @@ static int do_list(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return asp__fs_list(c, x->path, &x->e, &x->n, err);
 }
 
-int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, asp_error *err)
+int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, const asp_call_options *opts,
+		 asp_error *err)
 {
 	path_ctx x;
 	asp_list *l;
@@ -549,7 +646,7 @@ int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, asp_error *e
 
 	ASP_ASSERT_ARG(out && sb);
 	memset(&x, 0, sizeof(x));
-	if ((rc = run_path_op(sb, path, NULL, "list", do_list, &x, 1, err)))
+	if ((rc = run_path_op(sb, path, NULL, "list", do_list, &x, 1, opts, err)))
 		return rc;
 	if (!(l = asp__calloc(1, sizeof(*l)))) {
 		asp__fs_list_free(x.e, x.n);
@@ -595,7 +692,7 @@ int asp_sandbox_info_get(asp_sandbox *sb, asp_sandbox_info *out, asp_error *err)
 	int rc;
 
 	ASP_ASSERT_ARG(sb && out && out->version == ASP_SANDBOX_INFO_VERSION);
-	if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, err)))
+	if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, 0, err)))
 		return rc;
 	asp__conn_info(c, out);
 	asp__pool_put(sb->pool, c);

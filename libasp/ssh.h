@@ -46,6 +46,8 @@ struct asp_conn {
 	uint64_t last_tx_ms;      /* last time bytes were sent to the server */
 	uint64_t tx_bytes;        /* bytes sent to the server so far */
 	uint64_t last_used_ms;
+	uint64_t op_deadline;     /* the current call's overall deadline (0 = none), see asp__ssh_wait */
+	int op_cancel_fd;         /* the current call's cancel token (-1 = none) */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	asp_sftp_state sftp;
@@ -65,6 +67,13 @@ enum {
  * ASP_ETIMEOUT when passed. cancel_fd (or -1) returns ASP_ECANCELLED when
  * readable. A dead peer marks the connection dead and returns
  * ASP_ETIMEOUT (REPLY) or ASP_ECONNLOST (PATIENT).
+ *
+ * In REPLY mode the current call's own deadline and cancel token
+ * (c->op_deadline, c->op_cancel_fd, set by asp__conn_begin_op) bound the
+ * wait too, whatever the server sends meanwhile (a server that trickles
+ * keepalives is never silent); when one of them ends the wait, a reply is
+ * still due, so the connection is marked dead. PATIENT waits (a running
+ * command) answer to the command's own timeout and cancel only.
  */
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err);

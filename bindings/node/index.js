@@ -107,12 +107,23 @@ function bind(handle) {
 		keepalive_s: 'uint',
 		idle_close_s: 'uint',
 		flags: 'uint',
+		op_timeout_ms: 'uint',
+		max_read_bytes: 'uint64_t',
+		max_output: 'size_t',
+		max_list_entries: 'uint',
+	});
+	t.callOptions = koffi.struct('asp_call_options', {
+		version: 'uint',
+		cancel: 'asp_cancel *',
+		timeout_ms: 'uint',
 	});
 	t.writeOptions = koffi.struct('asp_write_options', {
 		version: 'uint',
 		mode: 'uint',
 		mkdirs: 'int',
 		atomic: 'int',
+		cancel: 'asp_cancel *',
+		timeout_ms: 'uint',
 	});
 	/* userdata is a void * in C; we only ever store a small integer in it. */
 	t.outputCb = koffi.proto('int asp_output_cb(int stream, const void *data, size_t len, intptr_t userdata)');
@@ -166,7 +177,7 @@ function bind(handle) {
 		cancelNew: f('int asp_cancel_new(_Out_ asp_cancel **out, void *err)'),
 		cancelTrigger: f('void asp_cancel_trigger(asp_cancel *c)'),
 		cancelFree: f('void asp_cancel_free(asp_cancel *c)'),
-		read: f('int asp_read(_Out_ void **out, _Out_ size_t *out_len, asp_sandbox *sb, const char *path, uint64_t offset, uint64_t limit, void *err)'),
+		read: f('int asp_read(_Out_ void **out, _Out_ size_t *out_len, asp_sandbox *sb, const char *path, uint64_t offset, uint64_t limit, const asp_call_options *opts, void *err)'),
 		write: f('int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len, const asp_write_options *opts, void *err)'),
 		exec: f('int asp_exec(_Out_ asp_exec_result **out, asp_sandbox *sb, const char *command, const asp_exec_options *opts, void *err)'),
 		resExitCode: f('int asp_exec_result_exit_code(const asp_exec_result *r)'),
@@ -178,11 +189,11 @@ function bind(handle) {
 		resTruncated: f('int asp_exec_result_truncated(const asp_exec_result *r, int stream)'),
 		resDuration: f('uint64_t asp_exec_result_duration_ms(const asp_exec_result *r)'),
 		resFree: f('void asp_exec_result_free(asp_exec_result *r)'),
-		stat: f('int asp_stat(_Out_ asp_stat_info *out, asp_sandbox *sb, const char *path, void *err)'),
-		mkdir: f('int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents, void *err)'),
-		remove: f('int asp_remove(asp_sandbox *sb, const char *path, int recursive, void *err)'),
-		rename: f('int asp_rename(asp_sandbox *sb, const char *from, const char *to, void *err)'),
-		listDir: f('int asp_list_dir(_Out_ asp_list **out, asp_sandbox *sb, const char *path, void *err)'),
+		stat: f('int asp_stat(_Out_ asp_stat_info *out, asp_sandbox *sb, const char *path, const asp_call_options *opts, void *err)'),
+		mkdir: f('int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents, const asp_call_options *opts, void *err)'),
+		remove: f('int asp_remove(asp_sandbox *sb, const char *path, int recursive, const asp_call_options *opts, void *err)'),
+		rename: f('int asp_rename(asp_sandbox *sb, const char *from, const char *to, const asp_call_options *opts, void *err)'),
+		listDir: f('int asp_list_dir(_Out_ asp_list **out, asp_sandbox *sb, const char *path, const asp_call_options *opts, void *err)'),
 		listCount: f('size_t asp_list_count(const asp_list *l)'),
 		listName: f('const char *asp_list_name(const asp_list *l, size_t i)'),
 		listStat: f('int asp_list_stat(_Out_ asp_stat_info *out, const asp_list *l, size_t i)'),
@@ -455,7 +466,7 @@ class Sandbox {
 			const out = [null];
 			const len = [0];
 			const err = newErr();
-			const rc = await callAsync(lib.read, out, len, h, p, offset, limit, err);
+			const rc = await callAsync(lib.read, out, len, h, p, offset, limit, null, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			try {
@@ -608,7 +619,7 @@ class Sandbox {
 		return this._run('stat', async (h) => {
 			const st = {};
 			const err = newErr();
-			const rc = await callAsync(lib.stat, st, h, p, err);
+			const rc = await callAsync(lib.stat, st, h, p, null, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			return statFrom(st);
@@ -622,7 +633,7 @@ class Sandbox {
 		const parents = opts.parents ? 1 : 0;
 		return this._run('mkdir', async (h) => {
 			const err = newErr();
-			const rc = await callAsync(lib.mkdir, h, p, mode, parents, err);
+			const rc = await callAsync(lib.mkdir, h, p, mode, parents, null, err);
 			if (rc)
 				throw errorFrom(rc, err);
 		});
@@ -634,7 +645,7 @@ class Sandbox {
 		return this._run('list', async (h) => {
 			const out = [null];
 			const err = newErr();
-			const rc = await callAsync(lib.listDir, out, h, p, err);
+			const rc = await callAsync(lib.listDir, out, h, p, null, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			const l = out[0];
@@ -659,7 +670,7 @@ class Sandbox {
 		const recursive = opts.recursive ? 1 : 0;
 		return this._run('remove', async (h) => {
 			const err = newErr();
-			const rc = await callAsync(lib.remove, h, p, recursive, err);
+			const rc = await callAsync(lib.remove, h, p, recursive, null, err);
 			if (rc)
 				throw errorFrom(rc, err);
 		});
@@ -671,7 +682,7 @@ class Sandbox {
 		const b = cstr(to, 'to');
 		return this._run('rename', async (h) => {
 			const err = newErr();
-			const rc = await callAsync(lib.rename, h, a, b, err);
+			const rc = await callAsync(lib.rename, h, a, b, null, err);
 			if (rc)
 				throw errorFrom(rc, err);
 		});

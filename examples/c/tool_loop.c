@@ -47,7 +47,7 @@ static int read_file(asp_sandbox *sb, const char *path)
 	asp_error err = { 0 };
 
 	printf("read %s\n", path);
-	if (asp_read(&data, &len, sb, path, 0, ASP_READ_ALL, &err))
+	if (asp_read(&data, &len, sb, path, 0, ASP_READ_ALL, NULL, &err))
 		return fail("read", &err);
 	printf("%6zu\t", line);
 	for (i = 0; i < len; i++) {

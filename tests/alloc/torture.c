@@ -188,7 +188,7 @@ static void check_open(int rc, why *w)
 	if (rc == ASP_OK) {
 		if (!opened)
 			whyf(w, "asp_open returned ASP_OK without a handle");
-		else if ((rc = asp_stat(&st, opened, ".", &e)) != ASP_OK || st.type != ASP_TYPE_DIR)
+		else if ((rc = asp_stat(&st, opened, ".", NULL, &e)) != ASP_OK || st.type != ASP_TYPE_DIR)
 			whyf(w, "the opened handle does not work: %s: %s", asp_error_name(rc), e.message);
 	} else if (opened) {
 		whyf(w, "asp_open failed but set *out");
@@ -240,7 +240,7 @@ static int run_read(asp_error *e)
 {
 	got = NULL;
 	got_len = 0;
-	return asp_read(&got, &got_len, sb, "torture/a.bin", 0, ASP_READ_ALL, e);
+	return asp_read(&got, &got_len, sb, "torture/a.bin", 0, ASP_READ_ALL, NULL, e);
 }
 
 static void check_read(int rc, why *w)
@@ -253,7 +253,7 @@ static void check_read(int rc, why *w)
 		whyf(w, "a failed read set *out");
 	asp_free(got);
 	got = NULL;
-	rc = asp_read(&got, &got_len, sb, "torture/a.bin", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&got, &got_len, sb, "torture/a.bin", 0, ASP_READ_ALL, NULL, &e);
 	if (rc != ASP_OK || got_len != WRITE_LEN || memcmp(got, content_a, WRITE_LEN))
 		whyf(w, "the handle is broken: read again: %s: %s", asp_error_name(rc), e.message);
 	asp_free(got);
@@ -264,7 +264,7 @@ static void check_read(int rc, why *w)
 static int run_read_missing(asp_error *e)
 {
 	got = NULL;
-	return asp_read(&got, &got_len, sb, "torture/missing.bin", 10, 100, e);
+	return asp_read(&got, &got_len, sb, "torture/missing.bin", 10, 100, NULL, e);
 }
 
 static void check_read_missing(int rc, why *w)
@@ -297,7 +297,7 @@ static void check_write(int rc, why *w)
 	int r2;
 
 	got = NULL;
-	r2 = asp_read(&got, &got_len, sb, "torture/w/b.bin", 0, ASP_READ_ALL, &e);
+	r2 = asp_read(&got, &got_len, sb, "torture/w/b.bin", 0, ASP_READ_ALL, NULL, &e);
 	if (rc == ASP_OK && (r2 != ASP_OK || got_len != WRITE_LEN || memcmp(got, want, WRITE_LEN)))
 		whyf(w, "write said OK but the file does not hold the new content (%s, %zu bytes)",
 		     asp_error_name(r2), got_len);
@@ -316,7 +316,7 @@ static void check_write(int rc, why *w)
 			    &e)) != ASP_OK)
 		whyf(w, "the handle is broken: write again: %s: %s", asp_error_name(r2), e.message);
 	write_flip = !write_flip;
-	if ((r2 = asp_list_dir(&l, sb, "torture/w", &e)) != ASP_OK)
+	if ((r2 = asp_list_dir(&l, sb, "torture/w", NULL, &e)) != ASP_OK)
 		whyf(w, "list after write: %s: %s", asp_error_name(r2), e.message);
 	else if (asp_list_count(l) != 1 || strcmp(asp_list_name(l, 0), "b.bin"))
 		whyf(w, "torture/w holds %zu entries (first: %s): a temp file was left behind",
@@ -421,7 +421,7 @@ static asp_stat_info st_got;
 static int run_stat(asp_error *e)
 {
 	memset(&st_got, 0, sizeof(st_got));
-	return asp_stat(&st_got, sb, "torture/a.bin", e);
+	return asp_stat(&st_got, sb, "torture/a.bin", NULL, e);
 }
 
 static void check_stat(int rc, why *w)
@@ -440,7 +440,7 @@ static asp_list *list_got;
 static int run_list(asp_error *e)
 {
 	list_got = NULL;
-	return asp_list_dir(&list_got, sb, "torture/list", e);
+	return asp_list_dir(&list_got, sb, "torture/list", NULL, e);
 }
 
 static void check_list_result(int rc, why *w)
@@ -476,7 +476,7 @@ static void check_list(int rc, why *w)
 /* mkdir -p, rename and a recursive remove, each undone or redone by its check. */
 static int run_mkdir(asp_error *e)
 {
-	return asp_mkdir(sb, "torture/m/a/b/c", 0, 1, e);
+	return asp_mkdir(sb, "torture/m/a/b/c", 0, 1, NULL, e);
 }
 
 static void check_mkdir(int rc, why *w)
@@ -484,9 +484,9 @@ static void check_mkdir(int rc, why *w)
 	asp_stat_info st;
 	asp_error e = { 0 };
 
-	if (rc == ASP_OK && (asp_stat(&st, sb, "torture/m/a/b/c", &e) || st.type != ASP_TYPE_DIR))
+	if (rc == ASP_OK && (asp_stat(&st, sb, "torture/m/a/b/c", NULL, &e) || st.type != ASP_TYPE_DIR))
 		whyf(w, "mkdir said OK but the directory is not there");
-	if ((rc = asp_remove(sb, "torture/m", 1, &e)) != ASP_OK && rc != ASP_ENOENT)
+	if ((rc = asp_remove(sb, "torture/m", 1, NULL, &e)) != ASP_OK && rc != ASP_ENOENT)
 		whyf(w, "the handle is broken: remove: %s: %s", asp_error_name(rc), e.message);
 }
 
@@ -495,21 +495,21 @@ static void prepare_rename(void)
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 	asp_error e = { 0 };
 
-	asp_remove(sb, "torture/r2.txt", 0, NULL);
+	asp_remove(sb, "torture/r2.txt", 0, NULL, NULL);
 	if (asp_write(sb, "torture/r1.txt", "rename me", 9, &wo, &e) != ASP_OK)
 		fprintf(stderr, "alloc: rename setup: %s\n", e.message);
 }
 
 static int run_rename(asp_error *e)
 {
-	return asp_rename(sb, "torture/r1.txt", "torture/r2.txt", e);
+	return asp_rename(sb, "torture/r1.txt", "torture/r2.txt", NULL, e);
 }
 
 static void check_rename(int rc, why *w)
 {
 	asp_stat_info st;
-	int from = asp_stat(&st, sb, "torture/r1.txt", NULL) == ASP_OK;
-	int to = asp_stat(&st, sb, "torture/r2.txt", NULL) == ASP_OK;
+	int from = asp_stat(&st, sb, "torture/r1.txt", NULL, NULL) == ASP_OK;
+	int to = asp_stat(&st, sb, "torture/r2.txt", NULL, NULL) == ASP_OK;
 
 	if (rc == ASP_OK && (from || !to))
 		whyf(w, "rename said OK but source %s, target %s", from ? "exists" : "is gone",
@@ -530,14 +530,14 @@ static void prepare_remove(void)
 
 static int run_remove(asp_error *e)
 {
-	return asp_remove(sb, "torture/rm", 1, e);
+	return asp_remove(sb, "torture/rm", 1, NULL, e);
 }
 
 static void check_remove(int rc, why *w)
 {
 	asp_stat_info st;
 
-	if (rc == ASP_OK && asp_stat(&st, sb, "torture/rm", NULL) != ASP_ENOENT)
+	if (rc == ASP_OK && asp_stat(&st, sb, "torture/rm", NULL, NULL) != ASP_ENOENT)
 		whyf(w, "remove said OK but torture/rm is still there");
 }
 

@@ -193,7 +193,7 @@ static unsigned char *get(asp_sandbox *sb, const char *path, size_t *len)
 {
 	unsigned char *buf = NULL;
 	asp_error e = { 0 };
-	int rc = asp_read(&buf, len, sb, path, 0, ASP_READ_ALL, &e);
+	int rc = asp_read(&buf, len, sb, path, 0, ASP_READ_ALL, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "read %s: %s: %s", path, asp_error_name(rc), e.message);
 	ck_assert_ptr_nonnull(buf);
@@ -227,7 +227,7 @@ static asp_stat_info stat_ok(asp_sandbox *sb, const char *path)
 	int rc;
 
 	memset(&st, 0xa5, sizeof(st));
-	rc = asp_stat(&st, sb, path, &e);
+	rc = asp_stat(&st, sb, path, NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "stat %s: %s: %s", path, asp_error_name(rc), e.message);
 	return st;
 }
@@ -235,7 +235,7 @@ static asp_stat_info stat_ok(asp_sandbox *sb, const char *path)
 static void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int parents)
 {
 	asp_error e = { 0 };
-	int rc = asp_mkdir(sb, path, mode, parents, &e);
+	int rc = asp_mkdir(sb, path, mode, parents, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "mkdir %s: %s: %s", path, asp_error_name(rc), e.message);
 }
@@ -243,7 +243,7 @@ static void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int p
 static void remove_ok(asp_sandbox *sb, const char *path, int recursive)
 {
 	asp_error e = { 0 };
-	int rc = asp_remove(sb, path, recursive, &e);
+	int rc = asp_remove(sb, path, recursive, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "remove %s: %s: %s", path, asp_error_name(rc), e.message);
 }
@@ -251,7 +251,7 @@ static void remove_ok(asp_sandbox *sb, const char *path, int recursive)
 static void rename_ok(asp_sandbox *sb, const char *from, const char *to)
 {
 	asp_error e = { 0 };
-	int rc = asp_rename(sb, from, to, &e);
+	int rc = asp_rename(sb, from, to, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "rename %s: %s: %s", from, asp_error_name(rc), e.message);
 }
@@ -261,7 +261,7 @@ static void assert_missing(asp_sandbox *sb, const char *path)
 {
 	asp_stat_info st;
 	asp_error e = { 0 };
-	int rc = asp_stat(&st, sb, path, &e);
+	int rc = asp_stat(&st, sb, path, NULL, &e);
 
 	ASSERT_ERR(rc, e, ASP_ENOENT, path);
 }
@@ -336,7 +336,7 @@ static asp_list *list_ok(asp_sandbox *sb, const char *path)
 {
 	asp_list *l = NULL;
 	asp_error e = { 0 };
-	int rc = asp_list_dir(&l, sb, path, &e);
+	int rc = asp_list_dir(&l, sb, path, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "list %s: %s: %s", path, asp_error_name(rc), e.message);
 	ck_assert_ptr_nonnull(l);
@@ -458,7 +458,7 @@ START_TEST(test_read_offset_limit)
 		size_t len = 12345;
 		asp_error e = { 0 };
 		char what[96];
-		int rc = asp_read(&buf, &len, sb, "rw-slices.bin", cases[i].offset, cases[i].limit, &e);
+		int rc = asp_read(&buf, &len, sb, "rw-slices.bin", cases[i].offset, cases[i].limit, NULL, &e);
 
 		snprintf(what, sizeof(what), "read offset %llu limit %llu",
 			 (unsigned long long)cases[i].offset, (unsigned long long)cases[i].limit);
@@ -511,12 +511,12 @@ START_TEST(test_err_read_missing)
 	asp_error e = { 0 };
 	int rc;
 
-	rc = asp_read(&buf, &len, sb, "err-no-such-file.txt", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&buf, &len, sb, "err-no-such-file.txt", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "err-no-such-file.txt");
 	ck_assert_ptr_null(buf);
 
 	memset(&e, 0, sizeof(e));
-	rc = asp_read(&buf, &len, sb, "err-no-such-dir/file.txt", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&buf, &len, sb, "err-no-such-dir/file.txt", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "err-no-such-dir/file.txt");
 	asp_close(sb);
 }
@@ -531,10 +531,10 @@ START_TEST(test_err_read_directory)
 	int rc;
 
 	mkdir_ok(sb, "err-a-dir", 0755, 0);
-	rc = asp_read(&buf, &len, sb, "err-a-dir", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&buf, &len, sb, "err-a-dir", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, "err-a-dir");
 	memset(&e, 0, sizeof(e));
-	rc = asp_read(&buf, &len, sb, ".", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&buf, &len, sb, ".", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, NULL);
 	/* The connection is still usable after the failed read. */
 	put(sb, "err-after-eisdir", "ok");
@@ -554,7 +554,7 @@ START_TEST(test_err_read_permission)
 	/* The test runs as root; the sandbox user is not root. */
 	ck_assert_int_eq(fx_run("printf secret > '%s' && chown 0:0 '%s' && chmod 0600 '%s'",
 				ws("err-root-only"), ws("err-root-only"), ws("err-root-only")), 0);
-	rc = asp_read(&buf, &len, sb, "err-root-only", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&buf, &len, sb, "err-root-only", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-only");
 	ck_assert_ptr_null(buf);
 	asp_close(sb);
@@ -1447,7 +1447,7 @@ START_TEST(test_mkdir)
 	int rc;
 
 	/* Without parents: a missing parent is ENOENT. */
-	rc = asp_mkdir(sb, "md/a/b/c", 0755, 0, &e);
+	rc = asp_mkdir(sb, "md/a/b/c", 0755, 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "md/a/b/c");
 	ck_assert(!local_exists(ws("md")));
 
@@ -1459,7 +1459,7 @@ START_TEST(test_mkdir)
 
 	/* Without parents: EEXIST. */
 	memset(&e, 0, sizeof(e));
-	rc = asp_mkdir(sb, "md/a/b", 0755, 0, &e);
+	rc = asp_mkdir(sb, "md/a/b", 0755, 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EEXIST, "md/a/b");
 
 	/* Mode is applied; 0 means 0755 (less umask). */
@@ -1471,10 +1471,10 @@ START_TEST(test_mkdir)
 	/* A file in the way. */
 	put(sb, "md/file", "f");
 	memset(&e, 0, sizeof(e));
-	rc = asp_mkdir(sb, "md/file", 0755, 0, &e);
+	rc = asp_mkdir(sb, "md/file", 0755, 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EEXIST, "md/file");
 	memset(&e, 0, sizeof(e));
-	rc = asp_mkdir(sb, "md/file", 0755, 1, &e);
+	rc = asp_mkdir(sb, "md/file", 0755, 1, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EEXIST, "md/file");
 	ck_assert(S_ISREG(local_lstat(ws("md/file")).st_mode));
 	asp_close(sb);
@@ -1543,7 +1543,7 @@ START_TEST(test_list_dir)
 	asp_list_free(l);
 
 	/* Missing. */
-	rc = asp_list_dir(&l, sb, "ls/nope", &e);
+	rc = asp_list_dir(&l, sb, "ls/nope", NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "ls/nope");
 	free(b);
 	asp_close(sb);
@@ -1557,10 +1557,10 @@ START_TEST(test_remove)
 	int rc;
 
 	/* A file. */
-	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ ASP_WRITE_OPTIONS_VERSION, 0, 1, 1 });
+	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1, .atomic = 1 });
 	remove_ok(sb, "rm/file", 0);
 	ck_assert(!local_exists(ws("rm/file")));
-	rc = asp_remove(sb, "rm/file", 0, &e);
+	rc = asp_remove(sb, "rm/file", 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "rm/file");
 
 	/* An empty directory. */
@@ -1573,14 +1573,14 @@ START_TEST(test_remove)
 	put(sb, "rm/tree/a/b/f", "f");
 	put(sb, "rm/tree/top", "t");
 	memset(&e, 0, sizeof(e));
-	rc = asp_remove(sb, "rm/tree", 0, &e);
+	rc = asp_remove(sb, "rm/tree", 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOTEMPTY, "rm/tree");
 	assert_content(sb, "rm/tree/a/b/f", "f", 1);
 	assert_content(sb, "rm/tree/top", "t", 1);
 
 	/* Recursive removes it all, without following a link out of the tree. */
 	put_opts(sb, "rm/outside/keep", "keep", 4,
-		 &(asp_write_options){ ASP_WRITE_OPTIONS_VERSION, 0, 1, 1 });
+		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1, .atomic = 1 });
 	expect_stdout(sb, "ln -s ../outside rm/tree/a/link-out && ln -s ../outside/keep rm/tree/klink", "");
 	remove_ok(sb, "rm/tree", 1);
 	ck_assert(!local_exists(ws("rm/tree")));
@@ -1592,7 +1592,7 @@ START_TEST(test_remove)
 	remove_ok(sb, "rm/one", 1);
 	ck_assert(!local_exists(ws("rm/one")));
 	memset(&e, 0, sizeof(e));
-	rc = asp_remove(sb, "rm/not-there", 1, &e);
+	rc = asp_remove(sb, "rm/not-there", 1, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "rm/not-there");
 
 	/* A symlink: the link goes, its target stays. */
@@ -1608,10 +1608,10 @@ START_TEST(test_remove)
 				ws("rm/rootdir"), ws("rm/rootdir"), ws("rm/rootdir"), ws("rm/rootdir")),
 			 0);
 	memset(&e, 0, sizeof(e));
-	rc = asp_remove(sb, "rm/rootdir/f", 0, &e);
+	rc = asp_remove(sb, "rm/rootdir/f", 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "rm/rootdir/f");
 	memset(&e, 0, sizeof(e));
-	rc = asp_remove(sb, "rm/rootdir", 1, &e);
+	rc = asp_remove(sb, "rm/rootdir", 1, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "rm/rootdir");
 	ck_assert(local_exists(ws("rm/rootdir/f")));
 	asp_close(sb);
@@ -1634,7 +1634,7 @@ START_TEST(test_rename)
 
 	/* A missing source: ENOENT naming it, the target untouched. */
 	memset(&e, 0, sizeof(e));
-	rc = asp_rename(sb, "rn-missing", "rn-dst", &e);
+	rc = asp_rename(sb, "rn-missing", "rn-dst", NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "rn-missing");
 	assert_local_content(ws("rn-dst"), "source", 6);
 
@@ -1648,7 +1648,7 @@ START_TEST(test_rename)
 
 	/* A target directory that does not exist. */
 	memset(&e, 0, sizeof(e));
-	rc = asp_rename(sb, "rn-dir2/sub/moved", "rn-nodir/x", &e);
+	rc = asp_rename(sb, "rn-dir2/sub/moved", "rn-nodir/x", NULL, &e);
 	ck_assert_msg(rc == ASP_ENOENT, "rename into a missing dir: %s: %s", asp_error_name(rc),
 		      e.message);
 	assert_content(sb, "rn-dir2/sub/moved", "source", 6);
@@ -1687,11 +1687,11 @@ START_TEST(test_argument_checks)
 	asp_sandbox *none = NULL;
 
 	/* NULL sandbox, output and path arguments. */
-	ASSERT_EINVAL(asp_read(NULL, &len, sb, "x", 0, ASP_READ_ALL, err));
-	ASSERT_EINVAL(asp_read(&buf, NULL, sb, "x", 0, ASP_READ_ALL, err));
-	ASSERT_EINVAL(asp_read(&buf, &len, NULL, "x", 0, ASP_READ_ALL, err));
-	ASSERT_EINVAL(asp_read(&buf, &len, sb, NULL, 0, ASP_READ_ALL, err));
-	ASSERT_EINVAL(asp_read(&buf, &len, sb, "", 0, ASP_READ_ALL, err));
+	ASSERT_EINVAL(asp_read(NULL, &len, sb, "x", 0, ASP_READ_ALL, NULL, err));
+	ASSERT_EINVAL(asp_read(&buf, NULL, sb, "x", 0, ASP_READ_ALL, NULL, err));
+	ASSERT_EINVAL(asp_read(&buf, &len, NULL, "x", 0, ASP_READ_ALL, NULL, err));
+	ASSERT_EINVAL(asp_read(&buf, &len, sb, NULL, 0, ASP_READ_ALL, NULL, err));
+	ASSERT_EINVAL(asp_read(&buf, &len, sb, "", 0, ASP_READ_ALL, NULL, err));
 	ASSERT_EINVAL(asp_write(NULL, "x", "d", 1, NULL, err));
 	ASSERT_EINVAL(asp_write(sb, NULL, "d", 1, NULL, err));
 	ASSERT_EINVAL(asp_write(sb, "", "d", 1, NULL, err));
@@ -1699,21 +1699,21 @@ START_TEST(test_argument_checks)
 	ASSERT_EINVAL(asp_exec(NULL, sb, "true", NULL, err));
 	ASSERT_EINVAL(asp_exec(&r, NULL, "true", NULL, err));
 	ASSERT_EINVAL(asp_exec(&r, sb, NULL, NULL, err));
-	ASSERT_EINVAL(asp_stat(NULL, sb, ".", err));
-	ASSERT_EINVAL(asp_stat(&st, NULL, ".", err));
-	ASSERT_EINVAL(asp_stat(&st, sb, NULL, err));
-	ASSERT_EINVAL(asp_mkdir(NULL, "arg-d", 0755, 0, err));
-	ASSERT_EINVAL(asp_mkdir(sb, NULL, 0755, 0, err));
-	ASSERT_EINVAL(asp_mkdir(sb, "arg-d", 070000, 0, err));
-	ASSERT_EINVAL(asp_remove(NULL, "arg-d", 0, err));
-	ASSERT_EINVAL(asp_remove(sb, NULL, 1, err));
-	ASSERT_EINVAL(asp_remove(sb, "", 1, err));
-	ASSERT_EINVAL(asp_rename(NULL, "a", "b", err));
-	ASSERT_EINVAL(asp_rename(sb, NULL, "b", err));
-	ASSERT_EINVAL(asp_rename(sb, "a", NULL, err));
-	ASSERT_EINVAL(asp_list_dir(NULL, sb, ".", err));
-	ASSERT_EINVAL(asp_list_dir(&l, NULL, ".", err));
-	ASSERT_EINVAL(asp_list_dir(&l, sb, NULL, err));
+	ASSERT_EINVAL(asp_stat(NULL, sb, ".", NULL, err));
+	ASSERT_EINVAL(asp_stat(&st, NULL, ".", NULL, err));
+	ASSERT_EINVAL(asp_stat(&st, sb, NULL, NULL, err));
+	ASSERT_EINVAL(asp_mkdir(NULL, "arg-d", 0755, 0, NULL, err));
+	ASSERT_EINVAL(asp_mkdir(sb, NULL, 0755, 0, NULL, err));
+	ASSERT_EINVAL(asp_mkdir(sb, "arg-d", 070000, 0, NULL, err));
+	ASSERT_EINVAL(asp_remove(NULL, "arg-d", 0, NULL, err));
+	ASSERT_EINVAL(asp_remove(sb, NULL, 1, NULL, err));
+	ASSERT_EINVAL(asp_remove(sb, "", 1, NULL, err));
+	ASSERT_EINVAL(asp_rename(NULL, "a", "b", NULL, err));
+	ASSERT_EINVAL(asp_rename(sb, NULL, "b", NULL, err));
+	ASSERT_EINVAL(asp_rename(sb, "a", NULL, NULL, err));
+	ASSERT_EINVAL(asp_list_dir(NULL, sb, ".", NULL, err));
+	ASSERT_EINVAL(asp_list_dir(&l, NULL, ".", NULL, err));
+	ASSERT_EINVAL(asp_list_dir(&l, sb, NULL, NULL, err));
 	ASSERT_EINVAL(asp_open(NULL, &oo, err));
 	ASSERT_EINVAL(asp_cancel_new(NULL, err));
 	ck_assert_ptr_null(r);

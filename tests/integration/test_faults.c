@@ -184,7 +184,7 @@ static void expect_read(asp_sandbox *sb, const char *path, const char *want)
 	asp_error err = { 0 };
 	unsigned char *data = NULL;
 	size_t len = 0;
-	int rc = asp_read(&data, &len, sb, path, 0, ASP_READ_ALL, &err);
+	int rc = asp_read(&data, &len, sb, path, 0, ASP_READ_ALL, NULL, &err);
 
 	ASSERT_OK(rc, err);
 	ck_assert_uint_eq(len, strlen(want));
@@ -251,17 +251,17 @@ START_TEST(test_blackhole_ops_fail_fast_then_recover)
 	expect_read(E.sb, "bh.txt", "before\n");
 
 	set_mode(FX_PROXY_BLACKHOLE, 0);
-	EXPECT_LINK_ERROR("read", asp_read(&data, &len, E.sb, "bh.txt", 0, ASP_READ_ALL, &e_));
-	EXPECT_LINK_ERROR("stat", asp_stat(&st, E.sb, "bh.txt", &e_));
+	EXPECT_LINK_ERROR("read", asp_read(&data, &len, E.sb, "bh.txt", 0, ASP_READ_ALL, NULL, &e_));
+	EXPECT_LINK_ERROR("stat", asp_stat(&st, E.sb, "bh.txt", NULL, &e_));
 	EXPECT_LINK_ERROR("write", asp_write(E.sb, "bh.txt", "during\n", 7, NULL, &e_));
 	EXPECT_LINK_ERROR("exec", asp_exec(&r, E.sb, "echo hi", NULL, &e_));
-	EXPECT_LINK_ERROR("list", asp_list_dir(&l, E.sb, ".", &e_));
-	EXPECT_LINK_ERROR("mkdir", asp_mkdir(E.sb, "newdir", 0755, 0, &e_));
+	EXPECT_LINK_ERROR("list", asp_list_dir(&l, E.sb, ".", NULL, &e_));
+	EXPECT_LINK_ERROR("mkdir", asp_mkdir(E.sb, "newdir", 0755, 0, NULL, &e_));
 
 	/* The link heals: the same handle works again. */
 	set_mode(FX_PROXY_PASS, 0);
 	expect_read(E.sb, "bh.txt", "before\n");
-	rc = asp_stat(&st, E.sb, "bh.txt", &err);
+	rc = asp_stat(&st, E.sb, "bh.txt", NULL, &err);
 	ASSERT_OK(rc, err);
 	ck_assert_uint_eq(st.size, 7);
 	write_text(E.sb, "bh.txt", "after\n");
@@ -339,7 +339,7 @@ START_TEST(test_blackhole_connect_fails_fast)
 	ck_assert(sb == NULL);
 	rc = env_open(&E.sb, 1500, 1, 1500, ASP_OPEN_LAZY, &err);
 	ASSERT_OK(rc, err);
-	EXPECT_LINK_ERROR("read", asp_read(&data, &len, E.sb, "x", 0, ASP_READ_ALL, &e_));
+	EXPECT_LINK_ERROR("read", asp_read(&data, &len, E.sb, "x", 0, ASP_READ_ALL, NULL, &e_));
 
 	set_mode(FX_PROXY_PASS, 0);
 	write_text(E.sb, "x", "x\n");
@@ -516,11 +516,11 @@ START_TEST(test_reset_while_idle_reconnects)
 	ck_assert_int_eq(fx_proxy_cut(&E.px), 0);
 	write_text(E.sb, "idle.txt", "two\n");
 	ck_assert_int_eq(fx_proxy_cut(&E.px), 0);
-	rc = asp_stat(&st, E.sb, "idle.txt", &err);
+	rc = asp_stat(&st, E.sb, "idle.txt", NULL, &err);
 	ASSERT_OK(rc, err);
 	ck_assert_uint_eq(st.size, 4);
 	ck_assert_int_eq(fx_proxy_cut(&E.px), 0);
-	rc = asp_rename(E.sb, "idle.txt", "idle2.txt", &err);
+	rc = asp_rename(E.sb, "idle.txt", "idle2.txt", NULL, &err);
 	ASSERT_OK(rc, err);
 	expect_read(E.sb, "idle2.txt", "two\n");
 
@@ -546,13 +546,13 @@ START_TEST(test_idle_longer_than_io_timeout_is_not_silence)
 	env_start(NULL);
 	rc = env_open(&E.sb, 1000, 15, 5000, 0, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_mkdir(E.sb, "a", 0755, 0, &err);
+	rc = asp_mkdir(E.sb, "a", 0755, 0, NULL, &err);
 	ASSERT_OK(rc, err);
 	s0 = proxy_stats();
 	fx_sleep_ms(1600);
 	/* Not idempotent: a failure here would not be hidden by a retry. */
 	t0 = fx_now_ms();
-	rc = asp_mkdir(E.sb, "b", 0755, 0, &err);
+	rc = asp_mkdir(E.sb, "b", 0755, 0, NULL, &err);
 	dt = fx_now_ms() - t0;
 	ck_assert_msg(rc == ASP_OK, "after %lld ms idle: mkdir -> %s after %lld ms (%s)", 1600LL,
 		      asp_error_name(rc), dt, err.message);
@@ -574,16 +574,16 @@ START_TEST(test_recursive_remove_does_not_wait_for_io_timeout)
 	env_start(NULL);
 	rc = env_open(&E.sb, 10000, 15, 5000, 0, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_mkdir(E.sb, "t/u/v", 0755, 1, &err);
+	rc = asp_mkdir(E.sb, "t/u/v", 0755, 1, NULL, &err);
 	ASSERT_OK(rc, err);
 	write_text(E.sb, "t/u/v/f.txt", "x\n");
 	t0 = fx_now_ms();
-	rc = asp_remove(E.sb, "t", 1, &err);
+	rc = asp_remove(E.sb, "t", 1, NULL, &err);
 	dt = fx_now_ms() - t0;
 	fprintf(stderr, "faults: recursive remove -> %s after %lld ms\n", asp_error_name(rc), dt);
 	ASSERT_OK(rc, err);
 	ck_assert_msg(dt < 5000, "recursive remove took %lld ms (io_timeout_ms is 10000)", dt);
-	rc = asp_mkdir(E.sb, "t", 0755, 0, &err);
+	rc = asp_mkdir(E.sb, "t", 0755, 0, NULL, &err);
 	ASSERT_OK(rc, err);
 }
 END_TEST
@@ -758,25 +758,25 @@ START_TEST(test_netns_everything_works_without_egress)
 	rc = asp_write(sb, "dir/a.txt", "hello\n", 6, &wo, &err);
 	ASSERT_OK(rc, err);
 	expect_read(sb, "dir/a.txt", "hello\n");
-	rc = asp_stat(&st, sb, "dir/a.txt", &err);
+	rc = asp_stat(&st, sb, "dir/a.txt", NULL, &err);
 	ASSERT_OK(rc, err);
 	ck_assert_uint_eq(st.size, 6);
 	ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
-	rc = asp_mkdir(sb, "d2", 0755, 0, &err);
+	rc = asp_mkdir(sb, "d2", 0755, 0, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_mkdir(sb, "t/u/v", 0755, 1, &err);
+	rc = asp_mkdir(sb, "t/u/v", 0755, 1, NULL, &err);
 	ASSERT_OK(rc, err);
 	write_text(sb, "t/u/v/f.txt", "deep\n");
-	rc = asp_list_dir(&l, sb, ".", &err);
+	rc = asp_list_dir(&l, sb, ".", NULL, &err);
 	ASSERT_OK(rc, err);
 	ck_assert_uint_eq(asp_list_count(l), 3);
 	ck_assert_str_eq(asp_list_name(l, 0), "d2");
 	ck_assert_str_eq(asp_list_name(l, 1), "dir");
 	ck_assert_str_eq(asp_list_name(l, 2), "t");
 	asp_list_free(l);
-	rc = asp_rename(sb, "dir/a.txt", "d2/b.txt", &err);
+	rc = asp_rename(sb, "dir/a.txt", "d2/b.txt", NULL, &err);
 	ASSERT_OK(rc, err);
-	ck_assert_int_eq(asp_stat(&st, sb, "dir/a.txt", &err), ASP_ENOENT);
+	ck_assert_int_eq(asp_stat(&st, sb, "dir/a.txt", NULL, &err), ASP_ENOENT);
 	expect_read(sb, "d2/b.txt", "hello\n");
 	expect_exec(sb, "cat d2/b.txt && id -un", "hello\nasp-test\n");
 
@@ -786,15 +786,15 @@ START_TEST(test_netns_everything_works_without_egress)
 	snprintf(want, sizeof(want), "net:[%llu]\n", (unsigned long long)nsst.st_ino);
 	expect_exec(sb, "readlink /proc/self/ns/net", want);
 
-	rc = asp_remove(sb, "d2/b.txt", 0, &err);
+	rc = asp_remove(sb, "d2/b.txt", 0, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_remove(sb, "d2", 0, &err);
+	rc = asp_remove(sb, "d2", 0, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_remove(sb, "t", 1, &err);
+	rc = asp_remove(sb, "t", 1, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_remove(sb, "dir", 0, &err);
+	rc = asp_remove(sb, "dir", 0, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_list_dir(&l, sb, ".", &err);
+	rc = asp_list_dir(&l, sb, ".", NULL, &err);
 	ASSERT_OK(rc, err);
 	ck_assert_uint_eq(asp_list_count(l), 0);
 	asp_list_free(l);

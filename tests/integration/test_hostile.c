@@ -90,7 +90,7 @@ static void expect_content(asp_sandbox *sb, const char *path, const void *want, 
 	unsigned char *d = NULL;
 	size_t n = 0;
 	asp_error e = { 0 };
-	int rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, &e);
+	int rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "read %s: %s: %s", show(path, strlen(path)), asp_error_name(rc),
 		      e.message);
@@ -107,7 +107,7 @@ static void expect_range(asp_sandbox *sb, const char *path, uint64_t offset, uin
 	unsigned char *d = NULL;
 	size_t n = 12345;
 	asp_error e = { 0 };
-	int rc = asp_read(&d, &n, sb, path, offset, limit, &e);
+	int rc = asp_read(&d, &n, sb, path, offset, limit, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "read %s at %llu limit %llu: %s: %s", path, (unsigned long long)offset,
 		      (unsigned long long)limit, asp_error_name(rc), e.message);
@@ -306,10 +306,10 @@ START_TEST(test_leading_dash_names)
 		snprintf(path, sizeof(path), "dash/%s", dash_names[i]);
 		put(sb, path, dash_names[i], strlen(dash_names[i]));
 		expect_content(sb, path, dash_names[i], strlen(dash_names[i]));
-		ck_assert_int_eq(asp_stat(&st, sb, path, &e), ASP_OK);
+		ck_assert_int_eq(asp_stat(&st, sb, path, NULL, &e), ASP_OK);
 		ck_assert_uint_eq(st.size, strlen(dash_names[i]));
 	}
-	ck_assert_int_eq(asp_list_dir(&l, sb, "dash", &e), ASP_OK);
+	ck_assert_int_eq(asp_list_dir(&l, sb, "dash", NULL, &e), ASP_OK);
 	ck_assert_uint_eq(asp_list_count(l), N_DASH + 1);
 	asp_list_free(l);
 
@@ -327,16 +327,16 @@ START_TEST(test_leading_dash_names)
 	for (size_t i = 0; i < N_DASH; i++) {
 		snprintf(path, sizeof(path), "dash/%s", dash_names[i]);
 		snprintf(moved, sizeof(moved), "dash/%s.moved", dash_names[i]);
-		ck_assert_msg(asp_rename(sb, path, moved, &e) == ASP_OK, "rename %s: %s", path, e.message);
-		ck_assert_msg(asp_remove(sb, moved, 0, &e) == ASP_OK, "remove %s: %s", moved, e.message);
+		ck_assert_msg(asp_rename(sb, path, moved, NULL, &e) == ASP_OK, "rename %s: %s", path, e.message);
+		ck_assert_msg(asp_remove(sb, moved, 0, NULL, &e) == ASP_OK, "remove %s: %s", moved, e.message);
 	}
 	ck_assert(local_exists("dash/sentinel"));
 
 	/* Directories named like rm's options, removed recursively: only they go. */
 	put(sb, "dash/-rf/inner/file", "x", 1);
 	put(sb, "dash/--no-preserve-root/file", "x", 1);
-	ck_assert_int_eq(asp_remove(sb, "dash/-rf", 1, &e), ASP_OK);
-	ck_assert_int_eq(asp_remove(sb, "dash/--no-preserve-root", 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "dash/-rf", 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "dash/--no-preserve-root", 1, NULL, &e), ASP_OK);
 	ck_assert(!local_exists("dash/-rf"));
 	ck_assert(!local_exists("dash/--no-preserve-root"));
 	ck_assert(local_exists("dash/sentinel"));
@@ -355,13 +355,13 @@ START_TEST(test_exec_cwd_leading_dash)
 	for (size_t i = 0; i < sizeof(cwds) / sizeof(cwds[0]); i++) {
 		char dir[64], want[PATH_MAX];
 		snprintf(dir, sizeof(dir), "cwddash/%s", cwds[i]);
-		ck_assert_int_eq(asp_mkdir(sb, dir, 0, 1, &e), ASP_OK);
+		ck_assert_int_eq(asp_mkdir(sb, dir, 0, 1, NULL, &e), ASP_OK);
 		snprintf(want, sizeof(want), "%s/%s\n", fx.workspace, dir);
 		o.cwd = dir;
 		expect_stdout(sb, "pwd", &o, want, strlen(want));
 	}
 	/* A bare relative "-x" too. */
-	ck_assert_int_eq(asp_mkdir(sb, "-x", 0, 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "-x", 0, 1, NULL, &e), ASP_OK);
 	o.cwd = "-x";
 	{
 		char want[PATH_MAX];
@@ -395,7 +395,7 @@ START_TEST(test_names_every_byte)
 		snprintf(path, sizeof(path), "bytes/n%cn", b);
 		put(sb, path, path, strlen(path));
 	}
-	ck_assert_int_eq(asp_list_dir(&l, sb, "bytes", &e), ASP_OK);
+	ck_assert_int_eq(asp_list_dir(&l, sb, "bytes", NULL, &e), ASP_OK);
 	ck_assert_uint_eq(asp_list_count(l), 254);
 	for (i = 0; i < asp_list_count(l); i++) {
 		const char *name = asp_list_name(l, i);
@@ -417,7 +417,7 @@ START_TEST(test_names_every_byte)
 		put(sb, path, awkward[i], strlen(awkward[i]));
 		expect_content(sb, path, awkward[i], strlen(awkward[i]));
 	}
-	ck_assert_int_eq(asp_list_dir(&l, sb, "awk", &e), ASP_OK);
+	ck_assert_int_eq(asp_list_dir(&l, sb, "awk", NULL, &e), ASP_OK);
 	ck_assert_uint_eq(asp_list_count(l), n_awk);
 	asp_list_free(l);
 	/* The shell agrees on every name. */
@@ -432,8 +432,8 @@ START_TEST(test_names_every_byte)
 			expect_stdout(sb, "cat < \"$F\"", &o, awkward[i], strlen(awkward[i]));
 		}
 	}
-	ck_assert_int_eq(asp_remove(sb, "bytes", 1, &e), ASP_OK);
-	ck_assert_int_eq(asp_remove(sb, "awk", 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "bytes", 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "awk", 1, NULL, &e), ASP_OK);
 	ck_assert(!local_exists("bytes") && !local_exists("awk"));
 	ck_assert(!local_exists("pwned"));
 	asp_close(sb);
@@ -493,24 +493,24 @@ START_TEST(test_name_too_long)
 	int rc;
 
 	snprintf(path, sizeof(path), "long/%s", name);
-	ck_assert_int_eq(asp_mkdir(sb, "long", 0, 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "long", 0, 1, NULL, &e), ASP_OK);
 	rc = asp_write(sb, path, "x", 1, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	wo.atomic = 0;
 	rc = asp_write(sb, path, "x", 1, &wo, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, &e);
+	rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	ck_assert_ptr_null(d);
-	rc = asp_stat(&st, sb, path, &e);
+	rc = asp_stat(&st, sb, path, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_mkdir(sb, path, 0, 0, &e);
+	rc = asp_mkdir(sb, path, 0, 0, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_mkdir(sb, path, 0, 1, &e);
+	rc = asp_mkdir(sb, path, 0, 1, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_list_dir(&l, sb, path, &e);
+	rc = asp_list_dir(&l, sb, path, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_remove(sb, path, 1, &e);
+	rc = asp_remove(sb, path, 1, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	xo.cwd = path;
 	rc = asp_exec(&r, sb, "touch cwd-too-long-ran", &xo, &e);
@@ -521,7 +521,7 @@ START_TEST(test_name_too_long)
 	snprintf(path, sizeof(path), "long/%s", ok);
 	put(sb, path, "ok", 2);
 	expect_content(sb, path, "ok", 2);
-	ck_assert_int_eq(asp_remove(sb, path, 0, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, path, 0, NULL, &e), ASP_OK);
 	free(name);
 	free(ok);
 	asp_close(sb);
@@ -544,17 +544,17 @@ START_TEST(test_path_4000_bytes)
 	ck_assert_uint_eq(plen, 4000);
 	put(sb, path, "deep content", 12);
 	expect_content(sb, path, "deep content", 12);
-	ck_assert_int_eq(asp_stat(&st, sb, path, &e), ASP_OK);
+	ck_assert_int_eq(asp_stat(&st, sb, path, NULL, &e), ASP_OK);
 	ck_assert_uint_eq(st.size, 12);
 	dir = strdup(path);
 	*strrchr(dir, '/') = '\0';
-	ck_assert_msg(asp_list_dir(&l, sb, dir, &e) == ASP_OK, "list: %s", e.message);
+	ck_assert_msg(asp_list_dir(&l, sb, dir, NULL, &e) == ASP_OK, "list: %s", e.message);
 	ck_assert_uint_eq(asp_list_count(l), 1);
 	asp_list_free(l);
 	/* The shell can go there too. */
 	xo.cwd = dir;
 	expect_stdout(sb, "cat ./*", &xo, "deep content", 12);
-	ck_assert_int_eq(asp_remove(sb, "deep", 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "deep", 1, NULL, &e), ASP_OK);
 	ck_assert(!local_exists("deep"));
 	free(rel);
 	free(path);
@@ -583,9 +583,9 @@ START_TEST(test_path_longer_than_path_max)
 		wo.mkdirs = 1;
 		rc = asp_write(sb, path, "x", 1, &wo, &e);
 		EXPECT_ERR(rc, e, ASP_EINVAL, "too long");
-		rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, &e);
+		rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
 		EXPECT_ERR(rc, e, ASP_EINVAL, "too long");
-		rc = asp_stat(&st, sb, path, &e);
+		rc = asp_stat(&st, sb, path, NULL, &e);
 		EXPECT_ERR(rc, e, ASP_EINVAL, "too long");
 		xo.cwd = path;
 		rc = asp_exec(&r, sb, "true", &xo, &e);
@@ -677,11 +677,11 @@ START_TEST(test_zero_byte_files)
 		expect_range(sb, path, 0, ASP_READ_ALL, "", 0);
 		expect_range(sb, path, 10, 5, "", 0);
 		expect_range(sb, path, 0, 0, "", 0);
-		ck_assert_int_eq(asp_stat(&st, sb, path, &e), ASP_OK);
+		ck_assert_int_eq(asp_stat(&st, sb, path, NULL, &e), ASP_OK);
 		ck_assert_uint_eq(st.size, 0);
 		ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
 	}
-	ck_assert_int_eq(asp_list_dir(&l, sb, "empty", &e), ASP_OK);
+	ck_assert_int_eq(asp_list_dir(&l, sb, "empty", NULL, &e), ASP_OK);
 	ck_assert_uint_eq(asp_list_count(l), 5);
 	for (size_t i = 0; i < 5; i++) {
 		ck_assert_int_eq(asp_list_stat(&st, l, i), ASP_OK);
@@ -730,7 +730,7 @@ START_TEST(test_sparse_5gib)
 	asp_list *l = NULL;
 	asp_exec_result *r;
 
-	ck_assert_int_eq(asp_mkdir(sb, "sparse", 0, 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "sparse", 0, 1, NULL, &e), ASP_OK);
 	r = run(sb, "truncate -s 5G sparse/big && printf 0123456789 | "
 		    "dd of=sparse/big bs=1 seek=$((5*1024*1024*1024-10)) conv=notrunc status=none && "
 		    "printf ab | dd of=sparse/big bs=1 seek=$((4*1024*1024*1024-1)) conv=notrunc status=none",
@@ -738,9 +738,9 @@ START_TEST(test_sparse_5gib)
 	ck_assert_msg(asp_exec_result_exit_code(r) == 0, "could not make the sparse file");
 	asp_exec_result_free(r);
 
-	ck_assert_int_eq(asp_stat(&st, sb, "sparse/big", &e), ASP_OK);
+	ck_assert_int_eq(asp_stat(&st, sb, "sparse/big", NULL, &e), ASP_OK);
 	ck_assert_uint_eq(st.size, size);
-	ck_assert_int_eq(asp_list_dir(&l, sb, "sparse", &e), ASP_OK);
+	ck_assert_int_eq(asp_list_dir(&l, sb, "sparse", NULL, &e), ASP_OK);
 	ck_assert_int_eq(asp_list_stat(&st, l, 0), ASP_OK);
 	ck_assert_uint_eq(st.size, size);
 	asp_list_free(l);
@@ -756,7 +756,7 @@ START_TEST(test_sparse_5gib)
 	expect_range(sb, "sparse/big", 4 * GiB - 2, 4, "\0ab\0", 4);
 	expect_range(sb, "sparse/big", 4 * GiB + 5, 16, zeros, 16);
 	expect_range(sb, "sparse/big", 2 * GiB - 8, 16, zeros, 16);
-	ck_assert_int_eq(asp_remove(sb, "sparse", 1, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "sparse", 1, NULL, &e), ASP_OK);
 	asp_close(sb);
 }
 END_TEST

@@ -379,7 +379,7 @@ static void *mixed_worker(void *arg)
 			worker_fail(w, "write %s: %s: %s", path, asp_error_name(rc), e.message);
 			continue;
 		}
-		rc = asp_read(&got, &got_len, w->sb, path, 0, ASP_READ_ALL, &e);
+		rc = asp_read(&got, &got_len, w->sb, path, 0, ASP_READ_ALL, NULL, &e);
 		if (rc)
 			worker_fail(w, "read %s: %s: %s", path, asp_error_name(rc), e.message);
 		else if (got_len != len || memcmp(got, data, len))
@@ -399,7 +399,7 @@ static void *mixed_worker(void *arg)
 			asp_exec_result_free(r);
 		}
 
-		rc = asp_stat(&st, w->sb, path, &e);
+		rc = asp_stat(&st, w->sb, path, NULL, &e);
 		if (rc)
 			worker_fail(w, "stat %s: %s: %s", path, asp_error_name(rc), e.message);
 		else if (st.size != len || st.type != ASP_TYPE_FILE)
@@ -655,7 +655,7 @@ START_TEST(test_restart_between_operations)
 
 	before = accepted_count();
 	ck_assert_int_eq(fx_sshd_restart(&fx), 0);
-	rc = asp_read(&got, &got_len, sb, "survivor.txt", 0, ASP_READ_ALL, &e);
+	rc = asp_read(&got, &got_len, sb, "survivor.txt", 0, ASP_READ_ALL, NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "read after restart: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_uint_eq(got_len, 11);
 	ck_assert_int_eq(memcmp(got, "still here\n", 11), 0);
@@ -664,7 +664,7 @@ START_TEST(test_restart_between_operations)
 
 	before = accepted_count();
 	ck_assert_int_eq(fx_sshd_restart(&fx), 0);
-	rc = asp_stat(&st, sb, "survivor.txt", &e);
+	rc = asp_stat(&st, sb, "survivor.txt", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "stat after restart: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_uint_eq(st.size, 11);
 	ck_assert_int_gt(accepted_count(), before);
@@ -737,9 +737,9 @@ START_TEST(test_restart_with_several_idle_connections)
 
 	before = accepted_count();
 	ck_assert_int_eq(fx_sshd_restart(&fx), 0);
-	rc = asp_rename(sb, "several.txt", "several-renamed.txt", &e);
+	rc = asp_rename(sb, "several.txt", "several-renamed.txt", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "rename after restart: %s: %s", asp_error_name(rc), e.message);
-	rc = asp_stat(&st, sb, "several-renamed.txt", &e);
+	rc = asp_stat(&st, sb, "several-renamed.txt", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "stat after restart: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_uint_eq(st.size, 8);
 	ck_assert_int_eq(accepted_count(), before + 1); /* one new connection served both */
@@ -766,7 +766,7 @@ START_TEST(test_restart_after_unread_keepalive_replies)
 	ck_assert_msg(rc == ASP_OK, "write: %s", e.message);
 	fx_sleep_ms(3500); /* keepalives go out at 2 s idle; any reply to them stays unread */
 	ck_assert_int_eq(fx_sshd_restart(&fx), 0);
-	rc = asp_rename(sb, "ka-a.txt", "ka-b.txt", &e);
+	rc = asp_rename(sb, "ka-a.txt", "ka-b.txt", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "rename after restart: %s: %s", asp_error_name(rc), e.message);
 	asp_close(sb);
 }
@@ -787,7 +787,7 @@ static void rename_after_idle(const char *extra_sshd_config, int (*idle)(void), 
 	ck_assert_msg(rc == ASP_OK, "write: %s", e.message);
 	ck_assert_msg(idle(), "%s: the server did not do it", what);
 	/* rename is never retried once sent: the pool must hand out a working connection. */
-	rc = asp_rename(sb, "idle-src.txt", "idle-dst.txt", &e);
+	rc = asp_rename(sb, "idle-src.txt", "idle-dst.txt", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "rename after %s: %s: %s", what, asp_error_name(rc), e.message);
 	/*
 	 * Look on disk: sshd's timeouts count whole seconds, so a new exec
@@ -986,7 +986,7 @@ START_TEST(test_idle_connection_is_closed)
 
 	server_up(NULL);
 	sb = open_sandbox((sb_opts){ .idle_close_s = 1 });
-	rc = asp_stat(&st, sb, ".", &e);
+	rc = asp_stat(&st, sb, ".", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "stat: %s", e.message);
 	ck_assert_int_eq(st.type, ASP_TYPE_DIR);
 	ck_assert_int_eq(established_to_server(), 1);
@@ -1019,7 +1019,7 @@ START_TEST(test_idle_connection_gets_keepalives)
 
 	server_up("LogLevel DEBUG1\n");
 	sb = open_sandbox((sb_opts){ .keepalive_s = 1 });
-	rc = asp_stat(&st, sb, ".", &e);
+	rc = asp_stat(&st, sb, ".", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "stat: %s", e.message);
 	accepted = accepted_count();
 	ck_assert_int_eq(log_count("keepalive@libssh2.org"), 0);
@@ -1028,7 +1028,7 @@ START_TEST(test_idle_connection_gets_keepalives)
 	ck_assert_msg(wait_log_count("keepalive@libssh2.org", 1, 3000),
 		      "no keepalive reached sshd while the connection was idle");
 	ck_assert_int_eq(established_to_server(), 1);
-	rc = asp_stat(&st, sb, ".", &e);
+	rc = asp_stat(&st, sb, ".", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "stat after keepalives: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_int_eq(accepted_count(), accepted); /* the same connection was reused */
 	asp_close(sb);
@@ -1084,7 +1084,7 @@ START_TEST(test_reuse_after_idle_longer_than_io_timeout)
 	ck_assert_str_eq(out, "reused\n");
 	free(out);
 	fx_sleep_ms(1500);
-	rc = asp_rename(sb, "idle-a.txt", "idle-b.txt", &e);
+	rc = asp_rename(sb, "idle-a.txt", "idle-b.txt", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "rename on a connection idle for 1.5 s (io_timeout_ms=1000): %s: %s",
 		      asp_error_name(rc), e.message);
 	ck_assert_msg(accepted_count() == accepted,

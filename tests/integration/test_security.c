@@ -248,7 +248,7 @@ START_TEST(test_no_secret_reaches_sandbox)
 	asp_exec_result_free(r);
 	/* Some file work, then look through every file the login user can have written. */
 	ck_assert_int_eq(asp_write(sb, "sec/a.txt", "a", 1,
-				   &(asp_write_options){ ASP_WRITE_OPTIONS_VERSION, 0, 1, 1 }, &e),
+				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1, .atomic = 1 }, &e),
 			 ASP_OK);
 	asp_close(sb);
 	/*
@@ -384,7 +384,7 @@ START_TEST(test_sftp_packet_size_cap)
 	start_server(extra);
 	sb = open_ok(fx.config);
 	t0 = now_s();
-	rc = asp_stat(&st, sb, ".", &e);
+	rc = asp_stat(&st, sb, ".", NULL, &e);
 	ck_assert_msg(rc == ASP_EPROTO && strstr(e.message, "malformed SFTP packet length"), "%s: %s",
 		      asp_error_name(rc), e.message);
 	ck_assert_msg(now_s() - t0 < 5.0, "took %.1f s", now_s() - t0);
@@ -407,7 +407,7 @@ START_TEST(test_sftp_reply_id_checked)
 		     "printf \"\\0\\0\\0\\11\\145\\0\\0\\0\\143\\0\\0\\0\\0\"; sleep 20");
 	start_server(extra);
 	sb = open_ok(fx.config);
-	rc = asp_stat(&st, sb, ".", &e);
+	rc = asp_stat(&st, sb, ".", NULL, &e);
 	ck_assert_msg(rc == ASP_EPROTO && strstr(e.message, "out of order"), "%s: %s", asp_error_name(rc),
 		      e.message);
 	asp_close(sb);
@@ -428,7 +428,7 @@ START_TEST(test_silent_sftp_server_times_out)
 	start_server(extra);
 	sb = open_ok(fx.config); /* io_timeout_ms = 2000 */
 	t0 = now_s();
-	rc = asp_stat(&st, sb, ".", &e);
+	rc = asp_stat(&st, sb, ".", NULL, &e);
 	ck_assert_msg(rc == ASP_ETIMEOUT, "%s: %s", asp_error_name(rc), e.message);
 	ck_assert_msg(now_s() - t0 < 10.0, "took %.1f s", now_s() - t0);
 	asp_close(sb);

@@ -250,7 +250,7 @@ static void use_sandbox(const char *config, const char *ws_host)
 	wo.mkdirs = 1;
 	ck_assert_msg(asp_write(sb, "src/hello.txt", text, strlen(text), &wo, &err) == 0, "asp_write: %s",
 		      err.message);
-	ck_assert_int_eq(asp_read(&data, &len, sb, "src/hello.txt", 0, ASP_READ_ALL, &err), 0);
+	ck_assert_int_eq(asp_read(&data, &len, sb, "src/hello.txt", 0, ASP_READ_ALL, NULL, &err), 0);
 	ck_assert_uint_eq(len, strlen(text));
 	ck_assert(memcmp(data, text, len) == 0);
 	asp_free(data);

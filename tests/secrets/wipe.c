@@ -161,7 +161,7 @@ static void run(fx_sshd *fx, const char *config, const char *what)
 		rc = asp_exec(&r, sb, "echo hi", NULL, &e);
 		asp_exec_result_free(r);
 		if (rc == ASP_OK)
-			rc = asp_stat(&st, sb, ".", &e);
+			rc = asp_stat(&st, sb, ".", NULL, &e);
 	}
 	asp_close(sb);
 	atomic_store(&watching, 0);

@@ -221,7 +221,7 @@ static int slot_probe(worker *w, int k, int *exists, uint64_t *hash, size_t *len
 		unsigned char *d = NULL;
 		size_t n = 0;
 		asp_error e = { 0 };
-		int rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, &e);
+		int rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
 
 		if (rc == ASP_OK) {
 			*exists = 1;
@@ -302,7 +302,7 @@ static void op_read(worker *w)
 		off = s->len ? (r >> 8) % (s->len + 2) : 0; /* sometimes past the end */
 		limit = (r >> 32) % 70000;
 	}
-	rc = asp_read(&d, &n, sb, path, off, limit, &e);
+	rc = asp_read(&d, &n, sb, path, off, limit, NULL, &e);
 	if (!s->exists) {
 		if (rc == ASP_OK)
 			failf(w, "read %s: got %zu bytes of a file that must not exist", path, n);
@@ -401,7 +401,7 @@ static void op_stat(worker *w)
 	long long t0 = fx_now_ms();
 
 	slot_path(path, sizeof(path), w->id, k);
-	rc = asp_stat(&st, sb, path, &e);
+	rc = asp_stat(&st, sb, path, NULL, &e);
 	if (!w->s[k].exists) {
 		if (rc == ASP_OK)
 			failf(w, "stat %s: exists but must not", path);
@@ -427,7 +427,7 @@ static void op_list(worker *w)
 	long long t0 = fx_now_ms();
 
 	snprintf(dir, sizeof(dir), "soak/t%02d", w->id);
-	rc = asp_list_dir(&l, sb, dir, &e);
+	rc = asp_list_dir(&l, sb, dir, NULL, &e);
 	if (rc == ASP_ENOENT) {
 		for (int k = 0; k < SLOTS; k++)
 			if (w->s[k].exists)
@@ -475,7 +475,7 @@ static void op_rename(worker *w)
 		return; /* counted as an operation anyway: keeps the loop simple */
 	slot_path(pa, sizeof(pa), w->id, a);
 	slot_path(pb, sizeof(pb), w->id, b);
-	rc = asp_rename(sb, pa, pb, &e);
+	rc = asp_rename(sb, pa, pb, NULL, &e);
 	if (rc == ASP_OK) {
 		w->s[b] = w->s[a];
 		w->s[a].exists = 0;

@@ -417,11 +417,11 @@ static void check_workspace(vctx *v)
 		check(v, "workspace", rc ? "pass" : "fail", "read-only workspace: asp_write %s -> %s%s",
 		      rel, rc ? asp_error_name(rc) : "succeeded", rc ? "" : " (it should have been refused)");
 		if (!rc)
-			asp_remove(v->sb, rel, 0, NULL);
+			asp_remove(v->sb, rel, 0, NULL, NULL);
 		return;
 	}
 	if (asp_write(v->sb, rel, data, strlen(data), &wo, &aerr) ||
-	    asp_read(&back, &len, v->sb, rel, 0, ASP_READ_ALL, &aerr)) {
+	    asp_read(&back, &len, v->sb, rel, 0, ASP_READ_ALL, NULL, &aerr)) {
 		check(v, "workspace", "fail", "asp_write/asp_read %s: %s", rel, aerr.message);
 		return;
 	}
@@ -435,7 +435,7 @@ static void check_workspace(vctx *v)
 		      onhost ? "differs or has another owner" : "missing");
 	free(onhost);
 	asp_free(back);
-	asp_remove(v->sb, rel, 0, NULL);
+	asp_remove(v->sb, rel, 0, NULL, NULL);
 }
 
 static void check_egress(vctx *v)

@@ -70,7 +70,7 @@ static int stat_latency(asp_sandbox *sb, double *out, asp_error *e)
 	for (int i = 0; i < LATENCY_SAMPLES; i++) {
 		double t0 = now_ms();
 
-		if ((rc = asp_stat(&st, sb, asp_sandbox_workspace(sb), e)))
+		if ((rc = asp_stat(&st, sb, asp_sandbox_workspace(sb), NULL, e)))
 			return rc;
 		t[i] = now_ms() - t0;
 	}

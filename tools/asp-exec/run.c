@@ -227,7 +227,7 @@ static int run_read(asp_sandbox *sb, const cli_request *req, cli_io *io)
 	unsigned char *data = NULL;
 	size_t len = 0;
 	asp_error e = { 0 };
-	int rc = asp_read(&data, &len, sb, req->path, 0, ASP_READ_ALL, &e);
+	int rc = asp_read(&data, &len, sb, req->path, 0, ASP_READ_ALL, NULL, &e);
 
 	if (rc)
 		return fail(io, rc, &e);

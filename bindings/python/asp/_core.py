@@ -439,7 +439,7 @@ class Sandbox:
         err = _lib.asp_error()
         h = self._enter()
         try:
-            rc = lib.asp_read(byref(out), byref(n), h, p, offset, limit, byref(err))
+            rc = lib.asp_read(byref(out), byref(n), h, p, offset, limit, None, byref(err))
         finally:
             self._leave()
         _check(rc, err, path)
@@ -589,7 +589,7 @@ class Sandbox:
         err = _lib.asp_error()
         h = self._enter()
         try:
-            rc = lib.asp_stat(byref(out), h, p, byref(err))
+            rc = lib.asp_stat(byref(out), h, p, None, byref(err))
         finally:
             self._leave()
         _check(rc, err, path)
@@ -610,7 +610,7 @@ class Sandbox:
         err = _lib.asp_error()
         h = self._enter()
         try:
-            rc = lib.asp_mkdir(h, p, mode, 1 if parents else 0, byref(err))
+            rc = lib.asp_mkdir(h, p, mode, 1 if parents else 0, None, byref(err))
         finally:
             self._leave()
         _check(rc, err, path)
@@ -626,7 +626,7 @@ class Sandbox:
         err = _lib.asp_error()
         h = self._enter()
         try:
-            rc = lib.asp_list_dir(byref(out), h, p, byref(err))
+            rc = lib.asp_list_dir(byref(out), h, p, None, byref(err))
         finally:
             self._leave()
         _check(rc, err, path)
@@ -650,7 +650,7 @@ class Sandbox:
         err = _lib.asp_error()
         h = self._enter()
         try:
-            rc = lib.asp_remove(h, p, 1 if recursive else 0, byref(err))
+            rc = lib.asp_remove(h, p, 1 if recursive else 0, None, byref(err))
         finally:
             self._leave()
         _check(rc, err, path)
@@ -662,7 +662,7 @@ class Sandbox:
         err = _lib.asp_error()
         h = self._enter()
         try:
-            rc = lib.asp_rename(h, a, b, byref(err))
+            rc = lib.asp_rename(h, a, b, None, byref(err))
         finally:
             self._leave()
         _check(rc, err, src, dst)

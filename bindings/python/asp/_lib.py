@@ -82,6 +82,18 @@ class asp_open_options(Structure):
         ("keepalive_s", c_uint),
         ("idle_close_s", c_uint),
         ("flags", c_uint),
+        ("op_timeout_ms", c_uint),
+        ("max_read_bytes", c_uint64),
+        ("max_output", c_size_t),
+        ("max_list_entries", c_uint),
+    ]
+
+
+class asp_call_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("cancel", cancel_p),
+        ("timeout_ms", c_uint),
     ]
 
 
@@ -102,6 +114,8 @@ class asp_write_options(Structure):
         ("mode", c_uint),
         ("mkdirs", c_int),
         ("atomic", c_int),
+        ("cancel", cancel_p),
+        ("timeout_ms", c_uint),
     ]
 
 
@@ -154,8 +168,9 @@ PROTOTYPES = {
     "asp_cancel_is_triggered": (c_int, [cancel_p]),
     "asp_cancel_reset": (None, [cancel_p]),
     "asp_cancel_free": (None, [cancel_p]),
+    "asp_call_options_init": (c_int, [POINTER(asp_call_options), c_uint]),
     "asp_read": (c_int, [POINTER(c_void_p), POINTER(c_size_t), sandbox_p, c_char_p, c_uint64,
-                         c_uint64, error_p]),
+                         c_uint64, POINTER(asp_call_options), error_p]),
     "asp_write_options_init": (c_int, [POINTER(asp_write_options), c_uint]),
     "asp_write": (c_int, [sandbox_p, c_char_p, c_void_p, c_size_t, POINTER(asp_write_options),
                           error_p]),
@@ -171,11 +186,14 @@ PROTOTYPES = {
     "asp_exec_result_truncated": (c_int, [exec_result_p, c_int]),
     "asp_exec_result_duration_ms": (c_uint64, [exec_result_p]),
     "asp_exec_result_free": (None, [exec_result_p]),
-    "asp_stat": (c_int, [POINTER(asp_stat_info), sandbox_p, c_char_p, error_p]),
-    "asp_mkdir": (c_int, [sandbox_p, c_char_p, c_uint, c_int, error_p]),
-    "asp_remove": (c_int, [sandbox_p, c_char_p, c_int, error_p]),
-    "asp_rename": (c_int, [sandbox_p, c_char_p, c_char_p, error_p]),
-    "asp_list_dir": (c_int, [POINTER(list_p), sandbox_p, c_char_p, error_p]),
+    "asp_stat": (c_int, [POINTER(asp_stat_info), sandbox_p, c_char_p, POINTER(asp_call_options),
+                         error_p]),
+    "asp_mkdir": (c_int, [sandbox_p, c_char_p, c_uint, c_int, POINTER(asp_call_options),
+                          error_p]),
+    "asp_remove": (c_int, [sandbox_p, c_char_p, c_int, POINTER(asp_call_options), error_p]),
+    "asp_rename": (c_int, [sandbox_p, c_char_p, c_char_p, POINTER(asp_call_options), error_p]),
+    "asp_list_dir": (c_int, [POINTER(list_p), sandbox_p, c_char_p, POINTER(asp_call_options),
+                             error_p]),
     "asp_list_count": (c_size_t, [list_p]),
     "asp_list_name": (c_char_p, [list_p, c_size_t]),
     "asp_list_stat": (c_int, [POINTER(asp_stat_info), list_p, c_size_t]),
