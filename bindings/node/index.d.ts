@@ -60,16 +60,32 @@ export interface OpenOptions {
 	idleClose?: number;
 	/** Do not connect in open(); the first operation connects. */
 	lazy?: boolean;
+	/** Default overall deadline of one file call, ms; default 300000 (a command's run time is exec's timeout). */
+	opTimeout?: number;
+	/** Most bytes one read returns (more: ELIMIT); default 256 MiB. */
+	maxReadBytes?: number | bigint;
+	/** Default maxOutput of exec (bytes kept per stream); default 64 MiB. */
+	maxOutput?: number;
+	/** Most entries one list returns (more: ELIMIT); default 100000. */
+	maxListEntries?: number;
 }
 
-export interface ReadOptions {
+/** Options every file call takes. */
+export interface CallOptions {
+	/** Aborting stops the call (ECANCELLED); a recursive remove also stops its remote rm. */
+	signal?: AbortSignal;
+	/** The call's overall deadline, ms (ETIMEOUT); default: the sandbox's opTimeout. */
+	timeout?: number;
+}
+
+export interface ReadOptions extends CallOptions {
 	/** Byte offset to start at; default 0. */
 	offset?: number | bigint;
 	/** Most bytes to read; default: to the end of the file. */
 	limit?: number | bigint;
 }
 
-export interface WriteOptions {
+export interface WriteOptions extends CallOptions {
 	/** Permission bits; default: keep an existing file's mode, 0644 (less umask) for a new one. */
 	mode?: number;
 	/** Create missing parent directories (0755). */
@@ -96,7 +112,7 @@ export interface ExecOptions {
 	 * stops the command and rejects the exec with what was thrown.
 	 */
 	onData?: (stream: OutputStream, chunk: Buffer) => void;
-	/** Keep at most this many bytes of each stream in the result (half head, half tail); 0: all. */
+	/** Keep at most this many bytes of each stream in the result (half head, half tail); default: the sandbox's maxOutput. */
 	maxOutput?: number;
 	/** After SIGTERM, wait this long before SIGKILL, ms; default 2000. */
 	killGrace?: number;
@@ -137,14 +153,14 @@ export interface DirEntry extends Stat {
 	name: string;
 }
 
-export interface MkdirOptions {
+export interface MkdirOptions extends CallOptions {
 	/** Default 0755. */
 	mode?: number;
 	/** Create missing parents; an existing directory is not an error. */
 	parents?: boolean;
 }
 
-export interface RemoveOptions {
+export interface RemoveOptions extends CallOptions {
 	/** Remove a directory and everything in it. */
 	recursive?: boolean;
 }
@@ -175,11 +191,11 @@ export declare class Sandbox {
 	read(path: CString, options?: ReadOptions): Promise<Buffer>;
 	write(path: CString, data: string | Uint8Array, options?: WriteOptions): Promise<void>;
 	exec(command: CString, options?: ExecOptions): Promise<ExecResult>;
-	stat(path: CString): Promise<Stat>;
+	stat(path: CString, options?: CallOptions): Promise<Stat>;
 	mkdir(path: CString, options?: MkdirOptions): Promise<void>;
-	list(path: CString): Promise<DirEntry[]>;
+	list(path: CString, options?: CallOptions): Promise<DirEntry[]>;
 	remove(path: CString, options?: RemoveOptions): Promise<void>;
-	rename(from: CString, to: CString): Promise<void>;
+	rename(from: CString, to: CString, options?: CallOptions): Promise<void>;
 	info(): Promise<SandboxInfo>;
 	/** Waits for operations in flight, then closes every connection. Later calls reject (ASP_EINVAL). */
 	close(): Promise<void>;

@@ -23,6 +23,7 @@ const ASP_STDOUT = 1;
 const ASP_STDERR = 2;
 const OPEN_OPTIONS_VERSION = 1;
 const WRITE_OPTIONS_VERSION = 1;
+const CALL_OPTIONS_VERSION = 1;
 const EXEC_OPTIONS_VERSION = 1;
 const SANDBOX_INFO_VERSION = 1;
 const ERROR_MESSAGE_MAX = 512;
@@ -422,6 +423,48 @@ function outputCallback() {
 
 const CLOSED = Symbol('closed');
 
+/* A file call's { signal, timeout }, checked before the call starts. */
+function callSpec(what, opts) {
+	if (opts === null || typeof opts !== 'object')
+		throw new TypeError(`${what}: options must be an object`);
+	const signal = opts.signal;
+	if (signal !== undefined && signal !== null &&
+	    (typeof signal !== 'object' || typeof signal.addEventListener !== 'function'))
+		throw new TypeError('signal must be an AbortSignal');
+	if (signal && signal.aborted)
+		throw new AspError(ASP_ECANCELLED, `${what}: cancelled before it started (the AbortSignal was already aborted)`, { cause: signal.reason });
+	return { signal: signal || null, timeout: uint(opts.timeout, 'timeout') };
+}
+
+/*
+ * Run fn with the asp_call_options for spec (null when it sets nothing):
+ * an AbortSignal triggers a cancel token that lives as long as the call.
+ */
+async function withCall(spec, fn) {
+	if (!spec.signal && !spec.timeout)
+		return fn(null);
+	let token = null;
+	let onAbort = null;
+	try {
+		if (spec.signal) {
+			const out = [null];
+			const err = newErr();
+			const rc = lib.cancelNew(out, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			token = out[0];
+			onAbort = () => lib.cancelTrigger(token);
+			spec.signal.addEventListener('abort', onAbort, { once: true });
+		}
+		return await fn({ version: CALL_OPTIONS_VERSION, cancel: token, timeout_ms: spec.timeout });
+	} finally {
+		if (onAbort)
+			spec.signal.removeEventListener('abort', onAbort);
+		if (token)
+			lib.cancelFree(token);
+	}
+}
+
 class Sandbox {
 	constructor(handle) {
 		this._h = handle;
@@ -457,16 +500,21 @@ class Sandbox {
 		return p;
 	}
 
-	/** Read bytes from a file: the whole file, or `limit` bytes from `offset`. */
+	/**
+	 * Read bytes from a file: the whole file, or `limit` bytes from `offset`.
+	 * Like every file call, takes `signal` (an AbortSignal) and `timeout`
+	 * (the call's overall deadline, ms) in its options.
+	 */
 	async read(file, opts = {}) {
 		const p = cstr(file, 'path');
 		const offset = u64(opts.offset, 'offset', 0n);
 		const limit = u64(opts.limit, 'limit', READ_ALL);
-		return this._run('read', async (h) => {
+		const call = callSpec('read', opts);
+		return this._run('read', (h) => withCall(call, async (co) => {
 			const out = [null];
 			const len = [0];
 			const err = newErr();
-			const rc = await callAsync(lib.read, out, len, h, p, offset, limit, null, err);
+			const rc = await callAsync(lib.read, out, len, h, p, offset, limit, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			try {
@@ -474,7 +522,7 @@ class Sandbox {
 			} finally {
 				lib.free(out[0]);
 			}
-		});
+		}));
 	}
 
 	/** Create or replace a file (atomically by default). */
@@ -486,14 +534,21 @@ class Sandbox {
 			mode: uint(opts.mode, 'mode', 0o7777),
 			mkdirs: opts.mkdirs ? 1 : 0,
 			atomic: opts.atomic === undefined || opts.atomic ? 1 : 0,
+			cancel: null,
+			timeout_ms: 0,
 		};
-		return this._run('write', async (h) => {
+		const call = callSpec('write', opts);
+		return this._run('write', (h) => withCall(call, async (co) => {
 			const err = newErr();
+			if (co) {
+				o.cancel = co.cancel;
+				o.timeout_ms = co.timeout_ms;
+			}
 			/* A zero-length Buffer may have no memory behind it: libasp accepts NULL with len 0. */
 			const rc = await callAsync(lib.write, h, p, bytes.length ? bytes : null, bytes.length, o, err);
 			if (rc)
 				throw errorFrom(rc, err);
-		});
+		}));
 	}
 
 	/** Run shell text in a fresh shell in the sandbox. */
@@ -614,16 +669,17 @@ class Sandbox {
 	}
 
 	/** Metadata of a path (symlinks followed). */
-	async stat(file) {
+	async stat(file, opts = {}) {
 		const p = cstr(file, 'path');
-		return this._run('stat', async (h) => {
+		const call = callSpec('stat', opts);
+		return this._run('stat', (h) => withCall(call, async (co) => {
 			const st = {};
 			const err = newErr();
-			const rc = await callAsync(lib.stat, st, h, p, null, err);
+			const rc = await callAsync(lib.stat, st, h, p, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			return statFrom(st);
-		});
+		}));
 	}
 
 	/** Create a directory; with `parents`, missing parents too and no error if it exists. */
@@ -631,21 +687,23 @@ class Sandbox {
 		const p = cstr(dir, 'path');
 		const mode = uint(opts.mode, 'mode', 0o7777);
 		const parents = opts.parents ? 1 : 0;
-		return this._run('mkdir', async (h) => {
+		const call = callSpec('mkdir', opts);
+		return this._run('mkdir', (h) => withCall(call, async (co) => {
 			const err = newErr();
-			const rc = await callAsync(lib.mkdir, h, p, mode, parents, null, err);
+			const rc = await callAsync(lib.mkdir, h, p, mode, parents, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
-		});
+		}));
 	}
 
 	/** Entries of a directory (without . and ..), sorted by name; symlinks not followed. */
-	async list(dir) {
+	async list(dir, opts = {}) {
 		const p = cstr(dir, 'path');
-		return this._run('list', async (h) => {
+		const call = callSpec('list', opts);
+		return this._run('list', (h) => withCall(call, async (co) => {
 			const out = [null];
 			const err = newErr();
-			const rc = await callAsync(lib.listDir, out, h, p, null, err);
+			const rc = await callAsync(lib.listDir, out, h, p, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			const l = out[0];
@@ -661,31 +719,33 @@ class Sandbox {
 			} finally {
 				lib.listFree(l);
 			}
-		});
+		}));
 	}
 
 	/** Remove a file or an empty directory; with `recursive`, a whole tree. */
 	async remove(file, opts = {}) {
 		const p = cstr(file, 'path');
 		const recursive = opts.recursive ? 1 : 0;
-		return this._run('remove', async (h) => {
+		const call = callSpec('remove', opts);
+		return this._run('remove', (h) => withCall(call, async (co) => {
 			const err = newErr();
-			const rc = await callAsync(lib.remove, h, p, recursive, null, err);
+			const rc = await callAsync(lib.remove, h, p, recursive, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
-		});
+		}));
 	}
 
 	/** Rename `from` to `to`, replacing a file at `to`. */
-	async rename(from, to) {
+	async rename(from, to, opts = {}) {
 		const a = cstr(from, 'from');
 		const b = cstr(to, 'to');
-		return this._run('rename', async (h) => {
+		const call = callSpec('rename', opts);
+		return this._run('rename', (h) => withCall(call, async (co) => {
 			const err = newErr();
-			const rc = await callAsync(lib.rename, h, a, b, null, err);
+			const rc = await callAsync(lib.rename, h, a, b, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
-		});
+		}));
 	}
 
 	/** Connect if needed and describe the connection (trust, auth, host key). */
@@ -745,6 +805,10 @@ async function open(opts = {}) {
 		keepalive_s: uint(opts.keepalive, 'keepalive'),
 		idle_close_s: uint(opts.idleClose, 'idleClose'),
 		flags: opts.lazy ? ASP_OPEN_LAZY : 0,
+		op_timeout_ms: uint(opts.opTimeout, 'opTimeout'),
+		max_read_bytes: u64(opts.maxReadBytes, 'maxReadBytes', 0n),
+		max_output: uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER),
+		max_list_entries: uint(opts.maxListEntries, 'maxListEntries'),
 	};
 	const out = [null];
 	const err = newErr();

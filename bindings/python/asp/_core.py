@@ -316,6 +316,35 @@ _TRUST = {1: "pinned", 2: "known", 3: "first-use"}
 _AUTH = {1: "none", 2: "publickey", 3: "agent"}
 
 
+class _CallOptions:
+    """asp_call_options for one file call: holds the Cancel's handle for the call's duration."""
+
+    def __init__(self, cancel, timeout):
+        self._cancel = None
+        self.ptr = None
+        if cancel is None and timeout is None:
+            return
+        opts = _lib.asp_call_options()
+        _check(lib.asp_call_options_init(byref(opts), _lib.ASP_CALL_OPTIONS_VERSION),
+               _lib.asp_error())
+        opts.timeout_ms = _ms(timeout, "timeout")
+        if cancel is not None:
+            if not isinstance(cancel, Cancel):
+                raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
+            opts.cancel = cancel._acquire()
+            self._cancel = cancel
+        self._opts = opts
+        self.ptr = byref(opts)
+
+    def __enter__(self):
+        return self.ptr
+
+    def __exit__(self, *exc):
+        if self._cancel is not None:
+            self._cancel._release()
+            self._cancel = None
+
+
 class Sandbox:
     """An open sandbox (asp_sandbox): a validated configuration and its connection pool.
 
@@ -429,30 +458,41 @@ class Sandbox:
 
     # -- read / write ---------------------------------------------------
 
-    def read(self, path, offset=0, limit=None):
-        """Up to `limit` bytes (None: to the end) of `path` from byte `offset`."""
+    def read(self, path, offset=0, limit=None, *, cancel=None, timeout=None):
+        """Up to `limit` bytes (None: to the end) of `path` from byte `offset`.
+
+        At most the handle's max_read_bytes come back: a read that would
+        return more raises LimitExceeded (read such a file in ranges).
+        cancel: an asp.Cancel that stops the call (Cancelled).
+        timeout: the call's overall deadline in seconds (default: the
+            handle's op_timeout); TimeoutError when it passes.
+        The same two keywords are accepted by write, stat, list, mkdir,
+        remove and rename.
+        """
         p = _path(path)
         offset = _int(offset, "offset", 0, 2**64 - 1)
         limit = _lib.ASP_READ_ALL if limit is None else _int(limit, "limit", 0, 2**64 - 1)
         out = ctypes.c_void_p()
         n = ctypes.c_size_t()
         err = _lib.asp_error()
-        h = self._enter()
-        try:
-            rc = lib.asp_read(byref(out), byref(n), h, p, offset, limit, None, byref(err))
-        finally:
-            self._leave()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_read(byref(out), byref(n), h, p, offset, limit, co, byref(err))
+            finally:
+                self._leave()
         _check(rc, err, path)
         try:
             return ctypes.string_at(out, n.value) if n.value else b""
         finally:
             lib.asp_free(out)
 
-    def read_text(self, path, encoding="utf-8", errors="strict"):
+    def read_text(self, path, encoding="utf-8", errors="strict", *, cancel=None, timeout=None):
         """read() decoded."""
-        return self.read(path).decode(encoding, errors)
+        return self.read(path, cancel=cancel, timeout=timeout).decode(encoding, errors)
 
-    def write(self, path, data, *, mode=None, mkdirs=False, atomic=True):
+    def write(self, path, data, *, mode=None, mkdirs=False, atomic=True, cancel=None,
+              timeout=None):
         """Create or replace `path` with `data` (bytes-like, or str written as UTF-8).
 
         mode: permission bits (1..0o7777); None keeps an existing file's mode
@@ -469,11 +509,20 @@ class Sandbox:
             opts.mode = _int(mode, "mode", 1, 0o7777)
         opts.mkdirs = 1 if mkdirs else 0
         opts.atomic = 1 if atomic else 0
-        h = self._enter()
+        opts.timeout_ms = _ms(timeout, "timeout")
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
+        if cancel is not None:
+            opts.cancel = cancel._acquire()
         try:
-            rc = lib.asp_write(h, p, payload, len(payload), byref(opts), byref(err))
+            h = self._enter()
+            try:
+                rc = lib.asp_write(h, p, payload, len(payload), byref(opts), byref(err))
+            finally:
+                self._leave()
         finally:
-            self._leave()
+            if cancel is not None:
+                cancel._release()
         _check(rc, err, path)
 
     # -- exec -----------------------------------------------------------
@@ -582,40 +631,42 @@ class Sandbox:
 
     # -- filesystem -----------------------------------------------------
 
-    def stat(self, path):
+    def stat(self, path, *, cancel=None, timeout=None):
         """Metadata of `path`, following symlinks. -> Stat(size, mtime, mode, type)"""
         p = _path(path)
         out = _lib.asp_stat_info()
         err = _lib.asp_error()
-        h = self._enter()
-        try:
-            rc = lib.asp_stat(byref(out), h, p, None, byref(err))
-        finally:
-            self._leave()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_stat(byref(out), h, p, co, byref(err))
+            finally:
+                self._leave()
         _check(rc, err, path)
         return Stat(out.size, out.mtime, out.mode, _file_type(out.type))
 
-    def exists(self, path):
+    def exists(self, path, *, cancel=None, timeout=None):
         """True when `path` exists (following symlinks)."""
         try:
-            self.stat(path)
+            self.stat(path, cancel=cancel, timeout=timeout)
         except FileNotFoundError:
             return False
         return True
 
-    def mkdir(self, path, mode=0o755, parents=False):
+    def mkdir(self, path, mode=0o755, parents=False, *, cancel=None, timeout=None):
         """Create a directory; with parents, also missing parents, and no error if it exists."""
         p = _path(path)
         mode = _int(mode, "mode", 1, 0o7777)
         err = _lib.asp_error()
-        h = self._enter()
-        try:
-            rc = lib.asp_mkdir(h, p, mode, 1 if parents else 0, None, byref(err))
-        finally:
-            self._leave()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_mkdir(h, p, mode, 1 if parents else 0, co, byref(err))
+            finally:
+                self._leave()
         _check(rc, err, path)
 
-    def list(self, path="."):
+    def list(self, path=".", *, cancel=None, timeout=None):
         """Entries of a directory (no . and ..), sorted by name -> [Entry].
 
         Names are str, or bytes when `path` is bytes (like os.listdir).
@@ -624,11 +675,12 @@ class Sandbox:
         as_bytes = isinstance(path, bytes)
         out = _lib.list_p()
         err = _lib.asp_error()
-        h = self._enter()
-        try:
-            rc = lib.asp_list_dir(byref(out), h, p, None, byref(err))
-        finally:
-            self._leave()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_list_dir(byref(out), h, p, co, byref(err))
+            finally:
+                self._leave()
         _check(rc, err, path)
         try:
             entries = []
@@ -644,27 +696,30 @@ class Sandbox:
         finally:
             lib.asp_list_free(out)
 
-    def remove(self, path, recursive=False):
-        """Remove a file or an empty directory; with recursive, a whole tree."""
+    def remove(self, path, recursive=False, *, cancel=None, timeout=None):
+        """Remove a file or an empty directory; with recursive, a whole tree
+        (cancel and timeout also stop the remote rm)."""
         p = _path(path)
         err = _lib.asp_error()
-        h = self._enter()
-        try:
-            rc = lib.asp_remove(h, p, 1 if recursive else 0, None, byref(err))
-        finally:
-            self._leave()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_remove(h, p, 1 if recursive else 0, co, byref(err))
+            finally:
+                self._leave()
         _check(rc, err, path)
 
-    def rename(self, src, dst):
+    def rename(self, src, dst, *, cancel=None, timeout=None):
         """Rename `src` to `dst`, replacing `dst` if it is a file."""
         a = _path(src, "src")
         b = _path(dst, "dst")
         err = _lib.asp_error()
-        h = self._enter()
-        try:
-            rc = lib.asp_rename(h, a, b, None, byref(err))
-        finally:
-            self._leave()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_rename(h, a, b, co, byref(err))
+            finally:
+                self._leave()
         _check(rc, err, src, dst)
 
 
@@ -692,7 +747,8 @@ def _result(r):
 # ------------------------------------------------------------------ open
 
 def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
-         connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False):
+         connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False,
+         op_timeout=None, max_read_bytes=None, max_output=None, max_list_entries=None):
     """Open a sandbox -> Sandbox.
 
     config: the .asp.json to use; None means discovery ($ASP_CONFIG, else
@@ -706,6 +762,11 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
     idle_close: close connections idle this many seconds (default 300).
     lazy: do not connect now; the first operation connects. Otherwise a
         wrong host key or credentials fail here.
+    op_timeout: seconds, the default overall deadline of one call (default 300;
+        a command's run time is not counted: that is exec's timeout).
+    max_read_bytes: most bytes one read returns (default 256 MiB).
+    max_output: bytes of each exec stream kept by default (default 64 MiB).
+    max_list_entries: most entries one list returns (default 100000).
     """
     opts = _lib.asp_open_options()
     err = _lib.asp_error()
@@ -724,6 +785,13 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
     opts.idle_close_s = _seconds(idle_close, "idle_close")
     if lazy:
         opts.flags |= _lib.ASP_OPEN_LAZY
+    opts.op_timeout_ms = _ms(op_timeout, "op_timeout")
+    if max_read_bytes is not None:
+        opts.max_read_bytes = _int(max_read_bytes, "max_read_bytes", 1, 2**64 - 1)
+    if max_output is not None:
+        opts.max_output = _int(max_output, "max_output", 1, _lib.SIZE_MAX)
+    if max_list_entries is not None:
+        opts.max_list_entries = _int(max_list_entries, "max_list_entries", 1, _lib.UINT_MAX)
     handle = _lib.sandbox_p()
     rc = lib.asp_open(byref(handle), byref(opts), byref(err))
     _check(rc, err, config)

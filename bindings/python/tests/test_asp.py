@@ -169,6 +169,7 @@ class TestLibrary(unittest.TestCase):
             "asp_open_options": _lib.asp_open_options,
             "asp_sandbox_info": _lib.asp_sandbox_info,
             "asp_write_options": _lib.asp_write_options,
+            "asp_call_options": _lib.asp_call_options,
             "asp_exec_options": _lib.asp_exec_options,
             "asp_stat_info": _lib.asp_stat_info,
         }
