@@ -370,6 +370,10 @@ typedef struct asp_exec_result asp_exec_result;
  * timeout or cancel kills that whole group (SIGTERM, then SIGKILL after
  * kill_grace_ms) and is reported in the result, not as an error.
  *
+ * The handle's op_timeout_ms bounds the command's start (until the server
+ * accepts the exec request); from then on only opts->timeout_ms and
+ * opts->cancel stop it.
+ *
  * Returns ASP_OK with *out set whenever the command ran, whatever its exit
  * status. Errors: ASP_ENOENT (cwd missing), ASP_EINVAL, ASP_ECONNLOST (the
  * connection died after the command may have started, or the server closed
