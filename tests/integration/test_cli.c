@@ -895,6 +895,53 @@ START_TEST(test_read_write_errors)
 }
 END_TEST
 
+/* --read streams a file larger than one range (8 MiB) in ranges, byte for byte. */
+START_TEST(test_read_streams_in_ranges)
+{
+	char path[400], *local;
+	size_t len;
+	result r;
+
+	use_master = _i == 0;
+	snprintf(path, sizeof(path), "%s/big.bin", fx.workspace);
+	ck_assert_int_eq(fx_run("head -c 20000000 /dev/urandom > '%s' && chmod 644 '%s'", path, path), 0);
+	local = fx_read_file(path, &len);
+	ck_assert_ptr_nonnull(local);
+	ck_assert_uint_eq(len, 20000000);
+	r = CLI("--read", "big.bin");
+	ck_assert_msg(r.status == 0, "read: %s", r.err);
+	ck_assert_uint_eq(r.out_len, len);
+	ck_assert(memcmp(r.out, local, len) == 0);
+	result_free(&r);
+	free(local);
+}
+END_TEST
+
+/*
+ * --read of a file that never answers (the SFTP server blocks opening a
+ * FIFO) is cancelled by SIGINT like a command: exit 130.
+ */
+START_TEST(test_read_cancelled)
+{
+	char path[400];
+	proc p;
+	result r;
+
+	use_master = _i == 0;
+	snprintf(path, sizeof(path), "%s/fifo", fx.workspace);
+	ck_assert_int_eq(fx_run("rm -f '%s' && mkfifo -m 666 '%s'", path, path), 0);
+	spawn(&p, cli_argv(ARGS("--read", "fifo")), -1);
+	fx_sleep_ms(500);
+	ck_assert_msg(pid_alive(p.pid), "asp-exec --read of a FIFO ended on its own");
+	ck_assert_int_eq(kill(p.pid, SIGINT), 0);
+	r = finish(&p, NULL, 0, 10000);
+	ck_assert_int_eq(r.status, 130);
+	result_free(&r);
+	/* Release the server still blocked opening the FIFO. */
+	ck_assert_int_eq(fx_run("exec 3<>'%s'; exec 3>&-; rm -f '%s'", path, path), 0);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- failures and usage */
 
 /* Both modes fail the same way: same status, same message. */
@@ -1429,6 +1476,8 @@ Suite *suite_cli(void)
 	tcase_add_loop_test(both, test_json_cancelled, 0, 2);
 	tcase_add_loop_test(both, test_read_write_binary, 0, 2);
 	tcase_add_loop_test(both, test_read_write_errors, 0, 2);
+	tcase_add_loop_test(both, test_read_streams_in_ranges, 0, 2);
+	tcase_add_loop_test(both, test_read_cancelled, 0, 2);
 	suite_add_tcase(s, both);
 
 	tcase_add_unchecked_fixture(one, runner_setup, runner_cleanup);

@@ -16,6 +16,8 @@
 
 /* How long a blocked read or write waits before looking at the cancel token again. */
 #define CANCEL_CHECK_MS 200
+/* --read fetches the file in ranges of this size. */
+#define READ_RANGE (8u * 1024 * 1024)
 /* A pipe is writable with at least one page free: writes this small never block. */
 #define WRITE_CHUNK 4096
 
@@ -41,6 +43,7 @@ int cli_exit_for_error(int code)
 	case ASP_ENOTEMPTY:
 	case ASP_ENOSPC:
 	case ASP_EIO:
+	case ASP_ELIMIT:
 		return CLI_EXIT_FILE;
 	default:
 		return CLI_EXIT_FAILURE;
@@ -222,20 +225,32 @@ static int run_exec(asp_sandbox *sb, const cli_request *req, cli_io *io)
 
 /* ------------------------------------------------------------ read / write */
 
+/*
+ * Streamed in ranges, like cat: memory stays at one range whatever the
+ * file's size (a link to /dev/zero streams until cancelled, as cat would).
+ */
 static int run_read(asp_sandbox *sb, const cli_request *req, cli_io *io)
 {
-	unsigned char *data = NULL;
-	size_t len = 0;
-	asp_error e = { 0 };
-	int rc = asp_read(&data, &len, sb, req->path, 0, ASP_READ_ALL, NULL, &e);
+	asp_call_options co = ASP_CALL_OPTIONS_INIT;
+	uint64_t off = 0;
 
-	if (rc)
-		return fail(io, rc, &e);
-	rc = cli_write_all(io->out, data, len, io->cancel);
-	asp_free(data);
-	if (rc)
-		return asp_cancel_is_triggered(io->cancel) ? cancelled_status(io) : 128 + SIGPIPE;
-	return 0;
+	co.cancel = io->cancel;
+	for (;;) {
+		unsigned char *data = NULL;
+		size_t len = 0;
+		asp_error e = { 0 };
+		int rc = asp_read(&data, &len, sb, req->path, off, READ_RANGE, &co, &e);
+
+		if (rc)
+			return fail(io, rc, &e);
+		rc = cli_write_all(io->out, data, len, io->cancel);
+		asp_free(data);
+		if (rc)
+			return asp_cancel_is_triggered(io->cancel) ? cancelled_status(io) : 128 + SIGPIPE;
+		if (len < READ_RANGE)
+			return 0;
+		off += len;
+	}
 }
 
 /* All of fd until EOF, in a malloc'd buffer; -1 with errno (ECANCELED when cancelled). */
@@ -288,6 +303,7 @@ static int run_write(asp_sandbox *sb, const cli_request *req, cli_io *io)
 	}
 	o.mkdirs = req->mkdirs;
 	o.atomic = 1;
+	o.cancel = io->cancel;
 	rc = asp_write(sb, req->path, data, len, &o, &e);
 	free(data);
 	return rc ? fail(io, rc, &e) : 0;
