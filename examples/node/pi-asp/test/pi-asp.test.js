@@ -126,6 +126,24 @@ async function same(name, params, opts) {
 	return r;
 }
 
+/*
+ * The sandbox here is this machine, so a file only the sandbox sees cannot
+ * tell a local tool from a sandboxed one when pi runs as root; a directory
+ * only root may read can: the sandbox user is refused.
+ */
+const rootOnly = process.getuid() === 0 ? false : 'needs root';
+async function withRootOnlyDir(fn) {
+	const token = `root-only-${crypto.randomInt(1e6, 1e7)}`;
+	const dir = path.join(fx.workspace, token);
+	fs.mkdirSync(dir, { mode: 0o700 });
+	fs.writeFileSync(path.join(dir, `${token}.txt`), `${token}\n`);
+	try {
+		await fn(token);
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+}
+
 /* Only in the sandbox (not in pi's local working directory): proves a tool looked there. */
 async function withSandboxOnlyFile(fn) {
 	const token = `only-in-sandbox-${crypto.randomInt(1e6, 1e7)}`;
@@ -311,6 +329,17 @@ describe('pi tools through pi-asp', () => {
 		await withSandboxOnlyFile(async (name, token) => {
 			assert.equal((await run(remote.grep, { pattern: token })).ok.content[0].text, `${name}:1: ${token}`);
 			assert.equal((await run(posix.grep, { pattern: token })).ok.content[0].text, `${name}:1: ${token}`);
+		});
+	});
+
+	it('ls, find and grep run as the sandbox user', { skip: rootOnly }, async () => {
+		await withRootOnlyDir(async (token) => {
+			assert.match((await run(remote.ls, { path: token })).error, /^Cannot read directory: EACCES: permission denied, scandir '<CWD>\/root-only-\d+'$/);
+			assert.equal((await run(remote.find, { pattern: `${token}.txt` })).ok.content[0].text, 'No files found matching pattern');
+			const g = await run(remote.grep, { pattern: token });
+			assert.ok(!JSON.stringify(g).includes(`${token}.txt:1`), JSON.stringify(g));
+			/* as root, pi's own tools see it */
+			assert.equal((await run(local.ls, { path: path.join(fx.workspace, token) })).ok.content[0].text, `${token}.txt`);
 		});
 	});
 
