@@ -2,27 +2,41 @@
  * pi-asp: run the pi coding agent's tools in an ASP sandbox.
  *
  * When a .asp.json is found ($ASP_CONFIG, else the working directory and its
- * parents), pi's built-in read, write, edit and bash tools (and `!` user
- * commands) keep their schemas, truncation and rendering, but their
- * operations go to the sandbox through libasp: files over SFTP, commands in
- * a fresh remote shell with streaming output, timeouts and cancellation that
- * kill the whole remote process group.
+ * parents), every pi tool (read, write, edit, bash, grep, find, ls, and `!`
+ * user commands) keeps its schema, truncation and rendering, but acts in the
+ * sandbox through libasp: files over SFTP, commands in a fresh remote shell
+ * with streaming output, timeouts and cancellation that kill the whole remote
+ * process group.
  *
  *   pi -e ./examples/node/pi-asp          (or list it in settings.json)
  *
+ * The model is not told about the transport: it sees the sandbox workspace as
+ * its working directory, and errors as a local tool would show them (Node fs
+ * errors naming sandbox paths, or "the environment is unavailable"). What
+ * libasp said in full goes to the user (pi's notifications, else stderr).
+ *
  * Without a .asp.json the extension does nothing and pi stays local. With
- * one that cannot be used, the tools fail with the reason: they never fall
- * back to the local machine.
+ * one that cannot be used (including an $ASP_CONFIG that names no file), the
+ * tools fail: they never fall back to the local machine.
  */
 
+import { AsyncLocalStorage } from 'node:async_hooks';
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
 import {
 	createBashToolDefinition,
 	createEditToolDefinition,
+	createFindToolDefinition,
+	createGrepToolDefinition,
+	createLsToolDefinition,
 	createReadToolDefinition,
 	createWriteToolDefinition,
+	DEFAULT_MAX_BYTES,
+	formatSize,
+	truncateHead,
+	truncateLine,
 } from '@mariozechner/pi-coding-agent';
 import { fileTypeFromBuffer } from 'file-type';
 import asp from 'libasp';
@@ -30,6 +44,19 @@ import asp from 'libasp';
 /* What pi's read tool accepts as images (pi: dist/utils/mime.js). */
 const IMAGE_MIME_TYPES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
 const FILE_TYPE_SNIFF_BYTES = 4100;
+
+/* The tools this extension puts in the sandbox: all of pi's built-in ones. */
+export const TOOL_NAMES = ['read', 'write', 'edit', 'bash', 'grep', 'find', 'ls'];
+
+/* What the model is told when the sandbox cannot be reached or used. */
+export const UNAVAILABLE = 'the environment is unavailable';
+
+/* pi's grep/find/ls defaults (pi: dist/core/tools/{grep,find,ls}.js). */
+const GREP_DEFAULT_LIMIT = 100;
+const GREP_MAX_LINE_LENGTH = 500;
+const FIND_DEFAULT_LIMIT = 1000;
+/* Stand-in for .gitignore where the sandbox has no ripgrep (pi's find ignores these too). */
+const PRUNED_DIRS = ['.git', 'node_modules'];
 
 /*
  * pi's tools show Node's fs errors to the model ("ENOENT: no such file or
@@ -45,41 +72,158 @@ const NODE_ERRORS = {
 	ASP_ENOTEMPTY: ['ENOTEMPTY', 'directory not empty'],
 	ASP_ENOSPC: ['ENOSPC', 'no space left on device'],
 	ASP_EIO: ['EIO', 'i/o error'],
+	ASP_ETIMEOUT: ['ETIMEDOUT', 'operation timed out'],
+	ASP_ELIMIT: ['EFBIG', 'file too large'],
+	ASP_EINVAL: ['EINVAL', 'invalid argument'],
 };
+
+/* Errors built here for the model; anything else is replaced before the model sees it. */
+const forModel = new WeakSet();
+function modelSafe(err) {
+	forModel.add(err);
+	return err;
+}
+
+/* Each tool call's AbortSignal and pi context, for the operations pi calls without them. */
+const callContext = new AsyncLocalStorage();
+
+function nodeError(code, text, syscall, file, cause) {
+	const err = new Error('', { cause });
+	err.code = code;
+	err.errno = -(os.constants.errno[code] ?? 0);
+	err.syscall = syscall;
+	if (syscall === 'read') {
+		err.message = `${code}: ${text}, read`;
+	} else {
+		err.path = file;
+		err.message = `${code}: ${text}, ${syscall} '${file}'`;
+	}
+	return modelSafe(err);
+}
 
 export function toNodeError(e, syscall, file) {
 	if (!(e instanceof asp.AspError) || !NODE_ERRORS[e.code])
 		return e;
 	const [code, text] = NODE_ERRORS[e.code];
-	const err = new Error('', { cause: e });
-	err.code = code;
-	err.errno = -(os.constants.errno[code] ?? 0);
-	if (syscall === 'readFile') {
-		/* fs.readFile opens a directory fine and fails in read(2), naming no path. */
-		err.syscall = code === 'EISDIR' ? 'read' : 'open';
-	} else {
-		err.syscall = syscall;
-	}
-	if (err.syscall === 'read') {
-		err.message = `${code}: ${text}, read`;
-	} else {
-		err.path = file;
-		err.message = `${code}: ${text}, ${err.syscall} '${file}'`;
-	}
-	return err;
+	/* fs.readFile opens a directory fine and fails in read(2), naming no path. */
+	if (syscall === 'readFile')
+		syscall = code === 'EISDIR' ? 'read' : 'open';
+	return nodeError(code, text, syscall, file, e);
 }
 
-async function fsCall(syscall, file, fn) {
-	try {
-		return await fn();
-	} catch (e) {
-		throw toNodeError(e, syscall, file);
+/* "Operation aborted" is what pi's own tools say (bash says "aborted", see below). */
+function abortedError(cause) {
+	return modelSafe(new Error('Operation aborted', { cause }));
+}
+
+/*
+ * The sandbox cannot be reached or used (connection refused or lost, host
+ * key, authentication, configuration, protocol, or anything unexpected).
+ * The model gets errno-like text naming only the sandbox path; the full
+ * libasp message is reported to the user.
+ */
+function unavailableError(e, syscall, file) {
+	report(e);
+	const where = file === undefined ? '' : `, ${syscall} '${file}'`;
+	const err = new Error(`EIO: ${UNAVAILABLE}${where}`, { cause: e });
+	err.code = 'EIO';
+	return modelSafe(err);
+}
+
+/* Any error of a sandbox call, as the model may see it. */
+export function modelError(e, syscall, file) {
+	if (forModel.has(e))
+		return e;
+	if (e instanceof asp.AspError && e.code === 'ASP_ECANCELLED')
+		return abortedError(e);
+	if (e instanceof asp.AspError && NODE_ERRORS[e.code]) {
+		if (e.code === 'ASP_ETIMEOUT' || e.code === 'ASP_EIO')
+			report(e);
+		return file === undefined ? unavailableError(e) : toNodeError(e, syscall, file);
 	}
+	return unavailableError(e, syscall, file);
+}
+
+/* The reporter of the extension instance whose tool is running (see createPiAspExtension). */
+let defaultReporter = (message) => process.stderr.write(`pi-asp: ${message}\n`);
+function report(e) {
+	const store = callContext.getStore();
+	const message = e instanceof Error ? e.message : String(e);
+	(store?.report ?? defaultReporter)(message, store?.ctx);
+}
+
+/* Resolve when `p` settles, or reject as soon as `signal` aborts (for a binding that ignores it). */
+function raceAbort(p, signal) {
+	if (!signal)
+		return p;
+	if (signal.aborted)
+		return Promise.reject(abortedError(signal.reason));
+	return new Promise((resolve, reject) => {
+		const onAbort = () => reject(abortedError(signal.reason));
+		signal.addEventListener('abort', onAbort, { once: true });
+		p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+	});
+}
+
+/*
+ * A file call: the tool call's AbortSignal goes to the binding as
+ * `{ signal }` in the last (options) argument; a binding that ignores it
+ * still lets the tool return at once.
+ */
+async function fsCall(syscall, file, fn) {
+	const signal = callContext.getStore()?.signal;
+	try {
+		return await raceAbort(fn(signal ? { signal } : {}), signal);
+	} catch (e) {
+		throw modelError(e, syscall, file);
+	}
+}
+
+/* One shell word, for the sandbox's POSIX sh. */
+export function shq(s) {
+	s = String(s);
+	if (s.includes('\0'))
+		throw modelSafe(new Error('EINVAL: invalid argument: an argument contains a NUL byte'));
+	return `'${s.replace(/'/g, "'\\''")}'`;
+}
+
+/*
+ * A command in the sandbox for grep/find: the tool call's signal, or `stop`
+ * (a result limit was reached), kill its remote process group.
+ */
+async function sandboxRun(sb, command, { cwd, stdin, onData, signal, stop } = {}) {
+	const signals = [signal, stop].filter(Boolean);
+	let r;
+	try {
+		r = await (await sb()).exec(command, {
+			cwd,
+			stdin,
+			onData,
+			maxOutput: onData ? 1 : 0,
+			signal: signals.length > 1 ? AbortSignal.any(signals) : signals[0],
+		});
+	} catch (e) {
+		if (e instanceof asp.AspError && e.code === 'ASP_ECANCELLED' && !signal?.aborted && stop?.aborted)
+			return { cancelled: true, exitCode: null, stdout: Buffer.alloc(0), stderr: Buffer.alloc(0) };
+		/* A working directory that is not there (or not a directory) is the caller's path. */
+		if (cwd !== undefined && e instanceof asp.AspError && (e.code === 'ASP_ENOENT' || e.code === 'ASP_ENOTDIR' || e.code === 'ASP_EACCES'))
+			throw toNodeError(e, 'scandir', cwd);
+		throw modelError(e);
+	}
+	if (signal?.aborted)
+		throw abortedError();
+	return r;
+}
+
+function resolveIn(cwd, p) {
+	p = p.startsWith('@') ? p.slice(1) : p;
+	return path.posix.resolve(cwd, p);
 }
 
 /**
  * pi operations objects backed by a libasp Sandbox:
- * { read: ReadOperations, write: WriteOperations, edit: EditOperations, bash: BashOperations }.
+ * { read: ReadOperations, write: WriteOperations, edit: EditOperations,
+ *   bash: BashOperations, find: FindOperations, ls: LsOperations }.
  *
  * options.env: names of local environment variables to pass to remote
  * commands. By default none is: pi hands its bash operations the whole local
@@ -89,26 +233,45 @@ export function createAspOperations(sandbox, options = {}) {
 	const sb = typeof sandbox === 'function' ? sandbox : () => sandbox;
 	const forward = options.env || [];
 
-	const readFile = (file) => fsCall('readFile', file, async () => (await sb()).read(file));
+	const readFile = (file) => fsCall('readFile', file, async (o) => (await sb()).read(file, o));
 	/* fs.access(R_OK): an open for reading, without reading (a directory passes, as locally). */
-	const canRead = (file) => fsCall('access', file, async () => {
-		await (await sb()).read(file, { limit: 0 });
+	const canRead = (file) => fsCall('access', file, async (o) => {
+		await (await sb()).read(file, { limit: 0, ...o });
 	});
 	/* fs.access(W_OK): only the sandbox's own test(1) knows its users and ACLs. */
 	const canWrite = async (file) => {
-		const r = await (await sb()).exec('test -w "$ASP_PATH"', { env: { ASP_PATH: file } });
+		let r;
+		try {
+			r = await (await sb()).exec(`test -w ${shq(file)}`, { signal: callContext.getStore()?.signal });
+		} catch (e) {
+			throw modelError(e, 'access', file);
+		}
+		if (r.cancelled)
+			throw abortedError();
 		if (r.exitCode !== 0)
-			throw toNodeError(new asp.AspError(asp.codes.ASP_EACCES, `${file}: not writable`), 'access', file);
+			throw nodeError('EACCES', 'permission denied', 'access', file);
 	};
-	const writeFile = (file, content) => fsCall('open', file, async () => (await sb()).write(file, content));
-	const mkdir = (dir) => fsCall('mkdir', dir, async () => (await sb()).mkdir(dir, { parents: true }));
+	const writeFile = (file, content) => fsCall('open', file, async (o) => (await sb()).write(file, content, o));
+	const mkdir = (dir) => fsCall('mkdir', dir, async (o) => (await sb()).mkdir(dir, { parents: true, ...o }));
+	const stat = (file) => fsCall('stat', file, async (o) => (await sb()).stat(file, o));
+	/* fs.existsSync: false only when there is nothing there; an unreachable sandbox is an error. */
+	const exists = async (file) => {
+		try {
+			await stat(file);
+			return true;
+		} catch (e) {
+			if (e.code === 'ENOENT' || e.code === 'ENOTDIR')
+				return false;
+			throw e;
+		}
+	};
 
 	const read = {
 		readFile,
 		access: canRead,
 		async detectImageMimeType(file) {
-			const head = await fsCall('readFile', file, async () =>
-				(await sb()).read(file, { limit: FILE_TYPE_SNIFF_BYTES }));
+			const head = await fsCall('readFile', file, async (o) =>
+				(await sb()).read(file, { limit: FILE_TYPE_SNIFF_BYTES, ...o }));
 			if (!head.length)
 				return null;
 			const type = await fileTypeFromBuffer(head);
@@ -136,16 +299,57 @@ export function createAspOperations(sandbox, options = {}) {
 				});
 			} catch (e) {
 				if (e instanceof asp.AspError && e.code === 'ASP_ECANCELLED')
-					throw new Error('aborted', { cause: e });
+					throw modelSafe(new Error('aborted', { cause: e }));
 				if (e instanceof asp.AspError && e.code === 'ASP_ENOENT')
-					throw new Error(`Working directory does not exist: ${cwd}\nCannot execute bash commands.`, { cause: e });
-				throw e;
+					throw modelSafe(new Error(`Working directory does not exist: ${cwd}\nCannot execute bash commands.`, { cause: e }));
+				throw modelError(e);
 			}
 			if (r.cancelled || signal?.aborted)
-				throw new Error('aborted');
+				throw modelSafe(new Error('aborted'));
 			if (r.timedOut)
-				throw new Error(`timeout:${timeout}`);
+				throw modelSafe(new Error(`timeout:${timeout}`));
 			return { exitCode: r.exitCode };
+		},
+	};
+
+	/* Types from the last listing, so ls need not stat every entry again (symlinks are). */
+	const listed = new Map();
+	const ls = {
+		exists,
+		async stat(file) {
+			const type = listed.get(file);
+			listed.delete(file);
+			if (type === 'directory' || type === 'file' || type === 'other')
+				return { isDirectory: () => type === 'directory' };
+			const st = await stat(file);
+			return { isDirectory: () => st.type === 'directory' };
+		},
+		async readdir(dir) {
+			const entries = await fsCall('scandir', dir, async (o) => (await sb()).list(dir, o));
+			for (const e of entries)
+				listed.set(path.posix.join(dir, e.name), e.type);
+			return entries.map((e) => e.name);
+		},
+	};
+
+	const find = {
+		exists,
+		/* Files and directories under cwd matching pattern as pi's fd call does (see findPathMatcher). */
+		async glob(pattern, cwd, { limit }) {
+			const signal = callContext.getStore()?.signal;
+			const matches = findPathMatcher(pattern);
+			const out = [];
+			const stop = new AbortController();
+			await listTree(sb, cwd, { signal, stop: stop.signal, files: false }, (rel) => {
+				if (out.length >= limit)
+					return;
+				const abs = path.posix.join(cwd, rel);
+				if (matches(abs))
+					out.push(abs);
+				if (out.length >= limit)
+					stop.abort();
+			});
+			return out.sort();
 		},
 	};
 
@@ -161,30 +365,483 @@ export function createAspOperations(sandbox, options = {}) {
 			},
 		},
 		bash,
+		ls,
+		find,
 	};
 }
 
 /*
- * pi expands `~` with the local home directory (pi: dist/core/tools/path-utils.js,
- * expandPath); in the sandbox `~` is the sandbox user's home.
+ * Every path under dir (relative, without "./"), NUL-separated from a POSIX
+ * find in the sandbox, with .git and node_modules pruned; `each` sees them
+ * as they arrive.
  */
-function withRemoteHome(def, home) {
+async function listTree(sb, dir, { signal, stop, files }, each) {
+	const prune = PRUNED_DIRS.map((d) => `-name ${shq(d)}`).join(' -o ');
+	const cmd = `find . \\( ${prune} \\) -prune -o ${files ? '-type f ' : ''}-print0`;
+	let rest = Buffer.alloc(0);
+	const r = await sandboxRun(sb, cmd, {
+		cwd: dir, signal, stop,
+		onData: (stream, chunk) => {
+			if (stream !== 'stdout' || stop?.aborted)
+				return;
+			rest = Buffer.concat([rest, chunk]);
+			let nul;
+			while ((nul = rest.indexOf(0)) >= 0 && !stop?.aborted) {
+				const name = rest.subarray(0, nul).toString();
+				rest = rest.subarray(nul + 1);
+				if (name !== '.')
+					each(name.replace(/^\.\//, ''));
+			}
+		},
+	});
+	return r;
+}
+
+/*
+ * A glob as a RegExp: `**` any number of path segments, `*` and `?` within
+ * one, `[...]` classes, `{a,b}` alternatives.
+ */
+export function globToRegExp(glob) {
+	let re = '';
+	let depth = 0;
+	for (let i = 0; i < glob.length; i++) {
+		const c = glob[i];
+		if (c === '*') {
+			if (glob[i + 1] === '*') {
+				const slash = glob[i + 2] === '/';
+				re += slash ? '(?:.*/)?' : '.*';
+				i += slash ? 2 : 1;
+			} else {
+				re += '[^/]*';
+			}
+		} else if (c === '?') {
+			re += '[^/]';
+		} else if (c === '[') {
+			const close = glob.indexOf(']', i + 2);
+			if (close < 0) {
+				re += '\\[';
+			} else {
+				let body = glob.slice(i + 1, close);
+				if (body[0] === '!')
+					body = `^${body.slice(1)}`;
+				re += `[${body.replace(/\\/g, '\\\\')}]`;
+				i = close;
+			}
+		} else if (c === '{') {
+			depth++;
+			re += '(?:';
+		} else if (c === '}' && depth > 0) {
+			depth--;
+			re += ')';
+		} else if (c === ',' && depth > 0) {
+			re += '|';
+		} else if (c === '\\' && i + 1 < glob.length) {
+			re += glob[++i].replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+		} else {
+			re += c.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+		}
+	}
+	re += ')'.repeat(depth);
+	return new RegExp(`^${re}$`);
+}
+
+/*
+ * pi's find (fd --glob): a pattern without '/' matches the file name; one
+ * with '/' matches the whole path, with a leading `**` added unless it is
+ * absolute or starts with `**`.
+ */
+function findPathMatcher(pattern) {
+	if (!pattern.includes('/')) {
+		const re = globToRegExp(pattern);
+		return (abs) => re.test(path.posix.basename(abs));
+	}
+	const full = pattern.startsWith('/') || pattern.startsWith('**/') || pattern === '**' ? pattern : `**/${pattern}`;
+	const re = globToRegExp(full.startsWith('/') ? full : `/${full}`);
+	return (abs) => re.test(abs);
+}
+
+/* ripgrep's --glob (gitignore style): without '/' the file name, else the path below the search root. */
+function grepGlobMatcher(glob) {
+	if (!glob)
+		return () => true;
+	if (!glob.replace(/\/$/, '').includes('/')) {
+		const re = globToRegExp(glob);
+		return (rel) => re.test(path.posix.basename(rel));
+	}
+	const re = globToRegExp(glob.replace(/^\//, ''));
+	return (rel) => re.test(rel);
+}
+
+/*
+ * A ripgrep (Rust) regex for POSIX grep -E: the shorthand classes become
+ * bracket expressions; the rest of ERE is common ground.
+ */
+export function toEre(pattern) {
+	const outside = { d: '[0-9]', D: '[^0-9]', w: '[[:alnum:]_]', W: '[^[:alnum:]_]', s: '[[:space:]]', S: '[^[:space:]]' };
+	const inside = { d: '0-9', w: '[:alnum:]_', s: '[:space:]' };
+	let out = '';
+	let inClass = false;
+	for (let i = 0; i < pattern.length; i++) {
+		const c = pattern[i];
+		if (c === '\\' && i + 1 < pattern.length) {
+			const n = pattern[++i];
+			if (!inClass && outside[n])
+				out += outside[n];
+			else if (inClass && inside[n])
+				out += inside[n];
+			else if (n === 't')
+				out += '\t';
+			else
+				out += `\\${n}`;
+			continue;
+		}
+		if (!inClass && c === '[') {
+			inClass = true;
+			out += c;
+			if (pattern[i + 1] === '^')
+				out += pattern[++i];
+			if (pattern[i + 1] === ']')
+				out += pattern[++i];
+			continue;
+		}
+		if (inClass && c === '[' && pattern[i + 1] === ':') {
+			const end = pattern.indexOf(':]', i + 2);
+			if (end > 0) {
+				out += pattern.slice(i, end + 2);
+				i = end + 1;
+				continue;
+			}
+		}
+		if (inClass && c === ']')
+			inClass = false;
+		out += c;
+	}
+	return out;
+}
+
+/* Which search tool the sandbox has: 'rg' when ripgrep is on its PATH, else 'grep'. */
+async function grepBackend(sb, choice, cache) {
+	if (choice === 'rg' || choice === 'grep')
+		return choice;
+	if (!cache.backend) {
+		cache.backend = sandboxRun(sb, 'command -v rg >/dev/null 2>&1')
+			.then((r) => (r.exitCode === 0 ? 'rg' : 'grep'), (e) => {
+				cache.backend = null;
+				throw e;
+			});
+	}
+	return cache.backend;
+}
+
+/* rg --json in the sandbox, with pi's arguments (pi: dist/core/tools/grep.js). */
+async function grepWithRg(sb, p, searchPath, limit, signal) {
+	const args = ['--json', '--line-number', '--color=never', '--hidden'];
+	if (p.ignoreCase)
+		args.push('--ignore-case');
+	if (p.literal)
+		args.push('--fixed-strings');
+	if (p.glob)
+		args.push('--glob', p.glob);
+	args.push('--', p.pattern, searchPath);
+	const matches = [];
+	const stop = new AbortController();
+	let line = '';
+	const stderr = [];
+	const r = await sandboxRun(sb, `rg ${args.map(shq).join(' ')}`, {
+		signal, stop: stop.signal,
+		onData: (stream, chunk) => {
+			if (stream === 'stderr') {
+				stderr.push(chunk);
+				return;
+			}
+			const lines = (line + chunk.toString()).split('\n');
+			line = lines.pop();
+			for (const l of lines) {
+				if (matches.length >= limit)
+					return;
+				let event;
+				try {
+					event = JSON.parse(l);
+				} catch {
+					continue;
+				}
+				if (event.type !== 'match')
+					continue;
+				const filePath = event.data?.path?.text;
+				const lineNumber = event.data?.line_number;
+				if (filePath && typeof lineNumber === 'number')
+					matches.push({ filePath, lineNumber, lineText: event.data?.lines?.text });
+				if (matches.length >= limit)
+					stop.abort();
+			}
+		},
+	});
+	if (!stop.signal.aborted && r.exitCode !== 0 && r.exitCode !== 1)
+		throw modelSafe(new Error(Buffer.concat(stderr).toString().trim() || `ripgrep exited with code ${r.exitCode}`));
+	return { matches, limitReached: stop.signal.aborted };
+}
+
+/*
+ * POSIX find + grep in the sandbox: the file list (find -print0, .git and
+ * node_modules pruned, --glob applied here), then `grep -n` over it through
+ * xargs -0. Output lines are "NAME:LINE:TEXT"; since NAME may hold ':' or a
+ * newline, each is matched against the names given, in order.
+ */
+async function grepWithPosix(sb, p, searchPath, isDirectory, limit, signal) {
+	let dir = searchPath;
+	let names;
+	if (isDirectory) {
+		const want = grepGlobMatcher(p.glob);
+		names = [];
+		await listTree(sb, dir, { signal, files: true }, (rel) => {
+			if (want(rel))
+				names.push(`./${rel}`);
+		});
+	} else {
+		dir = path.posix.dirname(searchPath);
+		names = [`./${path.posix.basename(searchPath)}`];
+	}
+	const matches = [];
+	if (!names.length)
+		return { matches, limitReached: false };
+	const flags = ['-n', p.literal ? '-F' : '-E'];
+	if (p.ignoreCase)
+		flags.push('-i');
+	const pattern = p.literal ? p.pattern : toEre(p.pattern);
+	/* /dev/null first: grep names the file even when xargs passes it one. */
+	const cmd = `xargs -0 grep ${flags.join(' ')} -e ${shq(pattern)} -- /dev/null`;
+	const stop = new AbortController();
+	let buf = '';
+	let next = 0;
+	const stderr = [];
+	const parse = () => {
+		let pos = 0;
+		for (;;) {
+			if (matches.length >= limit)
+				break;
+			let took = false;
+			let need = false;
+			for (let k = next; k < names.length; k++) {
+				const n = names[k];
+				if (!buf.startsWith(`${n}:`, pos))
+					continue;
+				const m = /^(\d+):/.exec(buf.slice(pos + n.length + 1, pos + n.length + 24));
+				if (!m)
+					continue;
+				const start = pos + n.length + 1 + m[0].length;
+				const nl = buf.indexOf('\n', start);
+				if (nl < 0) {
+					need = true;
+					break;
+				}
+				matches.push({ filePath: path.posix.join(dir, n), lineNumber: Number(m[1]), lineText: buf.slice(start, nl) });
+				next = k;
+				pos = nl + 1;
+				took = true;
+				break;
+			}
+			if (need)
+				break;
+			if (!took) {
+				/* not a match line ("binary file matches", ...) */
+				const nl = buf.indexOf('\n', pos);
+				if (nl < 0)
+					break;
+				pos = nl + 1;
+			}
+		}
+		buf = buf.slice(pos);
+		if (matches.length >= limit)
+			stop.abort();
+	};
+	await sandboxRun(sb, cmd, {
+		cwd: dir, signal, stop: stop.signal,
+		stdin: Buffer.from(`${names.join('\0')}\0`),
+		onData: (stream, chunk) => {
+			if (stream === 'stderr') {
+				stderr.push(chunk);
+				return;
+			}
+			if (stop.signal.aborted)
+				return;
+			buf += chunk.toString();
+			parse();
+		},
+	});
+	const err = Buffer.concat(stderr).toString().trim();
+	if (!matches.length && err)
+		throw modelSafe(new Error(err));
+	return { matches, limitReached: stop.signal.aborted };
+}
+
+/*
+ * pi's grep tool with its schema, description, output format and limits,
+ * searching in the sandbox (pi's own runs a local ripgrep). options.grep:
+ * 'rg', 'grep' (POSIX), or 'auto' (default: rg when the sandbox has it).
+ */
+export function createAspGrepToolDefinition(sandbox, workspace, options = {}) {
+	const sb = typeof sandbox === 'function' ? sandbox : () => sandbox;
+	const base = createGrepToolDefinition(workspace);
+	const cache = {};
+	return {
+		...base,
+		async execute(_toolCallId, params, signal) {
+			if (signal?.aborted)
+				throw abortedError();
+			const searchPath = resolveIn(workspace, params.path || '.');
+			let isDirectory;
+			try {
+				const st = await fsCall('stat', searchPath, async (o) => (await sb()).stat(searchPath, o));
+				isDirectory = st.type === 'directory';
+			} catch (e) {
+				if (e.code === 'ENOENT' || e.code === 'ENOTDIR' || e.code === 'EACCES')
+					throw modelSafe(new Error(`Path not found: ${searchPath}`));
+				throw e;
+			}
+			const contextValue = params.context && params.context > 0 ? params.context : 0;
+			const limit = Math.max(1, params.limit ?? GREP_DEFAULT_LIMIT);
+			const backend = await grepBackend(sb, options.grep, cache);
+			const { matches, limitReached } = backend === 'rg'
+				? await grepWithRg(sb, params, searchPath, limit, signal)
+				: await grepWithPosix(sb, params, searchPath, isDirectory, limit, signal);
+			if (signal?.aborted)
+				throw abortedError();
+			if (!matches.length)
+				return { content: [{ type: 'text', text: 'No matches found' }], details: undefined };
+
+			/* From here on, pi's formatting (pi: dist/core/tools/grep.js). */
+			const formatPath = (filePath) => {
+				if (isDirectory) {
+					const relative = path.posix.relative(searchPath, filePath);
+					if (relative && !relative.startsWith('..'))
+						return relative;
+				}
+				return path.posix.basename(filePath);
+			};
+			let linesTruncated = false;
+			const fileCache = new Map();
+			const getFileLines = async (filePath) => {
+				let lines = fileCache.get(filePath);
+				if (!lines) {
+					try {
+						const content = (await fsCall('readFile', filePath, async (o) => (await sb()).read(filePath, o))).toString();
+						lines = content.replace(/\r\n/g, '\n').replace(/\r/g, '\n').split('\n');
+					} catch {
+						lines = [];
+					}
+					fileCache.set(filePath, lines);
+				}
+				return lines;
+			};
+			const outputLines = [];
+			for (const match of matches) {
+				const relativePath = formatPath(match.filePath);
+				if (contextValue === 0 && match.lineText !== undefined) {
+					const sanitized = match.lineText.replace(/\r\n/g, '\n').replace(/\r/g, '').replace(/\n$/, '');
+					const { text, wasTruncated } = truncateLine(sanitized);
+					if (wasTruncated)
+						linesTruncated = true;
+					outputLines.push(`${relativePath}:${match.lineNumber}: ${text}`);
+					continue;
+				}
+				const lines = await getFileLines(match.filePath);
+				if (!lines.length) {
+					outputLines.push(`${relativePath}:${match.lineNumber}: (unable to read file)`);
+					continue;
+				}
+				const start = contextValue > 0 ? Math.max(1, match.lineNumber - contextValue) : match.lineNumber;
+				const end = contextValue > 0 ? Math.min(lines.length, match.lineNumber + contextValue) : match.lineNumber;
+				for (let current = start; current <= end; current++) {
+					const { text, wasTruncated } = truncateLine((lines[current - 1] ?? '').replace(/\r/g, ''));
+					if (wasTruncated)
+						linesTruncated = true;
+					outputLines.push(current === match.lineNumber
+						? `${relativePath}:${current}: ${text}`
+						: `${relativePath}-${current}- ${text}`);
+				}
+			}
+			const truncation = truncateHead(outputLines.join('\n'), { maxLines: Number.MAX_SAFE_INTEGER });
+			let output = truncation.content;
+			const details = {};
+			const notices = [];
+			if (limitReached) {
+				notices.push(`${limit} matches limit reached. Use limit=${limit * 2} for more, or refine pattern`);
+				details.matchLimitReached = limit;
+			}
+			if (truncation.truncated) {
+				notices.push(`${formatSize(DEFAULT_MAX_BYTES)} limit reached`);
+				details.truncation = truncation;
+			}
+			if (linesTruncated) {
+				notices.push(`Some lines truncated to ${GREP_MAX_LINE_LENGTH} chars. Use read tool to see full lines`);
+				details.linesTruncated = true;
+			}
+			if (notices.length > 0)
+				output += `\n\n[${notices.join('. ')}]`;
+			return {
+				content: [{ type: 'text', text: output }],
+				details: Object.keys(details).length > 0 ? details : undefined,
+			};
+		},
+	};
+}
+
+/*
+ * Harness details that must never reach the model, from the config file
+ * (its path, the host, host:port, the identity file). A tool error that
+ * still holds one is replaced (defence in depth behind modelError).
+ */
+function harnessSecrets(configPath) {
+	const out = [];
+	if (configPath)
+		out.push(configPath);
+	try {
+		const c = JSON.parse(fs.readFileSync(configPath, 'utf8')).connection || {};
+		if (typeof c.host === 'string' && c.host) {
+			out.push(c.host);
+			if (c.port !== undefined)
+				out.push(`${c.host}:${c.port}`, `port ${c.port}`);
+		}
+		if (typeof c.identity === 'string' && c.identity)
+			out.push(c.identity);
+	} catch {
+		/* an unreadable config opened nothing */
+	}
+	return out;
+}
+
+/*
+ * A tool as the model calls it: `~` is the sandbox home, the call's signal
+ * and pi context reach the operations, and the error that comes back holds
+ * nothing of the harness.
+ */
+function guarded(def, { home, secrets, reporter }) {
 	return {
 		...def,
-		async execute(toolCallId, params, ...rest) {
-			const p = params?.path;
-			if (typeof p === 'string' && /^@?~(\/|$)/.test(p)) {
-				const rel = p.replace(/^@?~/, '');
-				params = { ...params, path: (await home()) + rel };
-			}
-			return def.execute(toolCallId, params, ...rest);
+		async execute(toolCallId, params, signal, onUpdate, ctx) {
+			return callContext.run({ signal, ctx, report: reporter }, async () => {
+				try {
+					const p = params?.path;
+					if (home && typeof p === 'string' && /^@?~(\/|$)/.test(p))
+						params = { ...params, path: (await home()) + p.replace(/^@?~/, '') };
+					return await def.execute(toolCallId, params, signal, onUpdate, ctx);
+				} catch (e) {
+					const text = e instanceof Error ? e.message : String(e);
+					if (secrets().some((s) => text.includes(s)))
+						throw unavailableError(e);
+					throw e;
+				}
+			});
 		},
 	};
 }
 
 /**
- * pi tool definitions (read, write, edit, bash) that run in the sandbox,
- * with the sandbox workspace as their working directory.
+ * pi tool definitions (read, write, edit, bash, grep, find, ls) that run in
+ * the sandbox, with the sandbox workspace as their working directory.
+ * options: workspace, env (see createAspOperations), grep (see
+ * createAspGrepToolDefinition), config (its path, kept out of tool errors),
+ * report(message, ctx) (where libasp's full messages go).
  */
 export function createAspToolDefinitions(sandbox, options = {}) {
 	const sb = typeof sandbox === 'function' ? sandbox : () => sandbox;
@@ -193,51 +850,89 @@ export function createAspToolDefinitions(sandbox, options = {}) {
 	let homeDir = null;
 	const home = async () => {
 		if (homeDir === null) {
-			const r = await (await sb()).exec('printf %s "$HOME"');
+			const r = await sandboxRun(sb, 'printf %s "$HOME"', { signal: callContext.getStore()?.signal });
 			homeDir = r.stdout.toString() || '/';
 		}
 		return homeDir;
 	};
+	let secretList = null;
+	const secrets = () => (secretList ??= options.config ? harnessSecrets(options.config) : []);
 	return [
 		createReadToolDefinition(workspace, { operations: ops.read }),
 		createWriteToolDefinition(workspace, { operations: ops.write }),
 		createEditToolDefinition(workspace, { operations: ops.edit }),
 		createBashToolDefinition(workspace, { operations: ops.bash }),
-	].map((def) => withRemoteHome(def, home));
+		createAspGrepToolDefinition(sb, workspace, options),
+		createFindToolDefinition(workspace, { operations: ops.find }),
+		createLsToolDefinition(workspace, { operations: ops.ls }),
+	].map((def) => guarded(def, { home, secrets, reporter: options.report }));
 }
 
-/* Tools that say why the sandbox cannot be used, instead of running locally. */
-function failClosed(error, cwd) {
+/* pi's tools, failing: the sandbox cannot be used, and pi must not act locally instead. */
+function failClosed(cwd, reporter, message) {
 	const defs = [
 		createReadToolDefinition(cwd),
 		createWriteToolDefinition(cwd),
 		createEditToolDefinition(cwd),
 		createBashToolDefinition(cwd),
+		createGrepToolDefinition(cwd),
+		createFindToolDefinition(cwd),
+		createLsToolDefinition(cwd),
 	];
 	return defs.map((def) => ({
 		...def,
-		async execute() {
-			throw new Error(`The ASP sandbox is not available, so ${def.name} cannot run: ${error.message}`);
+		async execute(_id, _params, _signal, _onUpdate, ctx) {
+			reporter(message, ctx);
+			throw new Error(`${def.name} cannot run: ${UNAVAILABLE}`);
 		},
 	}));
 }
 
+/*
+ * Where libasp's full messages go: pi's notifications when it has a UI,
+ * else stderr (never a tool result).
+ */
+function defaultReport(message, ctx) {
+	if (ctx?.hasUI)
+		ctx.ui.notify(`pi-asp: ${message}`, 'error');
+	else
+		process.stderr.write(`pi-asp: ${message}\n`);
+}
+
 /**
  * The pi extension. options (for embedding and tests): startDir (default
- * process.cwd()), config (an explicit .asp.json), open (extra asp.open options).
+ * process.cwd()), config (an explicit .asp.json), open (extra asp.open
+ * options), env, grep, report(message, ctx) (default: pi notification, else
+ * stderr).
  */
 export function createPiAspExtension(options = {}) {
 	return async function piAsp(pi) {
 		const startDir = options.startDir ?? process.cwd();
+		const reporter = options.report ?? defaultReport;
+		defaultReporter = reporter;
+
+		/* The sandbox cannot be used: say why to the user, and let no tool run locally. */
+		const refuse = (e) => {
+			const message = `the sandbox cannot be used, so every tool will fail: ${e.message}`;
+			for (const def of failClosed(startDir, reporter, message))
+				pi.registerTool(def);
+			let told = false;
+			pi.on('session_start', (_event, ctx) => {
+				if (!told)
+					reporter(message, ctx);
+				told = true;
+			});
+		};
+
 		let configPath = options.config;
 		if (!configPath) {
 			try {
 				configPath = await asp.findConfig(startDir);
 			} catch (e) {
-				if (e instanceof asp.AspError && e.code === 'ASP_ENOCONFIG')
-					return; /* no sandbox: pi stays local */
-				for (const def of failClosed(e, startDir))
-					pi.registerTool(def);
+				/* No .asp.json anywhere: pi stays local. An $ASP_CONFIG that names none is a broken config. */
+				if (e instanceof asp.AspError && e.code === 'ASP_ENOCONFIG' && !process.env.ASP_CONFIG)
+					return;
+				refuse(e);
 				return;
 			}
 		}
@@ -259,28 +954,25 @@ export function createPiAspExtension(options = {}) {
 		try {
 			first = await open();
 		} catch (e) {
-			for (const def of failClosed(e, startDir))
-				pi.registerTool(def);
+			refuse(e);
 			return;
 		}
 		const workspace = first.workspace;
 		const current = () => (sandbox ? Promise.resolve(sandbox) : open());
+		const toolOptions = { workspace, env: options.env, grep: options.grep, config: configPath, report: reporter };
 
-		for (const def of createAspToolDefinitions(current, { workspace, env: options.env }))
+		for (const def of createAspToolDefinitions(current, toolOptions))
 			pi.registerTool(def);
 
-		const ops = createAspOperations(current, { env: options.env });
+		const ops = createAspOperations(current, toolOptions);
 		/* `!cmd` and `!!cmd` typed by the user run in the sandbox too. */
 		pi.on('user_bash', () => ({ operations: ops.bash }));
 
-		/* The model should see the sandbox's working directory, not ours. */
+		/* The model sees the sandbox's working directory as its own, and nothing of how it is reached. */
 		pi.on('before_agent_start', (event) => {
 			const local = `Current working directory: ${startDir.replace(/\\/g, '/')}`;
 			if (event.systemPrompt.includes(local))
-				return {
-					systemPrompt: event.systemPrompt.replace(local,
-						`Current working directory: ${workspace} (ASP sandbox, ${path.basename(configPath)})`),
-				};
+				return { systemPrompt: event.systemPrompt.replace(local, `Current working directory: ${workspace}`) };
 			return undefined;
 		});
 

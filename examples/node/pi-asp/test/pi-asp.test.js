@@ -5,6 +5,7 @@
  * the two root paths are written alike.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -16,7 +17,7 @@ import zlib from 'node:zlib';
 import * as pi from '@mariozechner/pi-coding-agent';
 import asp from 'libasp';
 
-import { createPiAspExtension } from '../index.js';
+import { createAspToolDefinitions, createPiAspExtension, TOOL_NAMES } from '../index.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const extensionPath = path.resolve(here, '..', 'index.js');
@@ -30,6 +31,8 @@ let session;
 let localSession;
 let remote; // name -> pi AgentTool running through the extension
 let local;  // name -> pi AgentTool on the local copy
+let posixSandbox; // a second sandbox, for the POSIX grep fallback
+let localRg; // pi's own grep can run here (ripgrep on PATH)
 
 /* A 2x2 RGB PNG, made here so the test ships no binary file. */
 function png() {
@@ -123,6 +126,38 @@ async function same(name, params, opts) {
 	return r;
 }
 
+/*
+ * The sandbox here is this machine, so a file only the sandbox sees cannot
+ * tell a local tool from a sandboxed one when pi runs as root; a directory
+ * only root may read can: the sandbox user is refused.
+ */
+const rootOnly = process.getuid() === 0 ? false : 'needs root';
+async function withRootOnlyDir(fn) {
+	const token = `root-only-${crypto.randomInt(1e6, 1e7)}`;
+	const dir = path.join(fx.workspace, token);
+	fs.mkdirSync(dir, { mode: 0o700 });
+	fs.writeFileSync(path.join(dir, `${token}.txt`), `${token}\n`);
+	try {
+		await fn(token);
+	} finally {
+		fs.rmSync(dir, { recursive: true, force: true });
+	}
+}
+
+/* Only in the sandbox (not in pi's local working directory): proves a tool looked there. */
+async function withSandboxOnlyFile(fn) {
+	const token = `only-in-sandbox-${crypto.randomInt(1e6, 1e7)}`;
+	const name = `${token}.txt`;
+	const file = path.join(fx.workspace, name);
+	fs.writeFileSync(file, `${token}\n`);
+	try {
+		assert.ok(!fs.existsSync(path.join(localDir, name)));
+		await fn(name, token);
+	} finally {
+		fs.rmSync(file, { force: true });
+	}
+}
+
 before(async () => {
 	fx = await startSshd();
 	populate(fx.workspace);
@@ -161,6 +196,11 @@ before(async () => {
 		authStorage: pi.AuthStorage.inMemory(),
 	}));
 	local = Object.fromEntries(localSession.agent.state.tools.map((t) => [t.name, t]));
+	/* pi's ls/find/grep are not among its default tools: the reference gets them here. */
+	for (const make of [pi.createLsTool, pi.createGrepTool])
+		local[make(localDir).name] = make(localDir);
+	posixSandbox = await asp.open({ config: fx.config });
+	localRg = spawnSync('rg', ['--version']).status === 0;
 });
 
 after(async () => {
@@ -168,6 +208,7 @@ after(async () => {
 		/* As pi does on quit: session_shutdown (the extension closes its sandbox), then dispose. */
 		await session?.extensionRunner?.emit({ type: 'session_shutdown', reason: 'quit' });
 		session?.dispose();
+		await posixSandbox?.close();
 		localSession?.dispose();
 	} catch {
 		/* best effort */
@@ -182,9 +223,9 @@ after(async () => {
 });
 
 describe('pi tools through pi-asp', () => {
-	it('the extension replaced the four default tools', () => {
-		assert.deepEqual(session.getActiveToolNames().sort(), ['bash', 'edit', 'read', 'write']);
-		for (const name of ['read', 'write', 'edit', 'bash'])
+	it('the extension replaced every pi tool (pi activates the ones an extension registers)', () => {
+		assert.deepEqual(session.getActiveToolNames().sort(), ['bash', 'edit', 'find', 'grep', 'ls', 'read', 'write']);
+		for (const name of TOOL_NAMES)
 			assert.ok(remote[name], name);
 	});
 
@@ -210,6 +251,96 @@ describe('pi tools through pi-asp', () => {
 		assert.match(dir.error, /EISDIR/);
 		const abs = await run(remote.read, { path: path.join(fx.workspace, 'hello.txt') });
 		assert.deepEqual(abs, await run(local.read, { path: path.join(localDir, 'hello.txt') }));
+	});
+
+	it('ls lists the sandbox, as pi lists a local directory', async () => {
+		await same('ls', {});
+		await same('ls', { path: 'src' });
+		await same('ls', { path: 'src', limit: 0 });
+		await same('ls', { limit: 2 });
+		const missing = await same('ls', { path: 'nope' });
+		assert.equal(missing.error, 'Path not found: <CWD>/nope');
+		await same('ls', { path: 'hello.txt' });
+		await withSandboxOnlyFile(async (name) => {
+			const r = await run(remote.ls, {});
+			assert.match(r.ok.content[0].text, new RegExp(`^${name}$`, 'm'));
+		});
+	});
+
+	it('find searches the sandbox with pi\'s glob rules and limits', async () => {
+		const text = async (params, tool = remote.find) => {
+			const r = await run(tool, params);
+			return r.ok ? r.ok.content[0].text : r.error;
+		};
+		assert.equal(await text({ pattern: '*.js' }), 'src/app.js');
+		assert.equal(await text({ pattern: 'src/**/*.js' }), 'src/app.js');
+		assert.equal(await text({ pattern: '*.{png,js}' }), 'image.png\nsrc/app.js');
+		assert.equal(await text({ pattern: "quote's*" }), "quote's $dir.txt");
+		assert.equal(await text({ pattern: '*.js', path: 'src' }), 'app.js');
+		assert.equal(await text({ pattern: '*.none' }), 'No files found matching pattern');
+		assert.equal(await text({ pattern: '*', path: 'nope' }), 'Path not found: <CWD>/nope');
+		const limited = await run(remote.find, { pattern: '*.txt', limit: 2 });
+		assert.match(limited.ok.content[0].text, /^[^\n]+\.txt\n[^\n]+\.txt\n\n\[2 results limit reached\]$/);
+		assert.deepEqual(limited.ok.details, { resultLimitReached: 2 });
+		await withSandboxOnlyFile(async (name) => {
+			assert.equal(await text({ pattern: name }), name);
+		});
+	});
+
+	it('grep searches the sandbox with pi\'s schema, output format and limits', async () => {
+		assert.deepEqual(remote.grep.parameters, local.grep.parameters);
+		/* rg prints files in no set order: compare the lines as sets. */
+		const text = async (tool, params) => {
+			const r = await run(tool, params);
+			if (!r.ok)
+				return r;
+			const [body, ...notice] = r.ok.content[0].text.split('\n\n');
+			return { lines: body.split('\n').sort(), notice, details: r.ok.details ?? null };
+		};
+		const cases = [
+			[{ pattern: 'hello' }, ['hello.txt:1: hello']],
+			[{ pattern: 'HELLO', ignoreCase: true }, ['hello.txt:1: hello', 'src/app.js:2: \treturn "Hello, " + name;']],
+			[{ pattern: '$dir', literal: true, path: '.' }, null],
+			[{ pattern: 'name', glob: '*.txt' }, ["quote's $dir.txt:1: hostile name"]],
+			[{ pattern: 'greet', context: 1 }, ['src/app.js-2- \treturn "Hello, " + name;', 'src/app.js-4- ', 'src/app.js-6- ',
+				'src/app.js:1: function greet(name) {', 'src/app.js:5: module.exports = { greet };']],
+			[{ pattern: 'wor\\w+', path: 'hello.txt' }, ['hello.txt:2: world']],
+			[{ pattern: '^line 1\\d\\d ', limit: 3 }, null],
+			[{ pattern: 'no-such-text-anywhere' }, null],
+		];
+		const posix = Object.fromEntries(createAspToolDefinitions(posixSandbox, { grep: 'grep' }).map((d) => [d.name, d]));
+		for (const [params, lines] of cases) {
+			const r = await text(remote.grep, params);
+			if (lines)
+				assert.deepEqual(r.lines, lines, JSON.stringify(params));
+			/* The POSIX grep fallback gives the same answer as ripgrep. */
+			assert.deepEqual(await text(posix.grep, params), r, JSON.stringify(params));
+			/* And pi's own grep (a local ripgrep) on the local copy, where there is one. */
+			if (localRg)
+				assert.deepEqual(await text(local.grep, params), r, JSON.stringify(params));
+		}
+		const limited = await run(remote.grep, { pattern: '^line 1\\d\\d ', limit: 3 });
+		assert.match(limited.ok.content[0].text,
+			/^long\.txt:\d+: line 1\d\d x*\nlong\.txt:\d+: .*\nlong\.txt:\d+: .*\n\n\[3 matches limit reached\. Use limit=6 for more, or refine pattern\]$/);
+		assert.deepEqual(limited.ok.details, { matchLimitReached: 3 });
+		assert.deepEqual((await run(remote.grep, { pattern: 'no-such-text-anywhere' })).ok.content,
+			[{ type: 'text', text: 'No matches found' }]);
+		assert.equal((await run(remote.grep, { pattern: 'x', path: 'nope' })).error, 'Path not found: <CWD>/nope');
+		await withSandboxOnlyFile(async (name, token) => {
+			assert.equal((await run(remote.grep, { pattern: token })).ok.content[0].text, `${name}:1: ${token}`);
+			assert.equal((await run(posix.grep, { pattern: token })).ok.content[0].text, `${name}:1: ${token}`);
+		});
+	});
+
+	it('ls, find and grep run as the sandbox user', { skip: rootOnly }, async () => {
+		await withRootOnlyDir(async (token) => {
+			assert.match((await run(remote.ls, { path: token })).error, /^Cannot read directory: EACCES: permission denied, scandir '<CWD>\/root-only-\d+'$/);
+			assert.equal((await run(remote.find, { pattern: `${token}.txt` })).ok.content[0].text, 'No files found matching pattern');
+			const g = await run(remote.grep, { pattern: token });
+			assert.ok(!JSON.stringify(g).includes(`${token}.txt:1`), JSON.stringify(g));
+			/* as root, pi's own tools see it */
+			assert.equal((await run(local.ls, { path: path.join(fx.workspace, token) })).ok.content[0].text, `${token}.txt`);
+		});
 	});
 
 	it('write: new files, new directories, overwrite', async () => {
@@ -338,14 +469,68 @@ describe('extension wiring (a stand-in for pi\'s ExtensionAPI)', () => {
 		}
 	});
 
+	it('fails closed, in a real pi, when $ASP_CONFIG names no file', async () => {
+		const cwd = fs.mkdtempSync('/tmp/pi-asp-noconfig.');
+		const missing = path.join(fx.dir, 'gone', '.asp.json');
+		const saved = process.env.ASP_CONFIG;
+		process.env.ASP_CONFIG = missing;
+		const told = [];
+		const write = process.stderr.write;
+		let s;
+		try {
+			const loader = new pi.DefaultResourceLoader({ cwd, agentDir, additionalExtensionPaths: [extensionPath] });
+			await loader.reload();
+			assert.deepEqual(loader.getExtensions().errors, []);
+			({ session: s } = await pi.createAgentSession({
+				cwd, agentDir, resourceLoader: loader,
+				sessionManager: pi.SessionManager.inMemory(cwd),
+				settingsManager: pi.SettingsManager.inMemory(),
+				authStorage: pi.AuthStorage.inMemory(),
+			}));
+			/* Without a UI, the user is told on stderr; the model is not told at all. */
+			process.stderr.write = (chunk, ...rest) => {
+				told.push(String(chunk));
+				return true;
+			};
+			try {
+				await s.extensionRunner.emit({ type: 'session_start', reason: 'startup' });
+			} finally {
+				process.stderr.write = write;
+			}
+			assert.ok(told.some((t) => t.includes(missing)), told.join(''));
+			const tools = Object.fromEntries(s.agent.state.tools.map((t) => [t.name, t]));
+			const errors = {};
+			for (const name of TOOL_NAMES) {
+				assert.ok(tools[name], name);
+				process.stderr.write = () => true;
+				try {
+					errors[name] = (await run(tools[name], { path: 'local.txt', content: 'x', command: 'echo local > local.txt',
+						pattern: 'x', edits: [{ oldText: 'a', newText: 'b' }] })).error;
+				} finally {
+					process.stderr.write = write;
+				}
+				assert.equal(errors[name], `${name} cannot run: the environment is unavailable`);
+			}
+			assert.deepEqual(fs.readdirSync(cwd), [], 'nothing ran locally');
+		} finally {
+			process.stderr.write = write;
+			s?.dispose();
+			if (saved === undefined)
+				delete process.env.ASP_CONFIG;
+			else
+				process.env.ASP_CONFIG = saved;
+			fs.rmSync(cwd, { recursive: true, force: true });
+		}
+	});
+
 	it('fails closed when the sandbox cannot be opened', async () => {
 		const bad = fx.writeConfig(path.join(fx.dir, 'bad-key.asp.json'),
 			{ connection: { host_key: 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA' } });
 		const p = fakePi();
-		await createPiAspExtension({ config: bad })(p);
-		assert.deepEqual(Object.keys(p.tools).sort(), ['bash', 'edit', 'read', 'write']);
+		await createPiAspExtension({ config: bad, report: () => {} })(p);
+		assert.deepEqual(Object.keys(p.tools).sort(), [...TOOL_NAMES].sort());
 		await assert.rejects(p.tools.bash.execute('id', { command: 'touch local-leak' }),
-			/ASP sandbox is not available.*host key/i);
+			/^Error: bash cannot run: the environment is unavailable$/);
 		assert.ok(!fs.existsSync(path.join(process.cwd(), 'local-leak')));
 	});
 
@@ -353,7 +538,8 @@ describe('extension wiring (a stand-in for pi\'s ExtensionAPI)', () => {
 		const p = fakePi();
 		await createPiAspExtension({ config: fx.config, startDir: '/some/local/dir' })(p);
 		const out = p.handlers.before_agent_start({ systemPrompt: 'x\nCurrent working directory: /some/local/dir' });
-		assert.equal(out.systemPrompt, `x\nCurrent working directory: ${fx.workspace} (ASP sandbox, .asp.json)`);
+		/* As if local: the sandbox's working directory, and not a word about how it is reached. */
+		assert.equal(out.systemPrompt, `x\nCurrent working directory: ${fx.workspace}`);
 		const { operations } = p.handlers.user_bash({ command: 'echo hi', cwd: '/some/local/dir' });
 		const chunks = [];
 		const r = await operations.exec('echo hi', fx.workspace, { onData: (c) => chunks.push(c) });
