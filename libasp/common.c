@@ -340,7 +340,7 @@ int asp__base64_decode(unsigned char **out, size_t *out_len, const char *text, s
 	for (i = 0; i < n; i++) {
 		int v = b64_value((unsigned char)text[i]);
 		if (v < 0) {
-			asp__free(d);
+			asp__free_secret(d, n * 3 / 4 + 1); /* the decoded part may be a key */
 			return ASP_EINVAL;
 		}
 		acc = acc << 6 | (uint32_t)v;

@@ -556,8 +556,11 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 					  "use an ed25519 or ECDSA key (ssh-keygen -t ed25519)",
 					  c->where, p->identity->source, LIBSSH2_VERSION);
 #endif
-		return asp__error(err, ASP_EAUTH, "%s: the server rejected the key from %s for user \"%s\"",
-				  c->where, p->identity->source, cfg->user);
+		/* Never the user name: a provider may put an access token there. */
+		return asp__error(err, ASP_EAUTH,
+				  "%s: the server rejected the key from %s for the user named by "
+				  "connection.user in %s",
+				  c->where, p->identity->source, cfg->path);
 	}
 	return asp__ssh_error(c, rc, err, "authenticating");
 }
@@ -600,8 +603,10 @@ static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods
 	}
 	if (is_transport_error(rc))
 		return asp__ssh_error(c, rc, err, "authenticating with ssh-agent");
-	return asp__error(err, ASP_EAUTH, "%s: the server rejected all %d key(s) from ssh-agent for user \"%s\"",
-			  c->where, tried, p->cfg->user);
+	return asp__error(err, ASP_EAUTH,
+			  "%s: the server rejected all %d key(s) from ssh-agent for the user named by "
+			  "connection.user in %s",
+			  c->where, tried, p->cfg->path);
 }
 
 static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline, int cancel_fd,
