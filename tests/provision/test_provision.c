@@ -14,7 +14,8 @@
  * sandbox network's gateway, 127.0.0.1), or addresses for which the
  * sandbox has no route (connect() fails with ENETUNREACH, no packet).
  *
- *   make check-provision      (ASF_PROVISION=path overrides the binary)
+ *   make check-provision      (ASF_PROVISION=path overrides the binary;
+ *                             ASF_TEST_ONLY=test[,test...] runs only those)
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -957,6 +958,8 @@ START_TEST(writes_never_follow_planted_files)
 	    "--replace");
 	after_fork = NULL;
 	ck_assert_msg(r.status == 0, "up with planted files: %s", r.err);
+	assert_text(victim[0], "victim\n"); /* not written through the planted hard link */
+	assert_text(victim[1], "victim\n"); /* not written through the link at --out */
 	ck_assert_int_eq(lstat(cfg, &st), 0);
 	ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file: the link was followed or kept", cfg);
 	ck_assert_int_eq(lstat(p1.planted, &st), 0);
@@ -1210,18 +1213,26 @@ int main(void)
 	s = suite_create("provision");
 	tc = tcase_create("podman");
 	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, publish_end_to_end);
-	tcase_add_test(tc, exec_ingress_end_to_end);
-	tcase_add_test(tc, image_read_only_workspace);
-	tcase_add_test(tc, bad_input_creates_nothing);
-	tcase_add_test(tc, name_clash_and_replace);
-	tcase_add_test(tc, verify_detects_problems);
-	tcase_add_test(tc, down_finds_orphans_by_label);
-	tcase_add_test(tc, verify_refuses_swapped_probe);
-	tcase_add_test(tc, writes_never_follow_planted_files);
-	tcase_add_test(tc, out_in_shared_directory_refused);
-	tcase_add_test(tc, state_dir_in_workspace_refused);
-	tcase_add_test(tc, down_leaves_unlabelled_alone);
+	{
+		/* ASF_TEST_ONLY=name[,name...] runs only those tests. */
+		const TTest *all[] = { publish_end_to_end, exec_ingress_end_to_end, image_read_only_workspace,
+				       bad_input_creates_nothing, name_clash_and_replace, verify_detects_problems,
+				       down_finds_orphans_by_label, verify_refuses_swapped_probe,
+				       writes_never_follow_planted_files, out_in_shared_directory_refused,
+				       state_dir_in_workspace_refused, down_leaves_unlabelled_alone };
+		const char *only = getenv("ASF_TEST_ONLY");
+		size_t i;
+
+		for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+			size_t n = strlen(all[i]->name);
+			const char *p = only;
+			while (p && (p = strstr(p, all[i]->name)) &&
+			       ((p != only && p[-1] != ',') || (p[n] && p[n] != ',')))
+				p += n;
+			if (!only || !*only || p)
+				tcase_add_test(tc, all[i]);
+		}
+	}
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
