@@ -14,7 +14,8 @@
  * sandbox network's gateway, 127.0.0.1), or addresses for which the
  * sandbox has no route (connect() fails with ENETUNREACH, no packet).
  *
- *   make check-provision      (ASF_PROVISION=path overrides the binary)
+ *   make check-provision      (ASF_PROVISION=path overrides the binary;
+ *                             ASF_TEST_ONLY=test[,test...] runs only those)
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -28,9 +29,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/fanotify.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <asp.h>
@@ -50,9 +56,20 @@ typedef struct run_out {
 	char err[16384];
 } run_out;
 
+/*
+ * A watchdog, not a timing assertion: a child still running after this many
+ * seconds is killed (SIGKILL, status 137), so a hang fails the test instead
+ * of stalling the run.
+ */
+static int run_limit_s = 600;
+/* Called in the parent right after fork (the child is only starting). */
+static void (*after_fork)(pid_t child, void *arg);
+static void *after_fork_arg;
+
 /* Run argv (no shell), capturing both streams; env_path (if not NULL) replaces PATH. */
 static int runv(run_out *r, const char *env_path, char *const *argv)
 {
+	time_t deadline;
 	int po[2], pe[2], status;
 	size_t n[2] = { 0, 0 };
 	char *buf[2];
@@ -82,15 +99,24 @@ static int runv(run_out *r, const char *env_path, char *const *argv)
 	}
 	close(po[1]);
 	close(pe[1]);
+	if (pid > 0 && after_fork)
+		after_fork(pid, after_fork_arg);
+	deadline = time(NULL) + run_limit_s;
 	{
 		struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
 		while (pf[0].fd >= 0 || pf[1].fd >= 0) {
-			int i;
-			if (poll(pf, 2, -1) < 0) {
+			int i, rc;
+			if (time(NULL) >= deadline) {
+				kill(pid, SIGKILL);
+				deadline = time(NULL) + 3600;
+			}
+			if ((rc = poll(pf, 2, 1000)) < 0) {
 				if (errno == EINTR)
 					continue;
 				break;
 			}
+			if (rc == 0)
+				continue;
 			for (i = 0; i < 2; i++) {
 				char tmp[4096];
 				ssize_t got;
@@ -692,6 +718,408 @@ START_TEST(down_finds_orphans_by_label)
 }
 END_TEST
 
+/* ------------------------------------------------ files others can write */
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	fputs(text, f);
+	fclose(f);
+}
+
+static void assert_text(const char *path, const char *text)
+{
+	char buf[4096];
+	size_t n;
+	FILE *f = fopen(path, "r");
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	ck_assert_msg(!strcmp(buf, text), "%s was changed: \"%s\"", path, buf);
+}
+
+static const cJSON *find_check(const cJSON *rep, const char *name)
+{
+	const cJSON *c;
+
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
+		if (!strcmp(jstr(c, "check"), name))
+			return c;
+	ck_abort_msg("no check %s in the report", name);
+	return NULL;
+}
+
+/*
+ * The agent's move, played from the host through the same directory: when
+ * the sandbox opens verify's probe file to read it back (a fanotify
+ * permission event holds that open), the directory entry is replaced -
+ * deterministically before verify reads the host copy. The open in
+ * progress still gets the original file, so the round trip through SSH
+ * matches and verify goes on to the host side.
+ */
+enum swap_kind { SWAP_DEVZERO, SWAP_FIFO, SWAP_HOSTFILE };
+
+typedef struct swapper {
+	const char *ws;
+	enum swap_kind kind;
+	const char *target;     /* SWAP_HOSTFILE */
+	int fan;
+	int stop[2];
+	int swapped;
+	char name[PATH_MAX];
+} swapper;
+
+static void swap_probe(swapper *sw, const char *base)
+{
+	char tmp[512], path[PATH_MAX + 512];
+	int rc;
+
+	snprintf(tmp, sizeof(tmp), "%s/.swap-in", sw->ws);
+	snprintf(path, sizeof(path), "%s/%s", sw->ws, base);
+	unlink(tmp);
+	if (sw->kind == SWAP_DEVZERO)
+		rc = symlink("/dev/zero", tmp);
+	else if (sw->kind == SWAP_FIFO)
+		rc = mkfifo(tmp, 0666);
+	else
+		rc = symlink(sw->target, tmp);
+	if (rc == 0 && rename(tmp, path) == 0) {
+		snprintf(sw->name, sizeof(sw->name), "%s", base);
+		sw->swapped = 1;
+	}
+}
+
+static void *swap_thread(void *arg)
+{
+	swapper *sw = arg;
+	char buf[8192] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
+
+	for (;;) {
+		struct pollfd pf[2] = { { sw->fan, POLLIN, 0 }, { sw->stop[0], POLLIN, 0 } };
+		struct fanotify_event_metadata *m;
+		ssize_t n;
+
+		if (poll(pf, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (pf[1].revents)
+			break;
+		if ((n = read(sw->fan, buf, sizeof(buf))) <= 0)
+			continue;
+		for (m = (struct fanotify_event_metadata *)buf; FAN_EVENT_OK(m, n); m = FAN_EVENT_NEXT(m, n)) {
+			struct fanotify_response resp;
+			char link[64], path[PATH_MAX];
+			ssize_t l;
+
+			if (m->fd < 0)
+				continue;
+			snprintf(link, sizeof(link), "/proc/self/fd/%d", m->fd);
+			l = readlink(link, path, sizeof(path) - 1);
+			if (l > 0 && !sw->swapped) {
+				const char *base;
+				path[l] = '\0';
+				base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+				/* The probe itself, not libasp's temporary "..asf-verify-*.tmp". */
+				if (!strncmp(base, ".asf-verify-", 12) && !strstr(base, ".tmp"))
+					swap_probe(sw, base);
+			}
+			resp.fd = m->fd;
+			resp.response = FAN_ALLOW;
+			if (m->mask & FAN_OPEN_PERM)
+				if (write(sw->fan, &resp, sizeof(resp)) != (ssize_t)sizeof(resp))
+					perror("fanotify response");
+			close(m->fd);
+		}
+	}
+	return NULL;
+}
+
+START_TEST(verify_refuses_swapped_probe)
+{
+	const char *kinds[] = { "a symbolic link to /dev/zero", "a FIFO", "a symbolic link to a host file" };
+	const char *want[] = { "is a symbolic link: not followed", "is a FIFO, not a regular file: not read",
+			       "is a symbolic link: not followed" };
+	char name[64], ws[256], secret[256], report[512];
+	run_out r;
+	int k;
+
+	sandbox_name(name, sizeof(name), "swap");
+	make_dir(ws, sizeof(ws), "ws-swap");
+	snprintf(secret, sizeof(secret), "%s/host-secret.txt", top);
+	write_text(secret, "host secret\n");
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc") == 0,
+		      "up: %s", r.err);
+	for (k = 0; k < 3; k++) {
+		swapper sw = { ws, (enum swap_kind)k, secret, -1, { -1, -1 }, 0, "" };
+		const cJSON *c;
+		pthread_t th;
+		cJSON *rep;
+		char path[PATH_MAX + 512], ev[64];
+		struct stat st;
+		int ino;
+
+		sw.fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_NONBLOCK | O_LARGEFILE | O_CLOEXEC);
+		ck_assert_msg(sw.fan >= 0, "fanotify_init: %s", strerror(errno));
+		ck_assert_msg(fanotify_mark(sw.fan, FAN_MARK_ADD, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, ws) == 0,
+			      "fanotify_mark %s: %s", ws, strerror(errno));
+		ck_assert_int_eq(pipe2(sw.stop, O_CLOEXEC), 0);
+		/* Any open or read of the host file shows here. */
+		ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		ck_assert_int_ge(inotify_add_watch(ino, secret, IN_OPEN | IN_ACCESS), 0);
+		ck_assert_int_eq(pthread_create(&th, NULL, swap_thread, &sw), 0);
+
+		snprintf(report, sizeof(report), "%s/swap-%d.json", top, k);
+		run_limit_s = 180;
+		asf(&r, "verify", name, "--json", "--report", report);
+		run_limit_s = 600;
+
+		ck_assert_int_eq(write(sw.stop[1], "x", 1), 1);
+		pthread_join(th, NULL);
+		close(sw.fan);
+		close(sw.stop[0]);
+		close(sw.stop[1]);
+		ck_assert_msg(sw.swapped, "%s: the probe file was never swapped (nothing was tested)", kinds[k]);
+		ck_assert_msg(r.status == 1, "%s: verify exit %d (137: it hung and was killed): %s", kinds[k],
+			      r.status, r.err);
+		rep = parse_json(r.out);
+		c = find_check(rep, "workspace");
+		ck_assert_str_eq(jstr(c, "status"), "fail");
+		snprintf(path, sizeof(path), "%s/%s", ws, sw.name);
+		ck_assert_msg(strstr(jstr(c, "evidence"), path) && strstr(jstr(c, "evidence"), want[k]),
+			      "%s: evidence \"%s\" should name %s and say \"%s\"", kinds[k], jstr(c, "evidence"),
+			      path, want[k]);
+		cJSON_Delete(rep);
+		/* Not opened, not read. */
+		ck_assert_msg(read(ino, ev, sizeof(ev)) < 0 && errno == EAGAIN, "%s: verify opened %s", kinds[k],
+			      secret);
+		close(ino);
+		/* verify removed what was there (inside the sandbox, as the agent). */
+		ck_assert_int_ne(lstat(path, &st), 0);
+	}
+	assert_text(secret, "host secret\n");
+	down_clean(name);
+}
+END_TEST
+
+/* Plant, right after fork, what a predictable temporary name would have hit. */
+typedef struct planter {
+	const char *file;      /* the file asf-provision writes */
+	const char *victim;
+	int hard;              /* a hard link (else a symbolic link) at FILE.tmp-PID */
+	char planted[600];
+} planter;
+
+static void plant(pid_t child, void *arg)
+{
+	planter *p = arg;
+
+	snprintf(p->planted, sizeof(p->planted), "%s.tmp-%d", p->file, (int)child);
+	if (p->hard)
+		ck_assert_msg(link(p->victim, p->planted) == 0, "link %s: %s", p->planted, strerror(errno));
+	else
+		ck_assert_msg(symlink(p->victim, p->planted) == 0, "symlink %s: %s", p->planted, strerror(errno));
+}
+
+START_TEST(writes_never_follow_planted_files)
+{
+	char name[64], proj[256], ws[256], cfg[512], report[512], victim[3][512];
+	planter p1, p2;
+	run_out r;
+	struct stat st;
+	cJSON *rep;
+	int i;
+
+	sandbox_name(name, sizeof(name), "plant");
+	make_dir(ws, sizeof(ws), "ws-plant");
+	make_dir(proj, sizeof(proj), "proj-plant");
+	for (i = 0; i < 3; i++) {
+		snprintf(victim[i], sizeof(victim[i]), "%s/victim-%d.txt", top, i);
+		write_text(victim[i], "victim\n");
+	}
+	snprintf(cfg, sizeof(cfg), "%s/.asp.json", proj);
+	snprintf(report, sizeof(report), "%s/plant-report.json", proj);
+	/* At the paths themselves: links to the victims (up --replace may overwrite cfg). */
+	ck_assert_int_eq(symlink(victim[1], cfg), 0);
+	ck_assert_int_eq(symlink(victim[2], report), 0);
+
+	/* A hard link at the old temporary name of --out: O_NOFOLLOW alone would truncate the victim. */
+	p1.file = cfg;
+	p1.victim = victim[0];
+	p1.hard = 1;
+	after_fork = plant;
+	after_fork_arg = &p1;
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc", "--out", cfg,
+	    "--replace");
+	after_fork = NULL;
+	ck_assert_msg(r.status == 0, "up with planted files: %s", r.err);
+	assert_text(victim[0], "victim\n"); /* not written through the planted hard link */
+	assert_text(victim[1], "victim\n"); /* not written through the link at --out */
+	ck_assert_int_eq(lstat(cfg, &st), 0);
+	ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file: the link was followed or kept", cfg);
+	ck_assert_int_eq(lstat(p1.planted, &st), 0);
+	ck_assert_int_eq(st.st_nlink, 2); /* untouched, still the victim's */
+
+	/* A symbolic link at the old temporary name of --report. */
+	p2.file = report;
+	p2.victim = victim[0];
+	p2.hard = 0;
+	after_fork = plant;
+	after_fork_arg = &p2;
+	asf(&r, "verify", name, "--json", "--report", report);
+	after_fork = NULL;
+	ck_assert_msg(r.status == 0, "verify: %s%s", r.out, r.err);
+	ck_assert_int_eq(lstat(report, &st), 0);
+	ck_assert_msg(S_ISREG(st.st_mode), "%s is not a regular file: the report was not written in its place",
+		      report);
+	{
+		FILE *f = fopen(report, "r");
+		static char text[65536];
+		size_t n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		rep = parse_json(text);
+		ck_assert_str_eq(jstr(rep, "result"), "pass");
+		cJSON_Delete(rep);
+	}
+	for (i = 0; i < 3; i++)
+		assert_text(victim[i], "victim\n");
+	down_clean(name);
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+	for (i = 0; i < 3; i++)
+		assert_text(victim[i], "victim\n");
+}
+END_TEST
+
+START_TEST(out_in_shared_directory_refused)
+{
+	char name[64], ws[256], d1777[256], d775[256], dother[256], dww[256], sub[512], cfg[600];
+	run_out r;
+
+	sandbox_name(name, sizeof(name), "outdir");
+	make_dir(ws, sizeof(ws), "ws-outdir");
+	make_dir(d1777, sizeof(d1777), "sticky-1777");
+	make_dir(d775, sizeof(d775), "group-775");
+	make_dir(dother, sizeof(dother), "other-owner");
+	make_dir(dww, sizeof(dww), "world-777");
+	ck_assert_int_eq(chmod(d1777, 01777), 0);
+	ck_assert_int_eq(chmod(d775, 0775), 0);
+	ck_assert_int_eq(chown(dother, 1000, 1000), 0);
+	ck_assert_int_eq(chmod(dww, 0777), 0);
+	snprintf(sub, sizeof(sub), "%s/mine", dww);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+
+	snprintf(cfg, sizeof(cfg), "%s/.asp.json", d1777);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc", "--out", cfg);
+	refused(name, &r, 2, "writable by others (mode 1777)");
+	ck_assert_ptr_nonnull(strstr(r.err, d1777));
+
+	snprintf(cfg, sizeof(cfg), "%s/.asp.json", d775);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc", "--out", cfg);
+	refused(name, &r, 2, "writable by its group (mode 0775)");
+	ck_assert_ptr_nonnull(strstr(r.err, d775));
+
+	snprintf(cfg, sizeof(cfg), "%s/.asp.json", dother);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc", "--out", cfg);
+	refused(name, &r, 2, "belongs to uid 1000");
+	ck_assert_ptr_nonnull(strstr(r.err, dother));
+
+	/* A private directory under a world-writable, non-sticky one: it can be renamed away. */
+	snprintf(cfg, sizeof(cfg), "%s/.asp.json", sub);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc", "--out", cfg);
+	refused(name, &r, 2, "writable by others (mode 0777)");
+	ck_assert_ptr_nonnull(strstr(r.err, dww));
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+}
+END_TEST
+
+START_TEST(state_dir_in_workspace_refused)
+{
+	char name[64], ws[256], inner[512], link[512], under[512];
+	char *argv[16];
+	run_out r;
+	int n;
+
+	sandbox_name(name, sizeof(name), "stws");
+	make_dir(ws, sizeof(ws), "ws-stws");
+	snprintf(inner, sizeof(inner), "%s/state", ws);
+	snprintf(link, sizeof(link), "%s/state-link", top);
+	snprintf(under, sizeof(under), "%s/elsewhere", ws);
+	ck_assert_int_eq(mkdir(under, 0700), 0);
+	ck_assert_int_eq(symlink(under, link), 0);
+
+	/* The state directory inside the workspace, by its own path and through a link. */
+	n = 0;
+	argv[n++] = bin;
+	argv[n++] = "--state-dir";
+	argv[n++] = inner;
+	argv[n++] = "up";
+	argv[n++] = "--name";
+	argv[n++] = name;
+	argv[n++] = "--workspace";
+	argv[n++] = ws;
+	argv[n++] = "--rootfs";
+	argv[n++] = rootfs;
+	argv[n++] = "--runtime";
+	argv[n++] = "runc";
+	argv[n] = NULL;
+	runv(&r, NULL, argv);
+	refused(name, &r, 2, "must not contain the state directory");
+	argv[2] = link;
+	runv(&r, NULL, argv);
+	refused(name, &r, 2, "must not contain the state directory");
+	ck_assert_ptr_nonnull(strstr(r.err, under)); /* the real path */
+	{
+		char sj[600];
+		snprintf(sj, sizeof(sj), "%s/%s", under, name);
+		ck_assert_int_ne(access(sj, F_OK), 0);
+		snprintf(sj, sizeof(sj), "%s/%s", inner, name);
+		ck_assert_int_ne(access(sj, F_OK), 0);
+	}
+	/* And the workspace inside the state directory (other sandboxes' keys). */
+	snprintf(under, sizeof(under), "%s/ws-inside", state);
+	ck_assert_int_eq(mkdir(under, 0755), 0);
+	asf(&r, "up", "--name", name, "--workspace", under, "--rootfs", rootfs, "--runtime", "runc");
+	refused(name, &r, 2, "must not be inside the state directory");
+	rmdir(under);
+}
+END_TEST
+
+/* down removes what carries its label, never a same-named object of someone else. */
+START_TEST(down_leaves_unlabelled_alone)
+{
+	char name[64], ctr[96], ws[256];
+	run_out r;
+
+	sandbox_name(name, sizeof(name), "unl");
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	make_dir(ws, sizeof(ws), "ws-unl");
+	ck_assert_msg(cmd(&r, "podman", "create", "--name", ctr, "--runtime", "runc", "--rootfs", rootfs, "/bin/true",
+			  (char *)NULL) == 0, "podman create: %s", r.err);
+	ck_assert_msg(cmd(&r, "podman", "network", "create", ctr, (char *)NULL) == 0, "podman network create: %s",
+		      r.err);
+
+	asf(&r, "down", name);
+	ck_assert_msg(r.status == 1, "down exit %d: %s%s", r.status, r.out, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "exists without our label: left alone"));
+	ck_assert_int_eq(cmd(&r, "podman", "container", "exists", ctr, (char *)NULL), 0);
+	ck_assert_int_eq(cmd(&r, "podman", "network", "exists", ctr, (char *)NULL), 0);
+	/* up will not take the name either. */
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "that asf-provision did not create"));
+	ck_assert_int_eq(cmd(&r, "podman", "container", "exists", ctr, (char *)NULL), 0);
+
+	ck_assert_int_eq(cmd(&r, "podman", "rm", "-f", ctr, (char *)NULL), 0);
+	ck_assert_int_eq(cmd(&r, "podman", "network", "rm", ctr, (char *)NULL), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ setup */
 
 static int usable(char *why, size_t n)
@@ -715,8 +1143,9 @@ static int usable(char *why, size_t n)
 
 static void cleanup(void)
 {
-	const char *suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan" };
-	char name[64];
+	const char *suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan", "swap", "plant",
+				   "outdir", "stws", "unl" };
+	char name[64], ctr[96];
 	run_out r;
 	size_t i;
 
@@ -726,6 +1155,11 @@ static void cleanup(void)
 		sandbox_name(name, sizeof(name), suffixes[i]);
 		asf(&r, "down", name);
 	}
+	/* down_leaves_unlabelled_alone's own objects, if it stopped half-way. */
+	sandbox_name(name, sizeof(name), "unl");
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	cmd(&r, "podman", "rm", "-f", ctr, (char *)NULL);
+	cmd(&r, "podman", "network", "rm", ctr, (char *)NULL);
 	if (image[0])
 		cmd(&r, "podman", "rmi", "-f", image, (char *)NULL);
 	if (top[0])
@@ -779,13 +1213,26 @@ int main(void)
 	s = suite_create("provision");
 	tc = tcase_create("podman");
 	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, publish_end_to_end);
-	tcase_add_test(tc, exec_ingress_end_to_end);
-	tcase_add_test(tc, image_read_only_workspace);
-	tcase_add_test(tc, bad_input_creates_nothing);
-	tcase_add_test(tc, name_clash_and_replace);
-	tcase_add_test(tc, verify_detects_problems);
-	tcase_add_test(tc, down_finds_orphans_by_label);
+	{
+		/* ASF_TEST_ONLY=name[,name...] runs only those tests. */
+		const TTest *all[] = { publish_end_to_end, exec_ingress_end_to_end, image_read_only_workspace,
+				       bad_input_creates_nothing, name_clash_and_replace, verify_detects_problems,
+				       down_finds_orphans_by_label, verify_refuses_swapped_probe,
+				       writes_never_follow_planted_files, out_in_shared_directory_refused,
+				       state_dir_in_workspace_refused, down_leaves_unlabelled_alone };
+		const char *only = getenv("ASF_TEST_ONLY");
+		size_t i;
+
+		for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+			size_t n = strlen(all[i]->name);
+			const char *p = only;
+			while (p && (p = strstr(p, all[i]->name)) &&
+			       ((p != only && p[-1] != ',') || (p[n] && p[n] != ',')))
+				p += n;
+			if (!only || !*only || p)
+				tcase_add_test(tc, all[i]);
+		}
+	}
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -123,9 +123,31 @@ int state_names(char ***out, size_t *n);
 int state_remove(const char *name, asf_err *e);
 
 int name_valid(const char *name);
-/* Write a file atomically (tmp + rename) with mode. */
-int write_file(const char *path, const char *data, size_t len, mode_t mode, asf_err *e);
-char *read_file(const char *path, size_t *len);
+/*
+ * Write a file atomically with mode: a temporary file beside it, created
+ * with O_EXCL under a random name, then renamed over path. Nothing that
+ * already exists at path or beside it is opened or followed. written (may be
+ * NULL) gets the new file's stat (its inode is what path names afterwards).
+ */
+int write_file(const char *path, const char *data, size_t len, mode_t mode, struct stat *written,
+	       asf_err *e);
+/*
+ * Open a regular file for reading (openat from dirfd, AT_FDCWD for a plain
+ * path) the way every file anyone else could have written is opened here:
+ * O_NOFOLLOW (a symbolic link is refused, not followed), O_NONBLOCK (a FIFO
+ * or device does not block the open), then fstat: anything but a regular
+ * file is closed unread. Returns the fd, or -1 with e naming `shown`.
+ */
+int open_regular(int dirfd, const char *path, const char *shown, struct stat *st, asf_err *e);
+/* Read at most max bytes of fd; a longer file is an error, not a truncation. */
+char *read_fd(int fd, const char *shown, size_t max, size_t *len, asf_err *e);
+/* open_regular + read_fd. NULL with e set on any refusal. */
+char *read_file(const char *path, size_t max, size_t *len, asf_err *e);
+/* Sizes asf-provision ever expects of the files it reads back. */
+#define ASF_STATE_MAX   (1u << 20)   /* state.json */
+#define ASF_CONFIG_MAX  (64u << 10)  /* an .asp.json it wrote */
+#define ASF_SMALL_MAX   4096u        /* a public key, a probe file */
+/* mkdir (existing is fine), then refuse anything but a directory owned by us; chmod mode. */
 int mkdir_mode(const char *path, mode_t mode, asf_err *e);
 /* chown a directory without following a symlink planted in its place; *before gets its old owner. */
 int chown_dir(const char *path, uid_t uid, gid_t gid, struct stat *before, asf_err *e);

@@ -118,17 +118,26 @@ static int remove_config(const char *name, const cJSON *st, cJSON *report)
 {
 	const char *out = js(st, "out");
 	char copy[4400], *a, *b;
+	asf_err e = { "" };
+	struct stat sb;
 	int same;
 
 	state_dir(copy, sizeof(copy), name);
 	strncat(copy, "/asp.json", sizeof(copy) - strlen(copy) - 1);
 	if (!out || !strcmp(out, copy))
 		return 0;
-	if (!(a = read_file(out, NULL))) {
+	if (lstat(out, &sb) && errno == ENOENT) {
 		note(report, "config", out, "absent", NULL);
 		return 0;
 	}
-	b = read_file(copy, NULL);
+	/* Not followed, not blocked on, bounded: whatever is there now is only compared. */
+	if (!(a = read_file(out, ASF_CONFIG_MAX, NULL, &e))) {
+		char why[sizeof(e.msg) + 32];
+		str_fmt(why, sizeof(why), "%s; left alone", e.msg);
+		note(report, "config", out, "absent", why);
+		return 0;
+	}
+	b = read_file(copy, ASF_CONFIG_MAX, NULL, NULL);
 	same = b && !strcmp(a, b);
 	free(a);
 	free(b);

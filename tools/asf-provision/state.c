@@ -9,9 +9,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +44,7 @@ int state_root_init(const char *override, asf_err *e)
 {
 	const char *env = getenv("ASF_STATE_DIR"), *xdg = getenv("XDG_STATE_HOME");
 	const char *home = getenv("HOME");
+	char real[PATH_MAX];
 	struct stat st;
 
 	if (override && *override)
@@ -65,7 +68,14 @@ int state_root_init(const char *override, asf_err *e)
 				asf_state_root);
 	if (mkdir_parents(asf_state_root, 0700))
 		return asf_fail(e, "cannot create %s: %s", asf_state_root, strerror(errno));
-	if (stat(asf_state_root, &st) || !S_ISDIR(st.st_mode))
+	/* The real path: the workspace checks in `up` compare real paths, links resolved. */
+	if (!realpath(asf_state_root, real))
+		return asf_fail(e, "%s: %s", asf_state_root, strerror(errno));
+	str_fmt(asf_state_root, sizeof(asf_state_root), "%s", real);
+	if (strchr(asf_state_root, ':') || strchr(asf_state_root, ','))
+		return asf_fail(e, "state directory must not contain ':' or ',' (podman mount syntax): %s",
+				asf_state_root);
+	if (lstat(asf_state_root, &st) || !S_ISDIR(st.st_mode))
 		return asf_fail(e, "%s is not a directory", asf_state_root);
 	if (st.st_uid != geteuid() || (st.st_mode & 022))
 		return asf_fail(e, "%s must be owned by you and not writable by group or others "
@@ -104,52 +114,135 @@ int state_exists(const char *name)
 	return stat(dir, &st) == 0;
 }
 
-char *read_file(const char *path, size_t *len)
+/* What a non-regular file is, for messages. */
+static const char *kind_of(mode_t m)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL;
-	size_t n = 0, cap = 0, r;
+	return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link" :
+	       "not a regular file";
+}
 
-	if (!f)
-		return NULL;
-	for (;;) {
-		if (n + 4097 > cap) {
-			char *nb = realloc(buf, cap = cap ? cap * 2 : 8192);
-			if (!nb) {
-				free(buf);
-				fclose(f);
-				errno = ENOMEM;
-				return NULL;
-			}
-			buf = nb;
-		}
-		r = fread(buf + n, 1, 4096, f);
-		n += r;
-		if (r < 4096)
-			break;
+int open_regular(int dirfd, const char *path, const char *shown, struct stat *st, asf_err *e)
+{
+	struct stat sb;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO or a device opens at once instead of waiting for a peer. */
+	fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ELOOP)
+			return asf_fail(e, "%s is a symbolic link: not followed", shown);
+		return asf_fail(e, "%s: %s", shown, strerror(errno));
 	}
-	fclose(f);
+	if (fstat(fd, &sb)) {
+		int saved = errno;
+		close(fd);
+		return asf_fail(e, "%s: %s", shown, strerror(saved));
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		close(fd);
+		return asf_fail(e, "%s is %s, not a regular file: not read", shown, kind_of(sb.st_mode));
+	}
+	if (st)
+		*st = sb;
+	return fd;
+}
+
+char *read_fd(int fd, const char *shown, size_t max, size_t *len, asf_err *e)
+{
+	struct stat sb;
+	char *buf;
+	size_t n = 0;
+
+	if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (unsigned long long)sb.st_size > max) {
+		asf_fail(e, "%s is larger than %zu bytes: not read", shown, max);
+		return NULL;
+	}
+	if (!(buf = malloc(max + 1))) {
+		asf_fail(e, "%s: out of memory", shown);
+		return NULL;
+	}
+	/* One byte more than allowed tells a file that grew past max from one that did not. */
+	while (n < max + 1) {
+		ssize_t r = read(fd, buf + n, max + 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			asf_fail(e, "cannot read %s: %s", shown, strerror(errno));
+			free(buf);
+			return NULL;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n > max) {
+		asf_fail(e, "%s is larger than %zu bytes: not read", shown, max);
+		free(buf);
+		return NULL;
+	}
 	buf[n] = '\0';
 	if (len)
 		*len = n;
 	return buf;
 }
 
-int write_file(const char *path, const char *data, size_t len, mode_t mode, asf_err *e)
+char *read_file(const char *path, size_t max, size_t *len, asf_err *e)
+{
+	int fd = open_regular(AT_FDCWD, path, path, NULL, e);
+	char *buf;
+
+	if (fd < 0)
+		return NULL;
+	buf = read_fd(fd, path, max, len, e);
+	close(fd);
+	return buf;
+}
+
+/* A name beside path that nobody can predict: path.tmp-XXXXXXXXXXXX (random hex). */
+static int temp_beside(char *out, size_t outlen, const char *path)
+{
+	unsigned char r[6];
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -1;
+	return str_fmt(out, outlen, "%s.tmp-%02x%02x%02x%02x%02x%02x", path, r[0], r[1], r[2], r[3], r[4],
+		       r[5]) < 0 ? -1 : 0;
+}
+
+int write_file(const char *path, const char *data, size_t len, mode_t mode, struct stat *written,
+	       asf_err *e)
 {
 	char tmp[4200];
-	int fd;
+	size_t off = 0;
+	int fd = -1, tries;
 
-	str_fmt(tmp, sizeof(tmp), "%s.tmp-%d", path, (int)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
-	if (fd < 0)
-		return asf_fail(e, "cannot create %s: %s", tmp, strerror(errno));
-	if (fchmod(fd, mode) || write(fd, data, len) != (ssize_t)len || fsync(fd)) {
-		int saved = errno;
-		close(fd);
-		unlink(tmp);
-		return asf_fail(e, "cannot write %s: %s", tmp, strerror(saved));
+	/*
+	 * O_CREAT | O_EXCL on a random name: whatever someone planted beside
+	 * path (a file, a hard link, a symbolic link) is never opened; the
+	 * rename then replaces path itself, never what a link there points to.
+	 */
+	for (tries = 0; fd < 0 && tries < 16; tries++) {
+		if (temp_beside(tmp, sizeof(tmp), path))
+			return asf_fail(e, "cannot make a temporary name beside %s: %s", path, strerror(errno));
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd < 0 && errno != EEXIST)
+			return asf_fail(e, "cannot create %s: %s", tmp, strerror(errno));
 	}
+	if (fd < 0)
+		return asf_fail(e, "cannot create a temporary file beside %s: %s", path, strerror(EEXIST));
+	if (fchmod(fd, mode))
+		goto fail;
+	while (off < len) {
+		ssize_t w = write(fd, data + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			goto fail;
+		off += (size_t)w;
+	}
+	if (fsync(fd) || (written && fstat(fd, written)))
+		goto fail;
 	close(fd);
 	if (rename(tmp, path)) {
 		int saved = errno;
@@ -157,14 +250,37 @@ int write_file(const char *path, const char *data, size_t len, mode_t mode, asf_
 		return asf_fail(e, "cannot rename %s to %s: %s", tmp, path, strerror(saved));
 	}
 	return 0;
+fail:
+	{
+		int saved = errno;
+		close(fd);
+		unlink(tmp);
+		return asf_fail(e, "cannot write %s: %s", tmp, strerror(saved));
+	}
 }
 
 int mkdir_mode(const char *path, mode_t mode, asf_err *e)
 {
+	struct stat st;
+	int fd;
+
 	if (mkdir(path, mode) && errno != EEXIST)
 		return asf_fail(e, "cannot create %s: %s", path, strerror(errno));
-	if (chmod(path, mode))
-		return asf_fail(e, "chmod %s: %s", path, strerror(errno));
+	/* Existing or new: a directory of ours, not a link planted in its place. */
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return asf_fail(e, "%s: %s", path, errno == ELOOP || errno == ENOTDIR ?
+				"exists and is not a directory (a symbolic link is not followed)" : strerror(errno));
+	if (fstat(fd, &st) || st.st_uid != geteuid()) {
+		close(fd);
+		return asf_fail(e, "%s: exists and belongs to uid %d, not to you", path, (int)st.st_uid);
+	}
+	if (fchmod(fd, mode)) {
+		int saved = errno;
+		close(fd);
+		return asf_fail(e, "chmod %s: %s", path, strerror(saved));
+	}
+	close(fd);
 	return 0;
 }
 
@@ -192,10 +308,12 @@ cJSON *state_load(const char *name, asf_err *e)
 	cJSON *st;
 
 	str_fmt(path, sizeof(path), "%s/%s/state.json", asf_state_root, name);
-	if (!(text = read_file(path, NULL))) {
+	if (access(path, F_OK) && errno == ENOENT) {
 		asf_fail(e, "no sandbox named \"%s\" (%s: %s)", name, path, strerror(errno));
 		return NULL;
 	}
+	if (!(text = read_file(path, ASF_STATE_MAX, NULL, e)))
+		return NULL;
 	st = cJSON_Parse(text);
 	free(text);
 	if (!st || !cJSON_IsObject(st)) {
@@ -214,7 +332,7 @@ int state_save(const char *name, const cJSON *st, asf_err *e)
 	if (!text)
 		return asf_fail(e, "out of memory");
 	str_fmt(path, sizeof(path), "%s/%s/state.json", asf_state_root, name);
-	rc = write_file(path, text, strlen(text), 0600, e);
+	rc = write_file(path, text, strlen(text), 0600, NULL, e);
 	cJSON_free(text);
 	return rc;
 }

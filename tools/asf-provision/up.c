@@ -124,8 +124,49 @@ static int out_realpath(char *out, const char *path, asf_err *e)
 		str_fmt(dir, sizeof(dir), "/");
 	if (!realpath(dir, real))
 		return asf_fail(e, "--out %s: %s: %s", path, dir, strerror(errno));
-	if (str_fmt(out, PATH_MAX, "%s/%s", strcmp(real, "/") ? real : "", base) >= PATH_MAX)
+	if (str_fmt(out, PATH_MAX, "%s/%s", strcmp(real, "/") ? real : "", base) < 0)
 		return asf_fail(e, "--out %s: path too long", path);
+	return 0;
+}
+
+/*
+ * The .asp.json is trusted by whoever runs the harness (its
+ * x-asp-proxy-command is a host command): refuse a directory that anyone
+ * but its owner could write, whose owner is neither the caller nor root,
+ * or under an ancestor another user could rename it out of.
+ */
+static int out_dir_private(const char *out, asf_err *e)
+{
+	char dir[PATH_MAX], *slash;
+	struct stat st;
+	int first = 1;
+
+	str_fmt(dir, sizeof(dir), "%s", out);
+	for (;;) {
+		if (!(slash = strrchr(dir, '/')))
+			break;
+		*(slash == dir ? slash + 1 : slash) = '\0';
+		if (lstat(dir, &st))
+			return asf_fail(e, "--out %s: directory %s: %s", out, dir, strerror(errno));
+		if (!S_ISDIR(st.st_mode))
+			return asf_fail(e, "--out %s: %s is not a directory", out, dir);
+		if (st.st_uid != geteuid() && st.st_uid != 0)
+			return asf_fail(e, "--out %s: directory %s belongs to uid %d, not to you or root: "
+					   "its owner could replace the .asp.json (and the host command in "
+					   "its x-asp-proxy-command); choose a directory of your own", out, dir,
+					(int)st.st_uid);
+		/* The directory itself: only its owner writes. An ancestor may be
+		 * sticky (like /tmp): others then cannot rename what is ours in it. */
+		if ((st.st_mode & 022) && (first || !(st.st_mode & S_ISVTX)))
+			return asf_fail(e, "--out %s: directory %s is writable by %s (mode %04o): anyone who can "
+					   "write there could replace the .asp.json (and the host command in "
+					   "its x-asp-proxy-command); choose a directory only its owner can write",
+					out, dir, (st.st_mode & 002) ? "others" : "its group",
+					(unsigned int)(st.st_mode & 07777));
+		first = 0;
+		if (!strcmp(dir, "/"))
+			break;
+	}
 	return 0;
 }
 
@@ -158,9 +199,13 @@ static int validate(up_ctx *c, asf_err *e)
 		return asf_fail(e, "--workspace %s: not a directory", ws);
 	if (strpbrk(c->ws_host, ":,\n"))
 		return asf_fail(e, "--workspace %s: ':', ',' and newlines cannot be passed to podman's mount syntax", ws);
+	/* Both are real paths (state_root_init resolved the state directory). */
 	if (!strcmp(c->ws_host, "/") || path_under(asf_state_root, c->ws_host))
 		return asf_fail(e, "--workspace %s: must not contain the state directory %s "
 				   "(the sandbox would see its own keys)", ws, asf_state_root);
+	if (path_under(c->ws_host, asf_state_root))
+		return asf_fail(e, "--workspace %s: must not be inside the state directory %s "
+				   "(the sandbox would see the keys of sandboxes)", ws, asf_state_root);
 
 	if (!!o->image == !!o->rootfs)
 		return asf_fail(e, "give exactly one of --image IMG or --rootfs DIR");
@@ -213,6 +258,8 @@ static int validate(up_ctx *c, asf_err *e)
 	if (path_under(c->out, c->ws_host))
 		return asf_fail(e, "--out %s: must not be inside the workspace (the sandbox could rewrite it)",
 				c->out);
+	if (o->out && out_dir_private(c->out, e))
+		return -1;
 	return 0;
 }
 
@@ -252,7 +299,7 @@ static int write_in(const up_ctx *c, const char *rel, const char *text, mode_t m
 	char path[4400];
 
 	str_fmt(path, sizeof(path), "%s/%s", c->dir, rel);
-	return write_file(path, text, strlen(text), mode, e);
+	return write_file(path, text, strlen(text), mode, NULL, e);
 }
 
 static int make_files(up_ctx *c, asf_err *e)
@@ -522,11 +569,46 @@ static int published_port(up_ctx *c, asf_err *e)
 
 /* ------------------------------------------------------------- config */
 
+/*
+ * --out still names the file just written: the same inode, a regular file
+ * of ours (no link followed), the same bytes. Read back with O_NOFOLLOW,
+ * non-blocking and bounded, only to compare.
+ */
+static int out_unchanged(const char *out, const struct stat *written, const char *text, asf_err *e)
+{
+	struct stat st;
+	size_t len;
+	char *back;
+	int fd = open_regular(AT_FDCWD, out, out, &st, e), same;
+
+	if (fd < 0) {
+		char why[sizeof(e->msg)];
+		str_fmt(why, sizeof(why), "%s", e->msg);
+		return asf_fail(e, "--out %s was replaced after it was written: %s", out, why);
+	}
+	back = read_fd(fd, out, ASF_CONFIG_MAX, &len, e);
+	close(fd);
+	same = back && st.st_dev == written->st_dev && st.st_ino == written->st_ino &&
+	       st.st_uid == geteuid() && (st.st_mode & 07777) == 0644 && len == strlen(text) &&
+	       !memcmp(back, text, len);
+	free(back);
+	if (!same)
+		return asf_fail(e, "--out %s was replaced or changed after it was written", out);
+	return 0;
+}
+
+/* STATE/NAME/asp.json: the copy of the config that only we can write. */
+static void config_copy(const up_ctx *c, char *out, size_t outlen)
+{
+	str_fmt(out, outlen, "%s/asp.json", c->dir);
+}
+
 static int write_config(up_ctx *c, int port, asf_err *e)
 {
 	cJSON *cfg = cJSON_CreateObject(), *conn = cJSON_CreateObject(), *x = cJSON_CreateObject();
 	char identity[4400], copy[4400], *text;
 	asp_error aerr = { 0 };
+	struct stat written;
 	int rc;
 
 	str_fmt(identity, sizeof(identity), "%s/client_ed25519_key", c->dir);
@@ -559,17 +641,24 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 	cJSON_Delete(cfg);
 	if (!text)
 		return asf_fail(e, "out of memory");
-	/* A copy beside state.json lets `down` recognise (and remove) the file it wrote. */
+	/*
+	 * A copy beside state.json lets `down` recognise (and remove) the file
+	 * it wrote, and is the one `up` and `verify` open: it is in the 0700
+	 * state directory, where nobody else can swap it. --out is written
+	 * once and only compared afterwards, never opened as a config here.
+	 */
 	str_fmt(copy, sizeof(copy), "%s/asp.json", c->dir);
-	rc = write_file(copy, text, strlen(text), 0644, e);
+	rc = write_file(copy, text, strlen(text), 0644, NULL, e);
 	if (!rc && strcmp(copy, c->out))
-		rc = write_file(c->out, text, strlen(text), 0644, e);
+		rc = write_file(c->out, text, strlen(text), 0644, &written, e);
+	if (!rc && strcmp(copy, c->out))
+		rc = out_unchanged(c->out, &written, text, e);
 	cJSON_free(text);
 	if (rc)
 		return -1;
 	cJSON_AddStringToObject(c->st, "config", c->out);
-	if (asp_check_config(c->out, &aerr))
-		return asf_fail(e, "the written config does not validate: %s", aerr.message);
+	if (asp_check_config(copy, &aerr))
+		return asf_fail(e, "the written config %s does not validate: %s", copy, aerr.message);
 	return 0;
 }
 
@@ -581,22 +670,24 @@ static int wait_ready(up_ctx *c, asf_err *e)
 	asp_sandbox *sb = NULL;
 	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
 	time_t deadline = time(NULL) + 20;
+	char copy[4400];
 	int rc;
 
-	oo.config_path = c->out;
+	config_copy(c, copy, sizeof(copy));
+	oo.config_path = copy;
 	oo.connect_timeout_ms = 5000;
 	for (;;) {
 		rc = asp_open(&sb, &oo, &aerr);
 		if (rc == 0)
 			break;
 		if (rc == ASP_EHOSTKEY || rc == ASP_EAUTH || rc == ASP_ECONFIG || time(NULL) >= deadline)
-			return asf_fail(e, "the sandbox does not answer through %s: %s", c->out, aerr.message);
+			return asf_fail(e, "the sandbox does not answer through %s: %s", copy, aerr.message);
 		usleep(200 * 1000);
 	}
 	rc = asp_sandbox_info_get(sb, &info, &aerr);
 	asp_close(sb);
 	if (rc)
-		return asf_fail(e, "the sandbox does not answer through %s: %s", c->out, aerr.message);
+		return asf_fail(e, "the sandbox does not answer through %s: %s", copy, aerr.message);
 	if (info.trust != ASP_TRUST_PINNED || strcmp(info.host_key_fingerprint, c->fingerprint))
 		return asf_fail(e, "the sandbox answered with host key %s, expected %s",
 				info.host_key_fingerprint, c->fingerprint);
@@ -614,8 +705,10 @@ static int check_guest_kernel(up_ctx *c, asf_err *e)
 	char guest[256] = "";
 	const unsigned char *out;
 	size_t len;
+	char copy[4400];
 
-	oo.config_path = c->out;
+	config_copy(c, copy, sizeof(copy));
+	oo.config_path = copy;
 	if (asp_open(&sb, &oo, &aerr) || asp_exec(&r, sb, "uname -r", NULL, &aerr)) {
 		asp_close(sb);
 		return asf_fail(e, "krun: cannot read the guest kernel: %s", aerr.message);
@@ -737,7 +830,7 @@ static int name_free(up_ctx *c, asf_err *e)
 		out_free(&o);
 		return asf_fail(e, "a network named %s exists that asf-provision did not create", c->ctr);
 	}
-	if (!c->o->replace && access(c->out, F_OK) == 0)
+	if (!c->o->replace && faccessat(AT_FDCWD, c->out, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return asf_fail(e, "--out %s exists; remove it or use --replace", c->out);
 	return 0;
 }

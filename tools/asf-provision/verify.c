@@ -17,11 +17,13 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
@@ -353,17 +355,64 @@ static void check_mounts(vctx *v)
 
 /* ------------------------------------------------------------ inside */
 
+/*
+ * The harness's .asp.json (--out) is still what `up` wrote: compared with
+ * the copy in the state directory, read without following a link, without
+ * blocking, bounded. It is never opened as a config here.
+ */
+static void check_config(vctx *v, const char *copy)
+{
+	const char *out = js(v->st, "config");
+	char *a = NULL, *b = NULL;
+	asf_err e = { "" };
+	struct stat sb;
+	int fd;
+
+	if (!out) {
+		check(v, "config", "fail", "no config in the state");
+		return;
+	}
+	if (!(b = read_file(copy, ASF_CONFIG_MAX, NULL, &e))) {
+		check(v, "config", "error", "%s", e.msg);
+		return;
+	}
+	if (!strcmp(out, copy)) {
+		check(v, "config", "pass", "%s is in the state directory (no --out)", out);
+	} else if ((fd = open_regular(AT_FDCWD, out, out, &sb, &e)) < 0) {
+		check(v, "config", "fail", "%s", e.msg);
+	} else {
+		a = read_fd(fd, out, ASF_CONFIG_MAX, NULL, &e);
+		close(fd);
+		if (!a)
+			check(v, "config", "fail", "%s", e.msg);
+		else if (strcmp(a, b))
+			check(v, "config", "fail", "%s differs from %s, the config up wrote", out, copy);
+		else if (sb.st_uid != geteuid() || (sb.st_mode & 022))
+			check(v, "config", "fail", "%s: owner uid %d, mode %04o: others could change it", out,
+			      (int)sb.st_uid, (unsigned int)(sb.st_mode & 07777));
+		else
+			check(v, "config", "pass", "%s is a regular file of uid %d, mode %04o, identical to %s",
+			      out, (int)sb.st_uid, (unsigned int)(sb.st_mode & 07777), copy);
+	}
+	free(a);
+	free(b);
+}
+
 static int check_ssh(vctx *v)
 {
 	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
 	asp_error aerr = { 0 };
-	const char *cfg = js(v->st, "config"), *fpr = js(v->st, "host_key_fingerprint");
+	const char *fpr = js(v->st, "host_key_fingerprint");
+	char cfg[4400];
 	sres r;
 
-	if (!cfg || asp_check_config(cfg, &aerr)) {
-		check(v, "ssh.pinned_host_key", "fail", "config %s: %s", cfg ? cfg : "(none in state)",
-		      aerr.message);
+	/* The copy in the 0700 state directory: nobody else can have swapped it. */
+	state_dir(cfg, sizeof(cfg), v->name);
+	strncat(cfg, "/asp.json", sizeof(cfg) - strlen(cfg) - 1);
+	check_config(v, cfg);
+	if (asp_check_config(cfg, &aerr)) {
+		check(v, "ssh.pinned_host_key", "fail", "config %s: %s", cfg, aerr.message);
 		return -1;
 	}
 	oo.config_path = cfg;
@@ -395,47 +444,87 @@ static int check_ssh(vctx *v)
 	return 0;
 }
 
+/*
+ * The probe file is in the workspace, which the agent owns: between the
+ * write and the host-side read it can replace it with anything - a link to
+ * /dev/zero or to a host file, a FIFO. Its name is random; on the host it is
+ * opened relative to the workspace directory (itself opened O_NOFOLLOW),
+ * O_NOFOLLOW | O_NONBLOCK, checked to be a regular file of the sandbox
+ * user, and read at most ASF_SMALL_MAX bytes. The sandbox side has a
+ * deadline, so a FIFO there cannot hang verify either.
+ */
 static void check_workspace(vctx *v)
 {
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(v->st, "workspace");
+	const char *ws_host = js(ws, "host");
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_call_options co = ASP_CALL_OPTIONS_INIT;
 	asp_error aerr = { 0 };
-	char rel[64], data[64], host[4400], *onhost;
-	unsigned char *back = NULL;
-	size_t len = 0;
+	char rel[80], data[96], host[4400], *onhost = NULL;
+	unsigned char *back = NULL, rnd[8];
+	size_t len = 0, hlen = 0;
 	struct stat sb;
+	asf_err e = { "" };
+	int dfd, fd;
 
 	if (!v->sb) {
 		check(v, "workspace", "error", "no SSH session to the sandbox");
 		return;
 	}
-	str_fmt(rel, sizeof(rel), ".asf-verify-%d", (int)getpid());
-	str_fmt(data, sizeof(data), "asf-verify %d %ld\n", (int)getpid(), (long)time(NULL));
-	str_fmt(host, sizeof(host), "%s/%s", js(ws, "host") ? js(ws, "host") : "?", rel);
+	if (!ws_host) {
+		check(v, "workspace", "error", "no workspace.host in the state");
+		return;
+	}
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd)) {
+		check(v, "workspace", "error", "getrandom: %s", strerror(errno));
+		return;
+	}
+	str_fmt(rel, sizeof(rel), ".asf-verify-%d-%02x%02x%02x%02x%02x%02x%02x%02x", (int)getpid(), rnd[0],
+		rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+	str_fmt(data, sizeof(data), "asf-verify %d %ld %02x%02x%02x%02x\n", (int)getpid(), (long)time(NULL),
+		rnd[4], rnd[5], rnd[6], rnd[7]);
+	str_fmt(host, sizeof(host), "%s/%s", ws_host, rel);
+	wo.timeout_ms = 15000;
+	co.timeout_ms = 15000;
 	if (jb(ws, "read_only")) {
 		int rc = asp_write(v->sb, rel, data, strlen(data), &wo, &aerr);
 		check(v, "workspace", rc ? "pass" : "fail", "read-only workspace: asp_write %s -> %s%s",
 		      rel, rc ? asp_error_name(rc) : "succeeded", rc ? "" : " (it should have been refused)");
 		if (!rc)
-			asp_remove(v->sb, rel, 0, NULL, NULL);
+			asp_remove(v->sb, rel, 0, &co, NULL);
 		return;
 	}
 	if (asp_write(v->sb, rel, data, strlen(data), &wo, &aerr) ||
-	    asp_read(&back, &len, v->sb, rel, 0, ASP_READ_ALL, NULL, &aerr)) {
+	    asp_read(&back, &len, v->sb, rel, 0, ASF_SMALL_MAX, &co, &aerr)) {
 		check(v, "workspace", "fail", "asp_write/asp_read %s: %s", rel, aerr.message);
+		asp_remove(v->sb, rel, 0, &co, NULL);
 		return;
 	}
-	onhost = read_file(host, NULL);
-	if (len == strlen(data) && !memcmp(back, data, len) && onhost && !strcmp(onhost, data) &&
-	    stat(host, &sb) == 0 && sb.st_uid == (uid_t)jn(v->st, "uid", 0))
-		check(v, "workspace", "pass", "asp_write + asp_read " ASF_CTR_WORKSPACE "/%s round trip; the "
-		      "file is %s on the host, owned by uid %d", rel, host, (int)sb.st_uid);
-	else
-		check(v, "workspace", "fail", "round trip through %s did not match (host copy %s)", rel,
-		      onhost ? "differs or has another owner" : "missing");
+	dfd = open(ws_host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		check(v, "workspace", "error", "workspace %s: %s", ws_host, errno == ELOOP || errno == ENOTDIR ?
+		      "not a directory (a symbolic link is not followed)" : strerror(errno));
+	} else if ((fd = open_regular(dfd, rel, host, &sb, &e)) < 0) {
+		check(v, "workspace", "fail", "round trip through %s: the host copy was replaced: %s", rel, e.msg);
+	} else {
+		onhost = read_fd(fd, host, ASF_SMALL_MAX, &hlen, &e);
+		close(fd);
+		if (!onhost)
+			check(v, "workspace", "fail", "round trip through %s: %s", rel, e.msg);
+		else if (len == strlen(data) && !memcmp(back, data, len) && hlen == len &&
+			 !memcmp(onhost, data, len) && sb.st_uid == (uid_t)jn(v->st, "uid", 0))
+			check(v, "workspace", "pass", "asp_write + asp_read " ASF_CTR_WORKSPACE "/%s round trip; "
+			      "the file is %s on the host, a regular file owned by uid %d", rel, host,
+			      (int)sb.st_uid);
+		else
+			check(v, "workspace", "fail", "round trip through %s did not match (host copy %s: "
+			      "%zu bytes, owner uid %d)", rel, host, hlen, (int)sb.st_uid);
+	}
+	if (dfd >= 0)
+		close(dfd);
 	free(onhost);
 	asp_free(back);
-	asp_remove(v->sb, rel, 0, NULL, NULL);
+	asp_remove(v->sb, rel, 0, &co, NULL);
 }
 
 static void check_egress(vctx *v)
@@ -741,7 +830,7 @@ static int write_report(vctx *v, const char *path_opt, cJSON *rep, char *path, s
 	}
 	if (!(text = cJSON_Print(rep)))
 		return -1;
-	rc = write_file(path, text, strlen(text), 0644, &e);
+	rc = write_file(path, text, strlen(text), 0644, NULL, &e);
 	if (rc)
 		fprintf(stderr, "asf-provision: verify: %s\n", e.msg);
 	cJSON_free(text);
