@@ -81,15 +81,16 @@ tools: lib
 # what needs libasp to asp-exec-core, which links the static library (it
 # uses asp__quote_argv and asp__base64_encode).
 ASP_EXEC_DIR    := tools/asp-exec
-ASP_EXEC_COMMON := $(addprefix $(ASP_EXEC_DIR)/,opts.c discover.c client.c proto.c rundir.c sha256.c signals.c util.c)
-ASP_EXEC_FRONT  := $(ASP_EXEC_DIR)/front.c
+ASP_EXEC_COMMON := $(addprefix $(ASP_EXEC_DIR)/,opts.c client.c proto.c rundir.c sha256.c signals.c util.c)
+# libasp's discovery is libc only; the front compiles it, the core links it from libasp.
+ASP_EXEC_FRONT  := $(ASP_EXEC_DIR)/front.c libasp/discover.c
 ASP_EXEC_CORE   := $(addprefix $(ASP_EXEC_DIR)/,core.c run.c json.c pump.c check.c master.c)
 ASP_EXEC        := $(BUILD)/bin/asp-exec $(BUILD)/bin/asp-exec-core
 
 tools: $(ASP_EXEC)
 tests: $(ASP_EXEC)
 
-$(BUILD)/bin/asp-exec: $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) include/asp.h | $(BUILD)/bin
+$(BUILD)/bin/asp-exec: $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) libasp/discover.h include/asp.h | $(BUILD)/bin
 	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(LDFLAGS_ALL) \
 	    $(shell pkg-config --libs libcjson 2>/dev/null)
 

@@ -103,8 +103,11 @@ ASP_EXTERN(void) asp_free(void *ptr);
  * directory), then each parent up to `/`. *out receives an absolute path to
  * free with asp_free. Returns ASP_ENOCONFIG when nothing is found, and
  * ASP_ECONFIG when a `.asp.json` exists but cannot be used (a directory, a
- * dangling link): the search stops there rather than silently using a
- * parent's file.
+ * dangling link) or is not trusted: a discovered file must belong, with
+ * its directory, to the current user or root and be writable only by its
+ * owner, unless its directory is listed in $ASP_SAFE_DIRS (colon-separated
+ * absolute directories; "*" trusts all). The search stops there rather
+ * than silently using a parent's file.
  */
 ASP_EXTERN(int) asp_find_config(char **out, const char *start_dir, asp_error *err);
 

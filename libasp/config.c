@@ -15,6 +15,7 @@
  * that a token in connection.user never reaches a log.
  */
 #include "config.h"
+#include "discover.h"
 #include "hostkey.h"
 
 #include <errno.h>
@@ -29,7 +30,6 @@
 
 #include <cjson/cJSON.h>
 
-#define CONFIG_NAME ".asp.json"
 #define CONFIG_MAX_BYTES (1024 * 1024)
 #define SHOW_MAX 48   /* bytes of a value or key quoted in a message */
 #define QUOTE_MAX (SHOW_MAX * 6 + 8) /* SHOW_MAX bytes quoted, escaped and cut */
@@ -862,19 +862,6 @@ void asp__config_free(asp_config *cfg)
 
 /* ------------------------------------------------------------ files */
 
-static const char *file_type(mode_t mode)
-{
-	if (S_ISDIR(mode))
-		return "a directory";
-	if (S_ISFIFO(mode))
-		return "a FIFO";
-	if (S_ISSOCK(mode))
-		return "a socket";
-	if (S_ISCHR(mode) || S_ISBLK(mode))
-		return "a device";
-	return "a special file";
-}
-
 /*
  * An absolute name for path: the real path of its directory plus its last
  * component. The last component is kept as written, so a symlinked
@@ -933,7 +920,7 @@ static int read_config_file(asp_buf *b, const char *path, asp_error *err)
 		rc = asp__error(err, ASP_ECONFIG, "%s: cannot stat: %s", path, strerror(errno));
 	} else if (!S_ISREG(st.st_mode)) {
 		rc = asp__error(err, ASP_ECONFIG, "%s: expected a regular file, got %s", path,
-				file_type(st.st_mode));
+				asp__file_type(st.st_mode));
 	} else {
 		rc = read_limited(b, fd, path, st.st_size, err);
 	}
@@ -961,95 +948,19 @@ int asp__config_load(asp_config **out, const char *path, asp_error *err)
 
 /* ------------------------------------------------------------ discovery */
 
-/* $ASP_CONFIG must name an existing regular file; it is never searched for. */
-static int find_from_env(char **out, const char *value, asp_error *err)
-{
-	struct stat st;
-
-	if (stat(value, &st) < 0)
-		return asp__error(err, ASP_ENOCONFIG, "ASP_CONFIG=%s: %s", value, strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return asp__error(err, ASP_ENOCONFIG, "ASP_CONFIG=%s: expected a regular file, got %s",
-				  value, file_type(st.st_mode));
-	return absolute_path(out, value, err);
-}
-
-/*
- * Is there a usable .asp.json in dir? 1 yes, 0 nothing there, or an error.
- * Something named .asp.json that cannot be used (a directory, a dangling
- * symlink) stops the search with ASP_ECONFIG: skipping it would silently
- * pick up a parent directory's file, which may name another sandbox.
- */
-static int probe(const char *candidate, asp_error *err)
-{
-	struct stat st;
-
-	if (lstat(candidate, &st) < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 0;
-		return asp__error(err, ASP_ECONFIG, "%s: cannot check: %s", candidate,
-				  strerror(errno));
-	}
-	if (stat(candidate, &st) < 0)
-		return asp__error(err, ASP_ECONFIG, "%s: cannot follow: %s", candidate,
-				  strerror(errno));
-	if (!S_ISREG(st.st_mode))
-		return asp__error(err, ASP_ECONFIG, "%s: expected a regular file, got %s", candidate,
-				  file_type(st.st_mode));
-	return 1;
-}
-
-/* Strip the last component of an absolute, canonical path ("/a/b" -> "/a"). */
-static void to_parent(char *dir)
-{
-	char *slash = strrchr(dir, '/');
-
-	if (slash == dir)
-		dir[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-}
-
-static int find_upward(char **out, const char *start, asp_error *err)
-{
-	char real[PATH_MAX], dir[PATH_MAX], candidate[PATH_MAX + sizeof(CONFIG_NAME) + 1];
-	struct stat st;
-	int rc;
-
-	if (!realpath(start, real))
-		return asp__error(err, ASP_ENOCONFIG, "cannot search for %s from %s: %s",
-				  CONFIG_NAME, start, strerror(errno));
-	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-		return asp__error(err, ASP_ENOCONFIG, "cannot search for %s from %s: not a directory",
-				  CONFIG_NAME, start);
-	memcpy(dir, real, sizeof(dir));
-	for (;;) {
-		snprintf(candidate, sizeof(candidate), "%s/%s", strcmp(dir, "/") ? dir : "",
-			 CONFIG_NAME);
-		if ((rc = probe(candidate, err)) < 0)
-			return rc;
-		if (rc == 1)
-			break;
-		if (!strcmp(dir, "/"))
-			return asp__error(err, ASP_ENOCONFIG,
-					  "no %s in %s or any parent directory (set ASP_CONFIG to name one)",
-					  CONFIG_NAME, real);
-		to_parent(dir);
-	}
-	if (!(*out = asp__strdup(candidate)))
-		return asp__error(err, ASP_ENOMEM, "out of memory");
-	return 0;
-}
-
+/* The search and the trust rules live in discover.c, which asp-exec's front shares. */
 int asp__config_find(char **out, const char *start_dir, asp_error *err)
 {
-	const char *env = getenv("ASP_CONFIG");
+	char path[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX];
+	int rc;
 
 	ASP_ASSERT_ARG(out);
 	*out = NULL;
-	if (env && *env)
-		return find_from_env(out, env, err);
-	return find_upward(out, start_dir ? start_dir : ".", err);
+	if ((rc = asp__discover(path, sizeof(path), start_dir, why, sizeof(why))))
+		return asp__error(err, rc, "%s", why);
+	if (!(*out = asp__strdup(path)))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	return 0;
 }
 
 /* ------------------------------------------------------------ public API */

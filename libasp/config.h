@@ -23,7 +23,9 @@ typedef struct asp_config {
 
 /*
  * Discovery: $ASP_CONFIG, else .asp.json in start_dir (NULL: cwd) then each
- * parent. *out is an absolute path (asp__free). ASP_ENOCONFIG when none.
+ * parent, used only when trusted (asp__discover in discover.h). *out is an
+ * absolute path (asp__free). ASP_ENOCONFIG when none; ASP_ECONFIG when the
+ * first one found cannot be used or is not trusted.
  */
 int asp__config_find(char **out, const char *start_dir, asp_error *err);
 

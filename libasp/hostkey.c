@@ -7,6 +7,7 @@
  * asp__known_hosts_verify touches the file system.
  */
 #include "hostkey.h"
+#include "discover.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +19,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -35,6 +37,8 @@
 #define TYPE_MAX 64
 /* A store larger than this is not a known_hosts file we wrote. */
 #define STORE_MAX ((size_t)64 << 20)
+/* How long a first use waits for another process's read-modify-write of the store. */
+#define STORE_LOCK_WAIT_MS 5000
 
 /* ------------------------------------------------------------ small helpers */
 
@@ -648,14 +652,21 @@ static int read_all(asp_buf *b, int fd, const char *path, asp_error *err)
 	}
 }
 
+/* Only the user and root may own what we trust or lock: others could edit or hold it. */
+static int owner_ok(uid_t uid)
+{
+	return uid == geteuid() || uid == 0;
+}
+
 /*
- * Read the store; a missing file is an empty store. A store others can
- * write is refused: anyone who can edit it can make us trust their key.
+ * Read the store; a missing file is an empty store. A store another user
+ * owns, or others can write, is refused: anyone who can edit it can make
+ * us trust their key.
  */
 static int store_read(store *s, const char *path, asp_error *err)
 {
+	char e[128], owner[320], me[320];
 	struct stat st;
-	char e[128];
 	int fd, rc;
 
 	asp__buf_free(&s->text);
@@ -672,6 +683,12 @@ static int store_read(store *s, const char *path, asp_error *err)
 				errno_text(errno, e, sizeof(e)));
 	} else if (!S_ISREG(st.st_mode)) {
 		rc = asp__error(err, ASP_ECONFIG, "known_hosts file %s is not a regular file", path);
+	} else if (!owner_ok(st.st_uid)) {
+		rc = asp__error(err, ASP_ECONFIG,
+				"known_hosts file %s is owned by %s, not by the current user %s or "
+				"root; refusing to trust it: use a file of your own (ASP_KNOWN_HOSTS) "
+				"or chown it", path, asp__user_text(owner, sizeof(owner), st.st_uid),
+				asp__user_text(me, sizeof(me), geteuid()));
 	} else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
 		rc = asp__error(err, ASP_ECONFIG,
 				"known_hosts file %s is writable by group or others (mode %04o); "
@@ -745,31 +762,94 @@ static int make_parent_dirs(const char *path, asp_error *err)
 	return rc;
 }
 
-/* An exclusive lock on "<path>.lock", held for the read-modify-write. */
+static long long monotonic_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * Open "<path>.lock", creating it without following a link planted there,
+ * and accept only a regular file of ours (or root's): a lock file someone
+ * else owns is one they can hold forever. -1 with the message in err.
+ */
+static int lock_open(int *out_fd, const char *lock, asp_error *err)
+{
+	char e[128], owner[320];
+	struct stat st;
+	int fd;
+
+	fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0 && errno == ELOOP)
+		return asp__error(err, ASP_ECONFIG, "lock file %s is a symbolic link; refusing to "
+				  "follow it: remove it", lock);
+	if (fd < 0)
+		return asp__error(err, ASP_ECONFIG, "cannot open lock file %s: %s", lock,
+				  errno_text(errno, e, sizeof(e)));
+	if (fstat(fd, &st)) {
+		asp__error(err, ASP_ECONFIG, "cannot stat lock file %s: %s", lock,
+			   errno_text(errno, e, sizeof(e)));
+	} else if (!S_ISREG(st.st_mode)) {
+		asp__error(err, ASP_ECONFIG, "lock file %s is not a regular file: remove it", lock);
+	} else if (!owner_ok(st.st_uid)) {
+		asp__error(err, ASP_ECONFIG, "lock file %s is owned by %s, not by the current user "
+			   "or root; refusing to use it: remove it", lock,
+			   asp__user_text(owner, sizeof(owner), st.st_uid));
+	} else {
+		*out_fd = fd;
+		return 0;
+	}
+	close(fd);
+	return ASP_ECONFIG;
+}
+
+/*
+ * An exclusive lock on "<path>.lock", held for the read-modify-write.
+ * Waits at most STORE_LOCK_WAIT_MS: a writer holds it for milliseconds,
+ * so a longer hold is a stuck or hostile process, not one to wait for.
+ */
 static int store_lock(int *out_fd, const char *path, asp_error *err)
 {
 	char *lock = asp__sprintf("%s.lock", path), e[128];
-	int fd;
+	long long deadline = monotonic_ms() + STORE_LOCK_WAIT_MS;
+	long pause_ms = 1;
+	int fd = -1, rc;
 
 	if (!lock)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-	if (fd < 0) {
-		asp__error(err, ASP_ECONFIG, "cannot open lock file %s: %s", lock,
-			   errno_text(errno, e, sizeof(e)));
+	if ((rc = lock_open(&fd, lock, err))) {
 		asp__free(lock);
-		return ASP_ECONFIG;
+		return rc;
 	}
-	while (flock(fd, LOCK_EX)) {
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		struct timespec ts;
+
 		if (errno == EINTR)
 			continue;
-		asp__error(err, ASP_ERROR, "cannot lock %s: %s", lock,
-			   errno_text(errno, e, sizeof(e)));
-		close(fd);
-		asp__free(lock);
-		return ASP_ERROR;
+		if (errno != EWOULDBLOCK) {
+			rc = asp__error(err, ASP_ERROR, "cannot lock %s: %s", lock,
+					errno_text(errno, e, sizeof(e)));
+			break;
+		}
+		if (monotonic_ms() >= deadline) {
+			rc = asp__error(err, ASP_ETIMEOUT, "known_hosts lock file %s is still held by "
+					"another process after %d s; giving up (fuser %s shows "
+					"which)", lock, STORE_LOCK_WAIT_MS / 1000, lock);
+			break;
+		}
+		ts.tv_sec = 0;
+		ts.tv_nsec = pause_ms * 1000000L;
+		nanosleep(&ts, NULL);
+		if (pause_ms < 50)
+			pause_ms *= 2;
 	}
 	asp__free(lock);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
 	*out_fd = fd;
 	return 0;
 }

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <openssl/evp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1066,6 +1067,105 @@ START_TEST(test_discovery)
 }
 END_TEST
 
+/*
+ * A .asp.json another user could have written or planted, found by
+ * discovery, is refused by the front and the core alike (the front runs
+ * libasp's own discovery code), before anything it says runs: same exit
+ * status, same message naming the file, its owner and the remedies. The
+ * parent's trusted .asp.json (fx.dir) is not used instead. loop: 0 another
+ * user's file in a sticky 1777 directory, 1 a group-writable file, 2 a
+ * file in a group-writable directory, 3 a symlink to another user's file.
+ */
+START_TEST(test_discovery_untrusted)
+{
+	char dir[300], file[320], target[320], owner[128], marker[320], extra[600], safe[400];
+	const char *const direct[] = { bin, "--no-master", "echo hi", NULL };
+	struct passwd *pw = getpwnam(_i == 3 ? "nobody" : "asp-test");
+	result r, d;
+
+	ck_assert_ptr_nonnull(pw);
+	unsetenv("ASP_SAFE_DIRS");
+	snprintf(dir, sizeof(dir), "%s/shared", fx.dir);
+	snprintf(file, sizeof(file), "%s/.asp.json", dir);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	snprintf(owner, sizeof(owner), "owned by root (uid 0)");
+	if (_i == 3) {
+		snprintf(target, sizeof(target), "%s/foreign.json", fx.dir);
+		ck_assert_int_eq(fx_write_config(&fx, target, NULL), 0);
+		ck_assert_int_eq(chown(target, pw->pw_uid, (gid_t)-1), 0);
+		ck_assert_int_eq(symlink(target, file), 0);
+	} else {
+		ck_assert_int_eq(fx_write_config(&fx, file, NULL), 0);
+	}
+	if (_i == 0) {
+		ck_assert_int_eq(chmod(dir, 01777), 0);
+		ck_assert_int_eq(chown(file, pw->pw_uid, (gid_t)-1), 0);
+	} else if (_i == 1) {
+		ck_assert_int_eq(chmod(file, 0664), 0);
+	} else if (_i == 2) {
+		ck_assert_int_eq(chmod(dir, 0775), 0);
+	}
+	if (_i == 0 || _i == 3)
+		snprintf(owner, sizeof(owner), "owned by %s (uid %u)", pw->pw_name,
+			 (unsigned int)pw->pw_uid);
+	snprintf(safe, sizeof(safe), "add %s to ASP_SAFE_DIRS", dir);
+
+	snprintf(run_cwd, sizeof(run_cwd), "%s", dir);
+	r = run_argv(NULL, 0, ARGS(bin, "echo hi"));
+	d = run_argv(NULL, 0, direct);
+	ck_assert_msg(r.status == 251, "status %d: %s", r.status, r.err);
+	assert_one_error_line(&r, file);
+	assert_one_error_line(&r, "not trusted");
+	assert_one_error_line(&r, owner);
+	assert_one_error_line(&r, "ASP_CONFIG");
+	assert_one_error_line(&r, safe);
+	ck_assert_int_eq(d.status, r.status);
+	ck_assert_str_eq(d.err, r.err);
+	ck_assert_str_eq(r.out, "");
+	result_free(&r);
+	result_free(&d);
+	ck_assert_int_eq(find_masters(NULL, 0), 0);
+
+	/* Listed in ASP_SAFE_DIRS, it is used (through a master, as any discovered file). */
+	setenv("ASP_SAFE_DIRS", dir, 1);
+	r = run_argv(NULL, 0, ARGS(bin, "echo hi"));
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_str_eq(r.out, "hi\n");
+	result_free(&r);
+	ck_assert_int_eq(find_masters(NULL, 0), 1);
+	unsetenv("ASP_SAFE_DIRS");
+
+	/* Named explicitly, by --config or ASP_CONFIG, it is the caller's choice. */
+	r = run_argv(NULL, 0, ARGS(bin, "--config", file, "--no-master", "echo hi"));
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	ck_assert_str_eq(r.out, "hi\n");
+	result_free(&r);
+	setenv("ASP_CONFIG", file, 1);
+	r = run_argv(NULL, 0, ARGS(bin, "--no-master", "echo hi"));
+	ck_assert_msg(r.status == 0, "status %d: %s", r.status, r.err);
+	result_free(&r);
+	unsetenv("ASP_CONFIG");
+	if (_i != 0) {
+		run_cwd[0] = '\0';
+		return;
+	}
+
+	/* What a planted file says never runs: its proxy command would run as us. */
+	snprintf(marker, sizeof(marker), "%s/proxy-ran", fx.dir);
+	snprintf(extra, sizeof(extra), "\"x-asp-proxy-command\": \"touch %s\"", marker);
+	ck_assert_int_eq(fx_write_config(&fx, file, &(fx_config_opts){ .extra = extra }), 0);
+	ck_assert_int_eq(chown(file, pw->pw_uid, (gid_t)-1), 0);
+	r = run_argv(NULL, 0, ARGS(bin, "echo hi"));
+	d = run_argv(NULL, 0, direct);
+	ck_assert_int_eq(r.status, 251);
+	ck_assert_int_eq(d.status, 251);
+	result_free(&r);
+	result_free(&d);
+	ck_assert_msg(access(marker, F_OK) != 0, "the planted proxy command ran");
+	run_cwd[0] = '\0';
+}
+END_TEST
+
 START_TEST(test_check)
 {
 	char fpr[128], path[400];
@@ -1486,6 +1586,7 @@ Suite *suite_cli(void)
 	tcase_add_test(one, test_failure_exit_codes);
 	tcase_add_test(one, test_usage_errors);
 	tcase_add_test(one, test_discovery);
+	tcase_add_loop_test(one, test_discovery_untrusted, 0, 4);
 	tcase_add_test(one, test_check);
 	tcase_add_test(one, test_example_agent);
 	suite_add_tcase(s, one);

@@ -12,6 +12,7 @@
  * its own known_hosts path; servers are started per test.
  */
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -44,6 +46,7 @@ static struct {
 } T;
 
 static fx_sshd fx;     /* the server of the test (started by start_server) */
+static fx_sshd fx2;    /* a second server, for tests that need two */
 static pid_t agent_pid; /* ssh-agent started by the test, 0 when none */
 
 static void setup(void)
@@ -54,6 +57,7 @@ static void setup(void)
 	char tmpl[] = "/tmp/asp-trust.XXXXXX", home[PATH_MAX + 8], xdg[PATH_MAX + 8];
 
 	memset(&fx, 0, sizeof(fx));
+	memset(&fx2, 0, sizeof(fx2));
 	agent_pid = 0;
 	ck_assert_ptr_nonnull(mkdtemp(tmpl));
 	snprintf(T.tmp, sizeof(T.tmp), "%s", tmpl);
@@ -81,6 +85,7 @@ static void teardown(void)
 {
 	stop_agent();
 	fx_sshd_stop(&fx);
+	fx_sshd_stop(&fx2);
 	if (T.tmp[0])
 		fx_run("rm -rf '%s'", T.tmp);
 }
@@ -655,6 +660,158 @@ START_TEST(test_tofu_changed_key_fails_closed)
 	/* Fail closed: the new key was not recorded, nothing was rewritten. */
 	assert_file_equals(T.kh, entry);
 	assert_no_temp_files();
+}
+END_TEST
+
+/* ------------------------------------------------------------ two keys, one name */
+
+/*
+ * A config for `server` that records its key under [127.0.0.1]:name_port:
+ * x-asp-proxy-command reaches the server (a real sshd) on its own port, so
+ * two servers with different host keys answer for the same name.
+ */
+static void write_named_config(char *out, size_t outlen, const char *file, const fx_sshd *server,
+			       int name_port)
+{
+	char extra[300];
+
+	tmp_path(out, outlen, "%s", file);
+	snprintf(extra, sizeof(extra),
+		 "\"x-asp-proxy-command\": \"exec bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d; "
+		 "cat <&3 & exec cat >&3'\"", server->port);
+	ck_assert_int_eq(fx_write_config(server, out, &(fx_config_opts){ .host_key = FX_OMIT,
+		.port = name_port, .extra = extra }), 0);
+}
+
+/* How many descriptors of this process are open on `path`. */
+static int fds_open_on(const char *path)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d))) {
+		char link[300], target[PATH_MAX];
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		n += !strcmp(target, path);
+	}
+	closedir(d);
+	return n;
+}
+
+typedef struct racer {
+	const char *config;
+	asp_sandbox *sb;
+	asp_error err;
+	int rc;
+	pthread_t thread;
+} racer;
+
+static void *race_open(void *arg)
+{
+	racer *r = arg;
+
+	r->rc = open_config(&r->sb, r->config, 0, &r->err);
+	return NULL;
+}
+
+/*
+ * Two servers with different host keys, one name, first use at the same
+ * moment. A second process holds the store's lock until both connections
+ * have found the name unknown and wait to record their key, so both reach
+ * the read-modify-write. Exactly one key is recorded; the other connection
+ * fails closed with ASP_EHOSTKEY (expected the recorded key, got its own);
+ * the store is one well-formed line; later opens agree.
+ */
+START_TEST(test_tofu_race_two_keys)
+{
+	char cfg[2][PATH_MAX], fpr[2][128], lock[PATH_MAX + 8], entry[700], c;
+	racer r[2];
+	int ready[2], hold[2], win, lose, status;
+	long long until;
+	pid_t holder;
+	char *text;
+
+	start_server();
+	ck_assert_int_eq(fx_sshd_start(&fx2), 0);
+	host_fingerprint(fpr[0], sizeof(fpr[0]));
+	ck_assert_int_eq(fx_host_fingerprint(&fx2, fpr[1], sizeof(fpr[1])), 0);
+	ck_assert_str_ne(fpr[0], fpr[1]);
+	write_named_config(cfg[0], sizeof(cfg[0]), "a.json", &fx, fx.port);
+	write_named_config(cfg[1], sizeof(cfg[1]), "b.json", &fx2, fx.port);
+	snprintf(lock, sizeof(lock), "%s.lock", T.kh);
+
+	/* The holder: a real second process with the store's lock. */
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(hold), 0);
+	holder = fork();
+	ck_assert_int_ge(holder, 0);
+	if (holder == 0) {
+		int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+		close(ready[0]);
+		close(hold[1]);
+		if (fd < 0 || flock(fd, LOCK_EX) || write(ready[1], "L", 1) != 1)
+			_exit(1);
+		while (read(hold[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+
+	memset(r, 0, sizeof(r));
+	for (int i = 0; i < 2; i++) {
+		r[i].config = cfg[i];
+		ck_assert_int_eq(pthread_create(&r[i].thread, NULL, race_open, &r[i]), 0);
+	}
+	/* Both wait on the lock: each has the lock file open. */
+	for (until = fx_now_ms() + 4000; fds_open_on(lock) < 2 && fx_now_ms() < until;)
+		fx_sleep_ms(5);
+	ck_assert_msg(fds_open_on(lock) == 2, "the two first uses did not both reach the store's lock");
+	ck_assert_int_eq(kill(holder, 0), 0);
+	close(hold[1]); /* let go */
+	ck_assert_int_eq(waitpid(holder, &status, 0), holder);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_join(r[i].thread, NULL), 0);
+
+	ck_assert_msg((r[0].rc == ASP_OK) != (r[1].rc == ASP_OK), "expected one success: %s / %s",
+		      r[0].rc ? r[0].err.message : "ok", r[1].rc ? r[1].err.message : "ok");
+	win = r[0].rc == ASP_OK ? 0 : 1;
+	lose = 1 - win;
+	ck_assert_msg(r[lose].rc == ASP_EHOSTKEY, "%s: %s", asp_error_name(r[lose].rc),
+		      r[lose].err.message);
+	ck_assert_ptr_null(r[lose].sb);
+	assert_contains(r[lose].err.message, T.kh);
+	assert_contains(r[lose].err.message, fpr[win]);  /* expected */
+	assert_contains(r[lose].err.message, fpr[lose]); /* got */
+	ck_assert_int_eq(info_of(r[win].sb).trust, ASP_TRUST_FIRST_USE);
+	ck_assert_str_eq(info_of(r[win].sb).host_key_fingerprint, fpr[win]);
+	asp_close(r[win].sb);
+
+	/* One line: the winner's key under the shared name. */
+	snprintf(entry, sizeof(entry), "[127.0.0.1]:%d %s\n", fx.port,
+		 win == 0 ? fx.host_key_line : fx2.host_key_line);
+	assert_file_equals(T.kh, entry);
+	assert_no_temp_files();
+	text = read_text(T.kh);
+	ck_assert_int_eq(count(text, "\n"), 1);
+	free(text);
+
+	/* Afterwards: the winner is known, the loser still refused, the store unchanged. */
+	assert_opens(cfg[win], ASP_TRUST_KNOWN, ASP_AUTH_PUBLICKEY);
+	open_fails(cfg[lose], ASP_EHOSTKEY, &r[lose].err);
+	assert_file_equals(T.kh, entry);
 }
 END_TEST
 
@@ -1246,6 +1403,7 @@ Suite *suite_trust(void)
 	tcase_add_test(tc, test_tofu_first_use_then_known);
 	tcase_add_test(tc, test_tofu_changed_key_fails_closed);
 	tcase_add_test(tc, test_tofu_revoked);
+	tcase_add_test(tc, test_tofu_race_two_keys);
 	tcase_add_test(tc, test_known_hosts_env);
 	tcase_add_test(tc, test_lazy_does_not_connect);
 

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
+#include <pwd.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -428,26 +429,34 @@ static void remove_root(void)
  * Tests here chdir and set ASP_CONFIG. Each runs in its own process unless
  * CK_FORK=no (e.g. under valgrind), so put both back after each test.
  */
-static char g_cwd[PATH_MAX], *g_env;
+static char g_cwd[PATH_MAX], *g_env, *g_safe;
 
 static void save_process_state(void)
 {
-	const char *env = getenv("ASP_CONFIG");
+	const char *env = getenv("ASP_CONFIG"), *safe = getenv("ASP_SAFE_DIRS");
 
 	ck_assert_ptr_nonnull(getcwd(g_cwd, sizeof(g_cwd)));
 	g_env = env ? strdup(env) : NULL;
+	g_safe = safe ? strdup(safe) : NULL;
+	unsetenv("ASP_SAFE_DIRS");
+}
+
+static void restore_var(const char *name, char **saved)
+{
+	if (*saved)
+		setenv(name, *saved, 1);
+	else
+		unsetenv(name);
+	free(*saved);
+	*saved = NULL;
 }
 
 static void restore_process_state(void)
 {
 	if (chdir(g_cwd) != 0)
 		fprintf(stderr, "cannot return to %s\n", g_cwd);
-	if (g_env)
-		setenv("ASP_CONFIG", g_env, 1);
-	else
-		unsetenv("ASP_CONFIG");
-	free(g_env);
-	g_env = NULL;
+	restore_var("ASP_CONFIG", &g_env);
+	restore_var("ASP_SAFE_DIRS", &g_safe);
 }
 
 /* g_root/<rel>, as a static buffer (a few in rotation). */
@@ -741,6 +750,244 @@ START_TEST(test_find_env_missing_target)
 }
 END_TEST
 
+/*
+ * Trust. A .asp.json found by discovery is used only when it and its
+ * directory (for a symlink: the link, its directory, the file it names and
+ * that file's directory) belong to the current user or root and only their
+ * owner can write them. Otherwise ASP_ECONFIG names the file, its owner and
+ * both ways to trust it; ASP_SAFE_DIRS and an explicit ASP_CONFIG do.
+ */
+
+/* A copy of at(rel): at()'s buffers are reused. */
+#define AT(buf, rel) snprintf((buf), sizeof(buf), "%s", at(rel))
+
+/* "name (uid N)" as the message shows it. */
+static void user_text(char *out, size_t n, uid_t uid)
+{
+	struct passwd *pw = getpwuid(uid);
+
+	ck_assert_ptr_nonnull(pw);
+	snprintf(out, n, "%s (uid %u)", pw->pw_name, (unsigned int)uid);
+}
+
+static uid_t uid_of(const char *name)
+{
+	struct passwd *pw = getpwnam(name);
+
+	ck_assert_msg(pw != NULL, "no user %s (tools/setup-deps.sh creates asp-test)", name);
+	return pw->pw_uid;
+}
+
+/* Changing owners needs root; the tests run as root (see tests/fixture). */
+static int can_chown(const char *test)
+{
+	if (geteuid() == 0)
+		return 1;
+	fprintf(stderr, "%s: the parts with files of other users skipped (not root)\n", test);
+	return 0;
+}
+
+#define assert_has(msg, needle) \
+	ck_assert_msg(strstr((msg), (needle)) != NULL, "expected \"%s\" in: %s", (needle), (msg))
+
+/* Discovery from start stops at file (in dir) and refuses it, naming `reason` and the remedies. */
+static void assert_untrusted(const char *start, const char *file, const char *dir,
+			     const char *reason)
+{
+	asp_error err = { 0 };
+	char head[PATH_MAX + 64], remedy[PATH_MAX + 64];
+	int rc;
+
+	ck_assert_ptr_null(find(start, &err, &rc));
+	ck_assert_msg(rc == ASP_ECONFIG, "%s: got %d: %s", file, rc, err.message);
+	snprintf(head, sizeof(head), "%s: not trusted: ", file);
+	ck_assert_msg(!strncmp(err.message, head, strlen(head)), "message: %s", err.message);
+	assert_has(err.message, reason);
+	assert_has(err.message, "name it explicitly (ASP_CONFIG");
+	snprintf(remedy, sizeof(remedy), "add %s to ASP_SAFE_DIRS", dir);
+	assert_has(err.message, remedy);
+}
+
+static void assert_found(const char *start, const char *want)
+{
+	asp_error err = { 0 };
+	char *found;
+	int rc;
+
+	found = find(start, &err, &rc);
+	ck_assert_msg(rc == 0, "%s: %s", want, err.message);
+	ck_assert_str_eq(found, want);
+	asp_free(found);
+}
+
+/* Each way to trust an untrusted file: ASP_SAFE_DIRS (exact, listed, "*") and an explicit path. */
+static void assert_trust_overrides(const char *start, const char *file, const char *dir,
+				   const char *reason)
+{
+	char list[2 * PATH_MAX];
+	asp_error err = { 0 };
+
+	setenv("ASP_SAFE_DIRS", dir, 1);
+	assert_found(start, file);
+	snprintf(list, sizeof(list), "/nonexistent:%s/:/elsewhere", dir);
+	setenv("ASP_SAFE_DIRS", list, 1);
+	assert_found(start, file);
+	setenv("ASP_SAFE_DIRS", "*", 1);
+	assert_found(start, file);
+	/* Relative entries and other directories trust nothing. */
+	snprintf(list, sizeof(list), "%s:/nonexistent", dir + 1);
+	setenv("ASP_SAFE_DIRS", list, 1);
+	assert_untrusted(start, file, dir, reason);
+	unsetenv("ASP_SAFE_DIRS");
+
+	/* Named explicitly, it is the caller's choice, and it loads. */
+	setenv("ASP_CONFIG", file, 1);
+	assert_found(start, file);
+	unsetenv("ASP_CONFIG");
+	ck_assert_msg(asp_check_config(file, &err) == 0, "%s", err.message);
+	assert_untrusted(start, file, dir, reason);
+}
+
+/* Another user's file in a sticky world-writable directory (like /tmp). */
+START_TEST(test_find_foreign_owner)
+{
+	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
+	char reason[128], start[PATH_MAX + 64];
+
+	AT(dir, "owner/shared");
+	AT(file, "owner/shared/.asp.json");
+	unsetenv("ASP_CONFIG");
+	if (!can_chown("test_find_foreign_owner"))
+		return;
+	make_dirs("owner/shared/sub");
+	ck_assert_int_eq(chmod(dir, 01777), 0);
+	write_file(at("owner/.asp.json"), good); /* trusted, but never reached */
+	write_file(file, good);
+	AT(start, "owner/shared/sub");
+
+	/* Control: our own file in a sticky directory is used (others cannot replace it). */
+	assert_found(start, file);
+
+	ck_assert_int_eq(chown(file, uid_of("asp-test"), (gid_t)-1), 0);
+	user_text(reason, sizeof(reason), uid_of("asp-test"));
+	assert_untrusted(start, file, dir, reason);
+	assert_trust_overrides(start, file, dir, reason);
+
+	/* The same directory without the sticky bit does not protect even our own file. */
+	ck_assert_int_eq(chown(file, 0, (gid_t)-1), 0);
+	ck_assert_int_eq(chmod(dir, 0777), 0);
+	assert_untrusted(start, file, dir, "which group or others can write (mode 0777)");
+}
+END_TEST
+
+START_TEST(test_find_writable_file)
+{
+	static const mode_t modes[] = { 0664, 0646, 0666 };
+	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
+	char me[128], reason[256];
+
+	AT(dir, "wfile");
+	AT(file, "wfile/.asp.json");
+	unsetenv("ASP_CONFIG");
+	make_dirs("wfile");
+	write_file(file, good);
+	ck_assert_int_eq(chmod(file, 0644), 0);
+	assert_found(dir, file);
+	user_text(me, sizeof(me), geteuid());
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		ck_assert_int_eq(chmod(file, modes[i]), 0);
+		snprintf(reason, sizeof(reason),
+			 "owned by %s and writable by group or others (mode %04o)", me,
+			 (unsigned int)modes[i]);
+		assert_untrusted(dir, file, dir, reason);
+		assert_trust_overrides(dir, file, dir, reason);
+	}
+}
+END_TEST
+
+START_TEST(test_find_writable_dir)
+{
+	char dir[PATH_MAX + 64], file[PATH_MAX + 64];
+	char me[128], other[128], reason[PATH_MAX + 512];
+
+	AT(dir, "wdir/shared");
+	AT(file, "wdir/shared/.asp.json");
+	unsetenv("ASP_CONFIG");
+	make_dirs("wdir/shared");
+	write_file(file, good);
+	ck_assert_int_eq(chmod(file, 0644), 0);
+	user_text(me, sizeof(me), geteuid());
+
+	ck_assert_int_eq(chmod(dir, 0775), 0);
+	snprintf(reason, sizeof(reason),
+		 "owned by %s, in %s, which group or others can write (mode 0775)", me, dir);
+	assert_untrusted(dir, file, dir, reason);
+	assert_trust_overrides(dir, file, dir, reason);
+
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	assert_found(dir, file);
+
+	/* A directory of another user: they can rename our file away and put theirs. */
+	if (!can_chown("test_find_writable_dir"))
+		return;
+	ck_assert_int_eq(chown(dir, uid_of("asp-test"), (gid_t)-1), 0);
+	user_text(other, sizeof(other), uid_of("asp-test"));
+	snprintf(reason, sizeof(reason), "owned by %s, in %s, owned by %s", me, dir, other);
+	assert_untrusted(dir, file, dir, reason);
+	assert_trust_overrides(dir, file, dir, reason);
+}
+END_TEST
+
+/* A symlinked .asp.json: judged by the link and its directory, and by the file it names and its directory. */
+START_TEST(test_find_symlink_to_foreign)
+{
+	char work[PATH_MAX + 64], link[PATH_MAX + 64];
+	char target[PATH_MAX + 64], tdir[PATH_MAX + 64];
+	char reason[PATH_MAX + 256], other[128];
+
+	AT(work, "sym/work");
+	AT(link, "sym/work/.asp.json");
+	AT(target, "sym/foreign/sandbox.json");
+	AT(tdir, "sym/foreign");
+	unsetenv("ASP_CONFIG");
+	make_dirs("sym/work");
+	make_dirs("sym/foreign");
+	write_file(target, good);
+	ck_assert_int_eq(chmod(target, 0644), 0);
+	ck_assert_int_eq(symlink("../foreign/sandbox.json", link), 0);
+	assert_found(work, link);
+
+	/* The file it points to is writable by others, or sits where others can write. */
+	ck_assert_int_eq(chmod(target, 0666), 0);
+	snprintf(reason, sizeof(reason), "a symbolic link to %s, owned by ", target);
+	assert_untrusted(work, link, work, reason);
+	assert_untrusted(work, link, work, "writable by group or others (mode 0666)");
+	ck_assert_int_eq(chmod(target, 0644), 0);
+	ck_assert_int_eq(chmod(tdir, 0777), 0);
+	snprintf(reason, sizeof(reason), "in %s, which group or others can write (mode 0777)", tdir);
+	assert_untrusted(work, link, work, reason);
+	ck_assert_int_eq(chmod(tdir, 0755), 0);
+	assert_found(work, link);
+
+	if (!can_chown("test_find_symlink_to_foreign"))
+		return;
+	/* It points to another user's file. */
+	user_text(other, sizeof(other), uid_of("nobody"));
+	ck_assert_int_eq(chown(target, uid_of("nobody"), (gid_t)-1), 0);
+	snprintf(reason, sizeof(reason), "a symbolic link to %s, owned by %s", target, other);
+	assert_untrusted(work, link, work, reason);
+	assert_trust_overrides(work, link, work, reason);
+	ck_assert_int_eq(chown(target, 0, (gid_t)-1), 0);
+	assert_found(work, link);
+
+	/* The link itself was made by another user. */
+	ck_assert_int_eq(lchown(link, uid_of("nobody"), (gid_t)-1), 0);
+	snprintf(reason, sizeof(reason), "a symbolic link owned by %s", other);
+	assert_untrusted(work, link, work, reason);
+	assert_trust_overrides(work, link, work, reason);
+}
+END_TEST
+
 /* -------------------------------------------------- repository corpora */
 
 /* Check every file in dir whose name ends with suffix; returns how many. */
@@ -821,6 +1068,10 @@ Suite *suite_config(void)
 	tcase_add_test(tc, test_find_symlink);
 	tcase_add_test(tc, test_find_env_override);
 	tcase_add_test(tc, test_find_env_missing_target);
+	tcase_add_test(tc, test_find_foreign_owner);
+	tcase_add_test(tc, test_find_writable_file);
+	tcase_add_test(tc, test_find_writable_dir);
+	tcase_add_test(tc, test_find_symlink_to_foreign);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("corpus");

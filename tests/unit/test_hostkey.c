@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -1148,6 +1149,187 @@ START_TEST(test_verify_concurrent_first_use)
 }
 END_TEST
 
+/* Changing owners needs root; the tests run as root (see tests/fixture). */
+static int running_as_root(const char *test)
+{
+	if (geteuid() == 0)
+		return 1;
+	fprintf(stderr, "%s: skipped, needs root to give files to another user\n", test);
+	return 0;
+}
+
+static uid_t nobody_uid(void)
+{
+	struct passwd *pw = getpwnam("nobody");
+
+	ck_assert_ptr_nonnull(pw);
+	return pw->pw_uid;
+}
+
+#define assert_has(msg, needle) \
+	ck_assert_msg(strstr((msg), (needle)) != NULL, "expected \"%s\" in: %s", (needle), (msg))
+
+/* A store another user owns is theirs to edit: not trusted, even for a matching key. */
+START_TEST(test_verify_refuses_foreign_store)
+{
+	char *kh = path_in("known_hosts"), *link = path_in("link_known_hosts"), text[8192];
+	char owner[128];
+	unsigned char *after;
+	size_t n;
+	asp_error err = { 0, "" };
+	int first = 0;
+	key k;
+
+	if (!running_as_root("test_verify_refuses_foreign_store"))
+		return;
+	gen_key(&k, "k", "-t ed25519");
+	snprintf(text, sizeof(text), "[127.0.0.1]:2222 ssh-ed25519 %s\n", k.b64);
+	write_file(kh, text, 0644);
+	/* Control: ours, it is trusted. */
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), 0);
+	ck_assert_int_eq(chown(kh, nobody_uid(), (gid_t)-1), 0);
+	snprintf(owner, sizeof(owner), "owned by nobody (uid %u)", (unsigned int)nobody_uid());
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), ASP_ECONFIG);
+	assert_has(err.message, kh);
+	assert_has(err.message, owner);
+	assert_has(err.message, "refusing to trust it");
+	/* Nor is a new host recorded in it. */
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "new", 22, k.blob, k.len, &err),
+			 ASP_ECONFIG);
+	ck_assert_int_eq(first, 0);
+	/* Reached through a symlink of ours, it is still theirs. */
+	ck_assert_int_eq(symlink(kh, link), 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, link, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), ASP_ECONFIG);
+	assert_has(err.message, owner);
+	after = read_file(kh, &n);
+	ck_assert_str_eq((char *)after, text);
+	free(after);
+	key_free(&k);
+}
+END_TEST
+
+/* A symlink planted as the lock file is not followed: nothing is created where it points. */
+START_TEST(test_verify_lock_symlink_planted)
+{
+	char *kh = path_in("known_hosts"), *lock = path_in("known_hosts.lock");
+	char *victim = path_in("victim"), *existing = path_in("existing");
+	asp_error err = { 0, "" };
+	int first = 0;
+	key k;
+
+	gen_key(&k, "k", "-t ed25519");
+	ck_assert_int_eq(symlink(victim, lock), 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), ASP_ECONFIG);
+	assert_has(err.message, lock);
+	assert_has(err.message, "is a symbolic link; refusing to follow it");
+	ck_assert_int_eq(access(victim, F_OK), -1);
+	ck_assert_int_eq(access(kh, F_OK), -1);
+	ck_assert_int_eq(first, 0);
+
+	/* Pointing at a file that exists, the same. */
+	write_file(existing, "keep\n", 0600);
+	ck_assert_int_eq(unlink(lock), 0);
+	ck_assert_int_eq(symlink(existing, lock), 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), ASP_ECONFIG);
+	assert_has(err.message, lock);
+	ck_assert_int_eq(access(kh, F_OK), -1);
+
+	/* Control: once it is gone, the first use is recorded. */
+	ck_assert_int_eq(unlink(lock), 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), 0);
+	ck_assert_int_eq(first, 1);
+	key_free(&k);
+}
+END_TEST
+
+/* A lock file another user planted is one they could hold forever: refused. */
+START_TEST(test_verify_lock_foreign_owner)
+{
+	char *kh = path_in("known_hosts"), *lock = path_in("known_hosts.lock"), owner[128];
+	asp_error err = { 0, "" };
+	int first = 0;
+	key k;
+
+	if (!running_as_root("test_verify_lock_foreign_owner"))
+		return;
+	gen_key(&k, "k", "-t ed25519");
+	write_file(lock, "", 0600);
+	ck_assert_int_eq(chown(lock, nobody_uid(), (gid_t)-1), 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), ASP_ECONFIG);
+	snprintf(owner, sizeof(owner), "owned by nobody (uid %u)", (unsigned int)nobody_uid());
+	assert_has(err.message, lock);
+	assert_has(err.message, owner);
+	ck_assert_int_eq(access(kh, F_OK), -1);
+	ck_assert_int_eq(chown(lock, 0, (gid_t)-1), 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), 0);
+	ck_assert_int_eq(first, 1);
+	key_free(&k);
+}
+END_TEST
+
+/*
+ * Another process holds the lock and does not let go: a first use gives
+ * up with an error naming the lock file instead of waiting forever.
+ */
+START_TEST(test_verify_lock_held_gives_up)
+{
+	char *kh = path_in("known_hosts"), *lock = path_in("known_hosts.lock");
+	asp_error err = { 0, "" };
+	int ready[2], hold[2], first = 0, status;
+	char c;
+	pid_t pid;
+	key k;
+
+	gen_key(&k, "k", "-t ed25519");
+	ck_assert_int_eq(pipe(ready), 0);
+	ck_assert_int_eq(pipe(hold), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open(lock, O_RDWR | O_CREAT, 0600);
+
+		close(ready[0]);
+		close(hold[1]);
+		if (fd < 0 || flock(fd, LOCK_EX) || write(ready[1], "L", 1) != 1)
+			_exit(1);
+		/* Hold it until the parent closes the pipe. */
+		while (read(hold[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	close(hold[0]);
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	ck_assert_int_eq(kill(pid, 0), 0); /* the holder is alive */
+
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), ASP_ETIMEOUT);
+	assert_has(err.message, lock);
+	assert_has(err.message, "still held by another process");
+	ck_assert_int_eq(first, 0);
+	ck_assert_int_eq(access(kh, F_OK), -1);
+	ck_assert_int_eq(kill(pid, 0), 0); /* it failed while the lock was still held */
+
+	/* Released, the same call records the key. */
+	close(hold[1]);
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(asp__known_hosts_verify(&first, kh, "127.0.0.1", 2222, k.blob, k.len,
+						 &err), 0);
+	ck_assert_int_eq(first, 1);
+	close(ready[0]);
+	key_free(&k);
+}
+END_TEST
+
 Suite *suite_hostkey(void);
 Suite *suite_hostkey(void)
 {
@@ -1192,6 +1374,10 @@ Suite *suite_hostkey(void)
 	tcase_add_test(store, test_verify_store_paths);
 	tcase_add_test(store, test_verify_bad_arguments);
 	tcase_add_test(store, test_verify_concurrent_first_use);
+	tcase_add_test(store, test_verify_refuses_foreign_store);
+	tcase_add_test(store, test_verify_lock_symlink_planted);
+	tcase_add_test(store, test_verify_lock_foreign_owner);
+	tcase_add_test(store, test_verify_lock_held_gives_up);
 	suite_add_tcase(s, store);
 	return s;
 }

@@ -13,8 +13,9 @@
  *   asp-exec-core  links libasp: runs a request directly (--no-master, or
  *                  when no master can be used), --check, and is the master.
  *
- *   opts.c      options -> cli_options (both)
- *   discover.c  the front's configuration discovery, libasp's rules (both)
+ *   opts.c      options -> cli_options; the configuration to use (both)
+ *   libasp/discover.c  libasp's discovery, libc only: the front compiles
+ *               it, the core has it in libasp
  *   client.c    a request through the master, starting it (both)
  *   proto.c     the master's wire format; the request type (both)
  *   rundir.c    the private per-user directory and socket names (both)
@@ -102,10 +103,11 @@ void cli_say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 
 /*
  * The configuration libasp would use, as an absolute path (malloc'd):
- * realpath(given) for --config, else $ASP_CONFIG, else the first
- * .asp.json from the current directory up. NULL when that is not certain
- * (nothing found, an unusable candidate, an error): then asp-exec-core
- * runs the call and libasp reports the problem.
+ * realpath(given) for --config, else what libasp's discovery finds
+ * ($ASP_CONFIG, else the first .asp.json from the current directory up,
+ * when trusted). NULL when there is none to use (nothing found, an
+ * unusable or untrusted candidate, an error): then asp-exec-core runs the
+ * call and libasp reports the problem.
  */
 char *cli_discover(const char *given);
 

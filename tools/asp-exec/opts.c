@@ -1,6 +1,7 @@
 /*
  * opts.c - asp-exec's options, shared by the front and the core (which
- * gets the same arguments when the front hands a call over).
+ * gets the same arguments when the front hands a call over), and the
+ * configuration they name or discovery finds.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -8,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "discover.h"
 
 enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
        OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD };
@@ -239,4 +242,23 @@ void cli_options_free(cli_options *o)
 {
 	cli_request_free(o->req);
 	free(o->config);
+}
+
+/*
+ * The configuration a call uses, found by libasp's own discovery code
+ * (libasp/discover.c, compiled into the front too), so that both always
+ * agree. Whenever it cannot answer, NULL sends the call to asp-exec-core,
+ * where libasp searches again and reports the problem.
+ */
+char *cli_discover(const char *given)
+{
+	char path[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX];
+	struct stat st;
+
+	if (given) /* already absolute when it exists (cli_parse) */
+		return given[0] == '/' && stat(given, &st) == 0 && S_ISREG(st.st_mode) ?
+			       strdup(given) : NULL;
+	if (asp__discover(path, sizeof(path), NULL, why, sizeof(why)))
+		return NULL;
+	return strdup(path);
 }
