@@ -325,6 +325,38 @@ START_TEST(test_list_decode_truncated)
 }
 END_TEST
 
+/* An SFTP STATUS reply's message string is the server's text: escaped in the message. */
+START_TEST(test_sftp_status_message_escaped)
+{
+	static const int codes[] = { SSH_FX_FAILURE, SSH_FX_BAD_MESSAGE, SSH_FX_OP_UNSUPPORTED };
+	const char *said = "\x1b]0;owned\x07\x1b[2J\r\nFAKE: line\xc2\x9b\xe2\x80\xae";
+
+	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+		body b = { .n = 0 };
+		asp_sftp_reply r;
+		asp_error e = { 0 };
+		int rc;
+
+		put32(&b, (uint32_t)codes[i]);
+		put32(&b, (uint32_t)strlen(said));
+		memcpy(b.d + b.n, said, strlen(said));
+		b.n += strlen(said);
+		put32(&b, 0); /* language tag */
+		r.type = SSH_FXP_STATUS;
+		r.id = 7;
+		r.p = b.d;
+		r.len = b.n;
+		rc = asp__sftp_fail(&r, ASP_EIO, &e, "remove", "/ws/f\x1b[0m");
+		ck_assert_msg(rc != ASP_OK && e.code == rc, "code %d: rc %d", codes[i], rc);
+		ck_assert_msg(clean(e.message), "code %d: raw control text: %s", codes[i],
+			      show(e.message, strlen(e.message)));
+		ck_assert_msg(strstr(e.message, "/ws/f\\x1b[0m"), "the path: %s", e.message);
+		ck_assert_msg(strstr(e.message, "\\x1b]0;owned\\x07") || codes[i] == SSH_FX_BAD_MESSAGE,
+			      "the server's words, escaped: %s", e.message);
+	}
+}
+END_TEST
+
 Suite *suite_text(void)
 {
 	Suite *s = suite_create("text");
@@ -338,6 +370,7 @@ Suite *suite_text(void)
 	tcase_add_test(tc, test_list_decode_rejects_impossible_names);
 	tcase_add_test(tc, test_list_decode_cap);
 	tcase_add_test(tc, test_list_decode_truncated);
+	tcase_add_test(tc, test_sftp_status_message_escaped);
 	suite_add_tcase(s, tc);
 	return s;
 }
