@@ -11,6 +11,10 @@
  *  - The last parameter is an optional, caller-owned `asp_error *err`; when
  *    not NULL it receives the code and a specific message naming the file,
  *    field or path involved. There is no hidden per-thread error state.
+ *    Text a message quotes from the caller or the sandbox (paths, names,
+ *    server messages, stderr) is escaped: control bytes, bidirectional
+ *    controls, invalid UTF-8 and '\\' appear as \\xNN, so a message holds no
+ *    terminal escape and no line break.
  *  - Memory that libasp returns is freed by libasp (asp_free, *_free);
  *    every *_free accepts NULL.
  *  - Options structs start with `unsigned int version`; initialise them with
@@ -452,7 +456,9 @@ typedef struct asp_list asp_list;
  * List the entries of a directory (without "." and ".."), sorted by name.
  * Symlinks are reported as ASP_TYPE_SYMLINK with the link's own metadata.
  * A directory with more than the handle's max_list_entries fails with
- * ASP_ELIMIT.
+ * ASP_ELIMIT. An entry name that is empty or holds '/' or a NUL byte (no
+ * file system makes one; a broken or hostile SFTP server could send it)
+ * fails the listing with ASP_EPROTO naming the directory.
  */
 ASP_EXTERN(int) asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path,
 			     const asp_call_options *opts, asp_error *err);

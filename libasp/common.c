@@ -371,21 +371,13 @@ int asp__is_env_name(const char *s)
 	return 1;
 }
 
-const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path)
-{
-	size_t n = strlen(path), half = ASP_PATH_SHOW_MAX / 2;
-
-	if (n <= ASP_PATH_SHOW_MAX) {
-		memcpy(out, path, n + 1);
-		return out;
-	}
-	memcpy(out, path, half);
-	memcpy(out + half, "...", 3);
-	memcpy(out + half + 3, path + n - (ASP_PATH_SHOW_MAX - half), ASP_PATH_SHOW_MAX - half + 1);
-	return out;
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0; C1 controls (U+0080..U+009F) count as invalid. */
+/*
+ * Length of the valid UTF-8 sequence at p (1..4), or 0. Counted as invalid
+ * (so each of their bytes is escaped): C1 controls (U+0080..U+009F), the
+ * line and paragraph separators (U+2028, U+2029, line breaks to some log
+ * viewers), and the bidirectional formatting controls (U+200E, U+200F,
+ * U+202A..U+202E, U+2066..U+2069), which reorder how a line is displayed.
+ */
 static size_t utf8_len(const unsigned char *p, size_t n)
 {
 	size_t len, i;
@@ -405,12 +397,48 @@ static size_t utf8_len(const unsigned char *p, size_t n)
 	if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
 	    (cp >= 0xd800 && cp <= 0xdfff) || cp < 0xa0)
 		return 0;
+	if (cp == 0x200e || cp == 0x200f || cp == 0x2028 || cp == 0x2029 ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069))
+		return 0;
 	return len;
+}
+
+/* The shown form of the character at p[0..n): into piece (up to 4 bytes); *adv bytes consumed. */
+static size_t show_piece(const unsigned char *p, size_t n, char piece[4], size_t *adv)
+{
+	static const char hex[] = "0123456789abcdef";
+
+	if (p[0] >= 0x20 && p[0] < 0x7f && p[0] != '\\') {
+		piece[0] = (char)p[0];
+		return *adv = 1;
+	}
+	if (p[0] >= 0x80 && (*adv = utf8_len(p, n))) {
+		memcpy(piece, p, *adv);
+		return *adv;
+	}
+	piece[0] = '\\';
+	piece[1] = 'x';
+	piece[2] = hex[p[0] >> 4];
+	piece[3] = hex[p[0] & 15];
+	*adv = 1;
+	return 4;
+}
+
+/* Bytes that asp__show_text makes of data, uncut. */
+static size_t shown_len(const unsigned char *p, size_t len)
+{
+	size_t i = 0, o = 0, adv;
+	char piece[4];
+
+	while (i < len) {
+		o += show_piece(p + i, len - i, piece, &adv);
+		i += adv;
+	}
+	return o;
 }
 
 const char *asp__show_text(char *out, size_t cap, const void *data, size_t len)
 {
-	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = data;
 	size_t o = 0, i = 0;
 
@@ -418,22 +446,8 @@ const char *asp__show_text(char *out, size_t cap, const void *data, size_t len)
 		return out;
 	while (i < len) {
 		char piece[4];
-		size_t pl, adv;
+		size_t adv, pl = show_piece(p + i, len - i, piece, &adv);
 
-		if (p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\') {
-			piece[0] = (char)p[i];
-			pl = adv = 1;
-		} else if (p[i] >= 0x80 && (adv = utf8_len(p + i, len - i))) {
-			memcpy(piece, p + i, adv);
-			pl = adv;
-		} else {
-			piece[0] = '\\';
-			piece[1] = 'x';
-			piece[2] = hex[p[i] >> 4];
-			piece[3] = hex[p[i] & 15];
-			pl = 4;
-			adv = 1;
-		}
 		/* Keep room for a "..." after the piece unless it is the last one. */
 		if (o + pl + (i + adv < len ? 3 : 0) + 1 > cap) {
 			if (o + 4 <= cap) {
@@ -447,6 +461,29 @@ const char *asp__show_text(char *out, size_t cap, const void *data, size_t len)
 		i += adv;
 	}
 	out[o] = '\0';
+	return out;
+}
+
+const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path)
+{
+	const unsigned char *p = (const unsigned char *)path;
+	size_t n = strlen(path), half = ASP_PATH_SHOW_MAX / 2, tail = ASP_PATH_SHOW_MAX - half;
+	size_t k, o, from;
+
+	if (shown_len(p, n) <= ASP_PATH_SHOW_MAX)
+		return asp__show_text(out, ASP_PATH_SHOW_MAX + 1, p, n);
+	/* The head, cut by asp__show_text with its "..." ... */
+	asp__show_text(out, half + 1, p, n);
+	o = strlen(out);
+	/* ... then the longest tail whose shown form fits, starting on a character. */
+	for (k = n < tail ? n : tail, from = n; k > 0; k--) {
+		from = n - k;
+		while (from < n && (p[from] & 0xc0) == 0x80 && from - (n - k) < 3)
+			from++;
+		if (shown_len(p + from, n - from) <= tail)
+			break;
+	}
+	asp__show_text(out + o, tail + 1, p + from, k ? n - from : 0);
 	return out;
 }
 

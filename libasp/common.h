@@ -102,18 +102,21 @@ int asp__random(void *buf, size_t n);
 int asp__is_env_name(const char *s);
 
 /*
- * A path for a message: as is up to ASP_PATH_SHOW_MAX bytes, else its head
- * and tail around "...", so that the reason after it still fits in an
- * asp_error. Returns out.
+ * A path for a message, escaped as asp__show_text does (a path may come
+ * from the agent or the sandbox): whole when that takes up to
+ * ASP_PATH_SHOW_MAX bytes, else its head and tail around "...", so that the
+ * reason after it still fits in an asp_error. Returns out.
  */
 #define ASP_PATH_SHOW_MAX 200
 const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path);
 
 /*
  * Text from the sandbox (server messages, stderr, names) for a message:
- * control bytes (C0, DEL, UTF-8-encoded C1), bytes that are not valid
- * UTF-8, and '\\' are shown as \\xNN, so nothing the sandbox sends can
- * drive the harness's terminal or forge lines in its logs. Writes at most
+ * control bytes (C0, DEL, UTF-8-encoded C1), the Unicode line and
+ * paragraph separators and bidirectional formatting controls, bytes that
+ * are not valid UTF-8, and '\\' are shown as \\xNN (each byte), so nothing
+ * the sandbox sends can drive the harness's terminal or forge lines in its
+ * logs. Writes at most
  * cap bytes including the NUL (cut at a whole escape, "..." marks a cut).
  * Returns out.
  */

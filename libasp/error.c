@@ -29,6 +29,7 @@ static const struct {
 	{ ASP_ENOSPC, "ASP_ENOSPC", "no space left on device" },
 	{ ASP_EPROTO, "ASP_EPROTO", "protocol error" },
 	{ ASP_EIO, "ASP_EIO", "input/output error" },
+	{ ASP_ELIMIT, "ASP_ELIMIT", "result exceeds a limit" },
 };
 
 const char *asp_strerror(int code)

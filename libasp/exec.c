@@ -87,12 +87,16 @@ int asp__cancel_fd(const asp_cancel *c)
 
 /* ------------------------------------------------------------ capture */
 
-/* One output stream: everything, or a head and a ring-buffered tail. */
+/*
+ * One output stream: everything, or a head and a ring-buffered tail. Both
+ * grow as output comes, never past their share of max_output, so a command
+ * that prints little costs little whatever the cap.
+ */
 typedef struct capture {
 	asp_buf head;
 	size_t head_max;        /* 0: unlimited */
-	unsigned char *tail;    /* ring of tail_max bytes */
-	size_t tail_max, tail_pos, tail_len;
+	unsigned char *tail;    /* linear until it holds tail_max bytes, then a ring of tail_max */
+	size_t tail_max, tail_cap, tail_pos, tail_len;
 	uint64_t total;
 } capture;
 
@@ -113,8 +117,26 @@ static int capture_init(capture *cp, size_t max)
 		return 0;
 	cp->head_max = (max + 1) / 2;
 	cp->tail_max = max - cp->head_max;
-	if (cp->tail_max && !(cp->tail = asp__malloc(cp->tail_max)))
+	return 0;
+}
+
+/* Make room for n more bytes in b, growing it no further than max + 1 (with the NUL). */
+static int grow_upto(asp_buf *b, size_t n, size_t max)
+{
+	size_t need = b->len + n + 1, nc;
+	unsigned char *p;
+
+	if (need <= b->cap)
+		return 0;
+	nc = b->cap ? b->cap : 4096;
+	while (nc < need)
+		nc = nc > SIZE_MAX / 2 ? need : nc * 2;
+	if (max < SIZE_MAX && nc > max + 1)
+		nc = max + 1 > need ? max + 1 : need;
+	if (!(p = asp__realloc(b->data, nc)))
 		return ASP_ENOMEM;
+	b->data = p;
+	b->cap = nc;
 	return 0;
 }
 
@@ -126,15 +148,36 @@ static int capture_put(capture *cp, const unsigned char *d, size_t n)
 	if (!cp->head_max)
 		return asp__buf_put(&cp->head, d, n);
 	take = cp->head_max - cp->head.len < n ? cp->head_max - cp->head.len : n;
-	if (take && asp__buf_put(&cp->head, d, take))
-		return ASP_ENOMEM;
+	if (take) {
+		if (grow_upto(&cp->head, take, cp->head_max))
+			return ASP_ENOMEM;
+		memcpy(cp->head.data + cp->head.len, d, take);
+		cp->head.len += take;
+		cp->head.data[cp->head.len] = '\0';
+	}
 	d += take;
 	n -= take;
-	if (!cp->tail_max)
+	if (!cp->tail_max || !n)
 		return 0;
 	if (n >= cp->tail_max) {
 		d += n - cp->tail_max;
 		n = cp->tail_max;
+	}
+	if (cp->tail_cap < cp->tail_max) {
+		/* Not yet a ring: the bytes are at [0, tail_len). Grow, doubling, up to tail_max. */
+		size_t need = cp->tail_len + n < cp->tail_max ? cp->tail_len + n : cp->tail_max;
+		if (need > cp->tail_cap) {
+			size_t nc = cp->tail_cap ? cp->tail_cap : 4096;
+			unsigned char *p;
+			while (nc < need)
+				nc = nc > cp->tail_max / 2 ? cp->tail_max : nc * 2;
+			if (nc > cp->tail_max)
+				nc = cp->tail_max;
+			if (!(p = asp__realloc(cp->tail, nc)))
+				return ASP_ENOMEM;
+			cp->tail = p;
+			cp->tail_cap = nc;
+		}
 	}
 	while (n) {
 		size_t at = (cp->tail_pos + cp->tail_len) % cp->tail_max;
@@ -155,11 +198,18 @@ static int capture_put(capture *cp, const unsigned char *d, size_t n)
 
 static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 {
-	size_t i;
+	size_t first = 0;
 
-	for (i = 0; i < cp->tail_len; i++)
-		if (asp__buf_put(&cp->head, cp->tail + (cp->tail_pos + i) % cp->tail_max, 1))
+	if (cp->tail_len) {
+		first = cp->tail_max - cp->tail_pos < cp->tail_len ? cp->tail_max - cp->tail_pos
+								 : cp->tail_len;
+		if (asp__buf_put(&cp->head, cp->tail + cp->tail_pos, first) ||
+		    asp__buf_put(&cp->head, cp->tail, cp->tail_len - first))
 			return ASP_ENOMEM;
+	}
+	asp__free(cp->tail);
+	cp->tail = NULL;
+	cp->tail_len = cp->tail_cap = cp->tail_pos = 0;
 	*out = asp__buf_detach(&cp->head, len);
 	return *out ? 0 : ASP_ENOMEM;
 }

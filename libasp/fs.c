@@ -12,6 +12,9 @@
 
 #include "sftp.h"
 
+/* A path for a message, escaped and shortened (asp__path_show); valid to the end of the statement's block. */
+#define SHOW(p) asp__path_show((char[ASP_PATH_SHOW_MAX + 4]){ 0 }, (p))
+
 #define IO_CHUNK 65536u   /* every SFTP server accepts 64 KiB reads and writes */
 #define MAX_INFLIGHT 64u  /* 4 MiB in flight, inside the 16 MiB channel window */
 
@@ -36,7 +39,7 @@ static int get_handle(asp_conn *c, uint32_t id, unsigned char *h, size_t *hl, co
 	if (r.type != SSH_FXP_HANDLE)
 		return asp__sftp_fail(&r, fallback, err, what, path);
 	if (asp__sftp_get_str(&r.p, &r.len, &s, &sl) || sl > 256)
-		return asp__error(err, ASP_EPROTO, "%s %s: malformed handle", what, path);
+		return asp__error(err, ASP_EPROTO, "%s %s: malformed handle", what, SHOW(path));
 	memcpy(h, s, sl);
 	*hl = sl;
 	return 0;
@@ -76,7 +79,7 @@ static int get_attrs(asp_conn *c, uint32_t id, asp_sftp_attrs *a, int *found, co
 	if (r.type == SSH_FXP_ATTRS) {
 		*found = 1;
 		if (asp__sftp_get_attrs(&r.p, &r.len, a))
-			return asp__error(err, ASP_EPROTO, "%s %s: malformed attributes", what, path);
+			return asp__error(err, ASP_EPROTO, "%s %s: malformed attributes", what, SHOW(path));
 		return 0;
 	}
 	*found = 0;
@@ -95,19 +98,55 @@ static int send_path(asp_conn *c, uint8_t type, const char *path, int discard, u
 
 /* ------------------------------------------------------------ read */
 
-int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, asp_buf *out,
-		 asp_error *err)
+/* Append to out, growing it no further than cap + 1 bytes (the data and the NUL). */
+static int put_capped(asp_buf *out, const unsigned char *d, size_t n, uint64_t cap)
+{
+	size_t need = out->len + n + 1, nc;
+	unsigned char *p;
+
+	if (need > out->cap) {
+		nc = out->cap ? out->cap : IO_CHUNK + 1;
+		while (nc < need)
+			nc = nc > SIZE_MAX / 2 ? need : nc * 2;
+		if (cap < SIZE_MAX && (uint64_t)nc > cap + 1)
+			nc = (size_t)cap + 1 > need ? (size_t)cap + 1 : need;
+		if (!(p = asp__realloc(out->data, nc)))
+			return ASP_ENOMEM;
+		out->data = p;
+		out->cap = nc;
+	}
+	memcpy(out->data + out->len, d, n);
+	out->len += n;
+	out->data[out->len] = '\0';
+	return 0;
+}
+
+static int too_big(asp_buf *out, const char *path, uint64_t cap, asp_error *err)
+{
+	asp__buf_free(out); /* nothing is returned: give the memory back now */
+	return asp__error(err, ASP_ELIMIT, "read %s: the file holds more than %llu bytes, the cap on "
+			  "one read; read it in ranges (offset and limit), or raise the cap "
+			  "(asp_open_options.max_read_bytes)", SHOW(path), (unsigned long long)cap);
+}
+
+int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
+		 asp_buf *out, asp_error *err)
 {
 	unsigned char h[256];
 	size_t hl, inflight = 0, window = 2;
 	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
 	uint64_t offs[MAX_INFLIGHT];
-	uint64_t next = offset, end = limit == ASP_READ_ALL ? UINT64_MAX : offset + limit;
-	uint32_t id;
-	int rc, eof = 0, skip = 0, short_end = 0;
+	/*
+	 * A caller asking for more than the cap gets the cap's worth plus one
+	 * byte, which tells whether the file holds more (then ASP_ELIMIT). No
+	 * READ goes out past that, so a small cap keeps few bytes in flight.
+	 */
+	int over = limit > cap;
+	uint64_t span = over ? cap + 1 : limit;
+	uint64_t next = offset, end = offset > UINT64_MAX - span ? UINT64_MAX : offset + span;
+	uint32_t id, fstat_id = 0;
+	int rc, eof = 0, skip = 0, short_end = 0, fstat_pending = 0;
 
-	if (limit != ASP_READ_ALL && offset > UINT64_MAX - limit)
-		end = UINT64_MAX;
 	if ((rc = asp__sftp_ensure(c, err)))
 		return rc;
 	asp__sftp_begin(c, SSH_FXP_OPEN);
@@ -120,6 +159,18 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	/* No file reaches past INT64_MAX (off_t); servers reject such offsets as malformed. */
 	if (offset > (uint64_t)INT64_MAX)
 		eof = 1;
+	/*
+	 * A regular file's size says at once whether it holds more than the cap:
+	 * ask along with the first READs (no extra round trip) and fail before
+	 * fetching the cap's worth. A device or pipe says 0: its bytes tell.
+	 */
+	if (over && !eof) {
+		asp__sftp_begin(c, SSH_FXP_FSTAT);
+		asp__sftp_str(c, h, hl);
+		if ((rc = asp__sftp_end(c, 0, &fstat_id, err)))
+			goto out;
+		fstat_pending = 1;
+	}
 
 	while (!eof || inflight) {
 		asp_sftp_reply r;
@@ -138,6 +189,19 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 			offs[inflight] = next;
 			lens[inflight++] = n;
 			next += n;
+		}
+		if (fstat_pending) {
+			asp_sftp_attrs a;
+			int found = 0;
+			fstat_pending = 0;
+			if ((rc = get_attrs(c, fstat_id, &a, &found, "read", path, err)))
+				goto out;
+			if (found && type_of(a.perm) == ASP_TYPE_FILE && (a.flags & SSH_FILEXFER_ATTR_SIZE) &&
+			    a.size > offset && a.size - offset > cap) {
+				rc = too_big(out, path, cap, err);
+				goto out;
+			}
+			continue;
 		}
 		if (!inflight)
 			break;
@@ -161,11 +225,15 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 			const unsigned char *d;
 			size_t dl;
 			if (asp__sftp_get_str(&r.p, &r.len, &d, &dl) || dl > want) {
-				rc = asp__error(err, ASP_EPROTO, "read %s: malformed data reply", path);
+				rc = asp__error(err, ASP_EPROTO, "read %s: malformed data reply", SHOW(path));
 				goto out;
 			}
-			if (asp__buf_put(out, d, dl)) {
-				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", path);
+			if (out->len + dl > cap) {
+				rc = too_big(out, path, cap, err);
+				goto out;
+			}
+			if (put_capped(out, d, dl, cap)) {
+				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", SHOW(path));
 				goto out;
 			}
 			if (dl < want) {
@@ -207,7 +275,7 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 			if (!asp__sftp_end(c, 0, &id, &e2) && !get_attrs(c, id, &a, &found, "stat", path, &e2) &&
 			    found) {
 				if (type_of(a.perm) == ASP_TYPE_DIR)
-					rc = asp__error(err, ASP_EISDIR, "read %s: is a directory", path);
+					rc = asp__error(err, ASP_EISDIR, "read %s: is a directory", SHOW(path));
 				else if ((a.flags & SSH_FILEXFER_ATTR_SIZE) && at >= a.size)
 					rc = 0; /* at or past the end of the file */
 			}
@@ -276,7 +344,7 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 		rc = asp__sftp_fail(&r, ASP_EIO, err, "mkdir", path);
 		if (rc == ASP_EIO && !send_path(c, SSH_FXP_LSTAT, path, 0, &id, NULL) &&
 		    !get_attrs(c, id, &a, &found, "mkdir", path, NULL) && found)
-			rc = asp__error(err, ASP_EEXIST, "mkdir %s: already exists", path);
+			rc = asp__error(err, ASP_EEXIST, "mkdir %s: already exists", SHOW(path));
 		return rc;
 	}
 	/* mkdir -p: every MKDIR at once, then one STAT tells whether it worked. */
@@ -286,9 +354,9 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 		return rc;
 	if (!found)
 		return asp__error(err, ASP_EACCES, "mkdir %s: could not create it or a parent "
-				  "(a parent is not writable or not a directory)", path);
+				  "(a parent is not writable or not a directory)", SHOW(path));
 	if (type_of(a.perm) != ASP_TYPE_DIR)
-		return asp__error(err, ASP_EEXIST, "mkdir %s: exists and is not a directory", path);
+		return asp__error(err, ASP_EEXIST, "mkdir %s: exists and is not a directory", SHOW(path));
 	return 0;
 }
 
@@ -404,7 +472,7 @@ static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigne
 		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->atomic, o->cancel, o->timeout_ms }, err);
 	}
 	if (rc == ASP_ENOENT)
-		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", path);
+		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
 	return rc;
 }
 
@@ -417,7 +485,7 @@ static int write_in_place(asp_conn *c, const char *path, const void *data, size_
 
 	if ((rc = open_for_write(c, path, SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC, h, &hl, o, err))) {
 		if (rc == ASP_EIO)
-			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", path);
+			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", SHOW(path));
 		return rc == ASP_EIO ? ASP_EISDIR : rc;
 	}
 	return write_and_close(c, h, hl, data, len, o->mode != 0, o->mode, path, err);
@@ -437,7 +505,7 @@ static int rename_over(asp_conn *c, const char *from, const char *to, int target
 		asp__sftp_begin(c, SSH_FXP_RENAME);
 	} else {
 		return asp__error(err, ASP_EPROTO, "rename %s: the SFTP server cannot replace files "
-				  "atomically (no posix-rename@openssh.com); write with atomic=0", to);
+				  "atomically (no posix-rename@openssh.com); write with atomic=0", SHOW(to));
 	}
 	asp__sftp_cstr(c, from);
 	asp__sftp_cstr(c, to);
@@ -497,12 +565,12 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		}
 	}
 	if (rc == ASP_ENOENT)
-		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", path);
+		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
 	if (rc)
 		goto out;
 	opened = handle = 1;
 	if (found && type_of(a.perm) == ASP_TYPE_DIR) {
-		rc = asp__error(err, ASP_EISDIR, "write %s: is a directory", path);
+		rc = asp__error(err, ASP_EISDIR, "write %s: is a directory", SHOW(path));
 		goto out;
 	}
 	if (found && type_of(a.perm) == ASP_TYPE_SYMLINK && depth < 8) {
@@ -594,7 +662,7 @@ int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, 
 	    (rc = get_attrs(c, id, &a, &found, "stat", path, err)))
 		return rc;
 	if (!found)
-		return asp__error(err, ASP_ENOENT, "stat %s: no such file or directory", path);
+		return asp__error(err, ASP_ENOENT, "stat %s: no such file or directory", SHOW(path));
 	to_stat(&a, out);
 	return 0;
 }
@@ -616,7 +684,7 @@ int asp__fs_remove(asp_conn *c, const char *path, asp_error *err)
 		return 0;
 	rc = asp__sftp_fail(&r, isdir ? ASP_ENOTEMPTY : ASP_EIO, err, "remove", path);
 	if (rc == ASP_ENOTEMPTY)
-		asp__error(err, rc, "remove %s: directory not empty (use recursive)", path);
+		asp__error(err, rc, "remove %s: directory not empty (use recursive)", SHOW(path));
 	return rc;
 }
 
@@ -631,16 +699,16 @@ int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err
 	if (rc == ASP_ENOENT) {
 		/* The server does not say which side is missing: name the right one. */
 		if (asp__fs_stat(c, from, 0, &st, NULL) == ASP_ENOENT)
-			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", from);
+			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", SHOW(from));
 		return asp__error(err, ASP_ENOENT, "rename %s to %s: the target's directory does not "
-				  "exist", from, to);
+				  "exist", SHOW(from), SHOW(to));
 	}
 	if (rc == ASP_EIO || rc == ASP_EPROTO) {
 		/* Say why when the server only said "failure". */
 		if (asp__fs_stat(c, from, 0, &st, NULL) == ASP_ENOENT)
-			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", from);
+			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", SHOW(from));
 		if (asp__fs_stat(c, to, 0, &st, NULL) == 0 && st.type == ASP_TYPE_DIR)
-			return asp__error(err, ASP_EISDIR, "rename %s to %s: target is a directory", from, to);
+			return asp__error(err, ASP_EISDIR, "rename %s to %s: target is a directory", SHOW(from), SHOW(to));
 	}
 	return rc;
 }
@@ -650,7 +718,56 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const asp_list_entry *)a)->name, ((const asp_list_entry *)b)->name);
 }
 
-int asp__fs_list(asp_conn *c, const char *path, asp_list_entry **out, size_t *count, asp_error *err)
+int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, size_t max,
+			asp_list_entry **v, size_t *n, size_t *cap, asp_error *err)
+{
+	uint32_t i, cnt;
+
+	if (asp__sftp_get_u32(&p, &len, &cnt))
+		return asp__error(err, ASP_EPROTO, "list %s: malformed directory entries", SHOW(path));
+	for (i = 0; i < cnt; i++) {
+		const unsigned char *name, *lname;
+		size_t nl, ll;
+		asp_sftp_attrs a;
+		char said[96];
+
+		if (asp__sftp_get_str(&p, &len, &name, &nl) || asp__sftp_get_str(&p, &len, &lname, &ll) ||
+		    asp__sftp_get_attrs(&p, &len, &a))
+			return asp__error(err, ASP_EPROTO, "list %s: malformed directory entry", SHOW(path));
+		if ((nl == 1 && name[0] == '.') || (nl == 2 && name[0] == '.' && name[1] == '.'))
+			continue;
+		/*
+		 * No file system makes such a name: a server that sends one is broken
+		 * or lying, and the caller would join it to the directory's path.
+		 */
+		if (!nl || memchr(name, '/', nl) || memchr(name, '\0', nl))
+			return asp__error(err, ASP_EPROTO, "list %s: the server sent an impossible entry "
+					  "name \"%s\" (empty, or holding '/' or a NUL byte); the listing is "
+					  "refused", SHOW(path), asp__show_text(said, sizeof(said), name, nl));
+		if (*n >= max)
+			return asp__error(err, ASP_ELIMIT, "list %s: the directory holds more than %zu "
+					  "entries, the cap on one listing; list it with a command through "
+					  "asp_exec (e.g. find or ls piped to head), or raise the cap "
+					  "(asp_open_options.max_list_entries)", SHOW(path), max);
+		if (*n == *cap) {
+			asp_list_entry *nv;
+			size_t nc = *cap ? *cap * 2 : 32;
+			if (nc > max)
+				nc = max > *n ? max : *n + 1;
+			if (!(nv = asp__realloc(*v, nc * sizeof(**v))))
+				return asp__error(err, ASP_ENOMEM, "out of memory");
+			*v = nv;
+			*cap = nc;
+		}
+		if (!((*v)[*n].name = asp__strndup((const char *)name, nl)))
+			return asp__error(err, ASP_ENOMEM, "out of memory");
+		to_stat(&a, &(*v)[(*n)++].st);
+	}
+	return 0;
+}
+
+int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,
+		 asp_error *err)
 {
 	unsigned char h[256];
 	size_t hl, n = 0, cap = 0;
@@ -664,7 +781,6 @@ int asp__fs_list(asp_conn *c, const char *path, asp_list_entry **out, size_t *co
 		return rc;
 	for (;;) {
 		asp_sftp_reply r;
-		uint32_t i, cnt;
 
 		asp__sftp_begin(c, SSH_FXP_READDIR);
 		asp__sftp_str(c, h, hl);
@@ -672,37 +788,12 @@ int asp__fs_list(asp_conn *c, const char *path, asp_list_entry **out, size_t *co
 			goto fail;
 		if (asp__sftp_status(&r) == SSH_FX_EOF)
 			break;
-		if (r.type != SSH_FXP_NAME || asp__sftp_get_u32(&r.p, &r.len, &cnt)) {
+		if (r.type != SSH_FXP_NAME) {
 			rc = asp__sftp_fail(&r, ASP_EIO, err, "list", path);
 			goto fail;
 		}
-		for (i = 0; i < cnt; i++) {
-			const unsigned char *name, *lname;
-			size_t nl, ll;
-			asp_sftp_attrs a;
-			if (asp__sftp_get_str(&r.p, &r.len, &name, &nl) ||
-			    asp__sftp_get_str(&r.p, &r.len, &lname, &ll) ||
-			    asp__sftp_get_attrs(&r.p, &r.len, &a)) {
-				rc = asp__error(err, ASP_EPROTO, "list %s: malformed directory entry", path);
-				goto fail;
-			}
-			if ((nl == 1 && name[0] == '.') || (nl == 2 && name[0] == '.' && name[1] == '.'))
-				continue;
-			if (n == cap) {
-				asp_list_entry *nv;
-				cap = cap ? cap * 2 : 32;
-				if (!(nv = asp__realloc(v, cap * sizeof(*v)))) {
-					rc = asp__error(err, ASP_ENOMEM, "out of memory");
-					goto fail;
-				}
-				v = nv;
-			}
-			if (!(v[n].name = asp__strndup((const char *)name, nl))) {
-				rc = asp__error(err, ASP_ENOMEM, "out of memory");
-				goto fail;
-			}
-			to_stat(&a, &v[n++].st);
-		}
+		if ((rc = asp__fs_list_decode(r.p, r.len, path, max, &v, &n, &cap, err)))
+			goto fail;
 	}
 	close_later(c, h, hl, NULL);
 	asp__sftp_flush(c, NULL);

@@ -13,8 +13,14 @@ typedef struct asp_list_entry {
 	asp_stat_info st;
 } asp_list_entry;
 
-int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, asp_buf *out,
-		 asp_error *err);
+/*
+ * Read [offset, offset + limit) into out. At most cap bytes: when limit is
+ * larger and the file holds more than cap bytes from offset, ASP_ELIMIT
+ * (out freed). out never grows past cap + 1 bytes, and no READ goes out
+ * past offset + cap + 1.
+ */
+int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
+		 asp_buf *out, asp_error *err);
 
 /*
  * Write a file. On an atomic write that dies with the connection after the
@@ -32,7 +38,20 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 /* Remove a file or an empty directory. */
 int asp__fs_remove(asp_conn *c, const char *path, asp_error *err);
 int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err);
-int asp__fs_list(asp_conn *c, const char *path, asp_list_entry **out, size_t *count, asp_error *err);
+/* At most max entries: a directory with more is ASP_ELIMIT. */
+int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,
+		 asp_error *err);
+
+/*
+ * Decode one SSH_FXP_NAME reply body (after the id) of a listing of path,
+ * appending to *v (*n entries, room for *cap; grown as needed, never past
+ * max). Skips "." and "..". ASP_EPROTO for a malformed body or a name that
+ * is empty or holds '/' or NUL; ASP_ELIMIT past max entries. No I/O: the
+ * tests and the fuzzer call it on crafted bytes. On failure the caller
+ * frees *v (asp__fs_list_free(*v, *n)).
+ */
+int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, size_t max,
+			asp_list_entry **v, size_t *n, size_t *cap, asp_error *err);
 void asp__fs_list_free(asp_list_entry *e, size_t count);
 
 #endif

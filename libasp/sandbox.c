@@ -31,6 +31,9 @@ struct asp_sandbox {
 	asp_conn_params params;
 	asp_pool *pool;
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
+	uint64_t max_read_bytes;     /* caps on what crosses from the sandbox (asp_open_options) */
+	size_t max_output;
+	size_t max_list_entries;
 	pthread_mutex_t mu;         /* guards orphans */
 	char *orphans[MAX_ORPHANS]; /* temp files of atomic writes cut off by a lost connection */
 	size_t norphans;
@@ -145,6 +148,9 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000;
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
 	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
+	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
+	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;
+	sb->max_list_entries = o.max_list_entries ? o.max_list_entries : 100000;
 	if ((rc = asp__pool_new(&sb->pool, &sb->params, o.max_connections ? o.max_connections : 4,
 				o.idle_close_s ? o.idle_close_s : 300, err)))
 		goto fail;
@@ -293,7 +299,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 
 typedef struct read_ctx {
 	const char *path;
-	uint64_t offset, limit;
+	uint64_t offset, limit, cap;
 	asp_buf out;
 } read_ctx;
 
@@ -303,7 +309,7 @@ static int do_read(asp_conn *c, void *ctx, int *started, asp_error *err)
 
 	x->out.len = 0;
 	*started = 1;
-	return asp__fs_read(c, x->path, x->offset, x->limit, &x->out, err);
+	return asp__fs_read(c, x->path, x->offset, x->limit, x->cap, &x->out, err);
 }
 
 int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *path,
@@ -321,6 +327,7 @@ int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *
 	x.path = abs;
 	x.offset = offset;
 	x.limit = limit;
+	x.cap = sb->max_read_bytes;
 	rc = with_conn(sb, &cl, do_read, &x, 1, err);
 	if (!rc && !(*out = asp__buf_detach(&x.out, out_len)))
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
@@ -445,6 +452,8 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 					  opts->version);
 		o = *opts;
 	}
+	if (!o.max_output)
+		o.max_output = sb->max_output;
 	/* Reject bad input before taking a connection for it. */
 	if ((rc = asp__env_check(o.env, err)) ||
 	    (rc = resolve(sb, o.cwd ? o.cwd : sb->cfg->workspace, &cwd, "exec cwd", err)))
@@ -634,7 +643,7 @@ static int do_list(asp_conn *c, void *ctx, int *started, asp_error *err)
 	path_ctx *x = ctx;
 
 	*started = 1;
-	return asp__fs_list(c, x->path, &x->e, &x->n, err);
+	return asp__fs_list(c, x->path, x->sb->max_list_entries, &x->e, &x->n, err);
 }
 
 int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, const asp_call_options *opts,

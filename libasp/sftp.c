@@ -374,7 +374,7 @@ int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const 
 	const unsigned char *p = r->p, *msg = NULL;
 	size_t len = r->len, mlen = 0, longest = asp__longest_component(path), full = strlen(path);
 	uint32_t code;
-	char shown[ASP_PATH_SHOW_MAX + 4];
+	char shown[ASP_PATH_SHOW_MAX + 4], said[128];
 
 	path = asp__path_show(shown, path); /* a huge path must not push the reason out of the message */
 	if (st < 0)
@@ -383,6 +383,8 @@ int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const 
 	asp__sftp_get_u32(&p, &len, &code);
 	if (asp__sftp_get_str(&p, &len, &msg, &mlen))
 		mlen = 0;
+	/* The server's words are the sandbox's: escaped, and short enough to leave the path room. */
+	asp__show_text(said, sizeof(said), msg, mlen);
 	switch (st) {
 	case SSH_FX_BAD_MESSAGE:
 		/*
@@ -395,8 +397,7 @@ int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const 
 					  "name %zu; the usual limits are 4095 and 255)", what, path, full,
 					  longest);
 		return asp__error(err, ASP_EINVAL, "%s %s: the sandbox rejected the path as invalid or too "
-				  "long (%.*s, SFTP status 5)", what, path, (int)(mlen > 100 ? 100 : mlen),
-				  mlen ? (const char *)msg : "bad message");
+				  "long (%s, SFTP status 5)", what, path, mlen ? said : "bad message");
 	case SSH_FX_NO_SUCH_FILE:
 		return asp__error(err, ASP_ENOENT, "%s %s: no such file or directory", what, path);
 	case SSH_FX_PERMISSION_DENIED:
@@ -404,8 +405,8 @@ int asp__sftp_fail(const asp_sftp_reply *r, int fallback, asp_error *err, const 
 	case SSH_FX_EOF:
 		return asp__error(err, fallback, "%s %s: unexpected end of file", what, path);
 	default:
-		return asp__error(err, fallback, "%s %s: %.*s (SFTP status %d)", what, path,
-				  (int)(mlen > 200 ? 200 : mlen), mlen ? (const char *)msg : "failure", st);
+		return asp__error(err, fallback, "%s %s: %s (SFTP status %d)", what, path,
+				  mlen ? said : "failure", st);
 	}
 }
 

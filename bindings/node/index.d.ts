@@ -26,7 +26,8 @@ export type AspErrorCode =
 	| 'ASP_ENOTEMPTY'
 	| 'ASP_ENOSPC'
 	| 'ASP_EPROTO'
-	| 'ASP_EIO';
+	| 'ASP_EIO'
+	| 'ASP_ELIMIT';
 
 /** An error reported by libasp, or an argument libasp would refuse (ASP_EINVAL). */
 export declare class AspError extends Error {

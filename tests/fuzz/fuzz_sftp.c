@@ -1,7 +1,9 @@
 /* fuzz_sftp.c - the SFTP reply decoders on hostile server bytes. */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
+#include "fs.h"
 #include "sftp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -22,6 +24,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				break;
 	if (len > size)
 		__builtin_trap();
+	/* The listing decoder: names checked, at most 100 entries kept. */
+	{
+		asp_list_entry *v = NULL;
+		size_t n = 0, cap = 0;
+		asp_error e;
+		int rc = asp__fs_list_decode(data, size, "/fuzz", 100, &v, &n, &cap, &e);
+		if (n > 100 || (rc && rc != ASP_EPROTO && rc != ASP_ELIMIT && rc != ASP_ENOMEM))
+			__builtin_trap();
+		for (size_t k = 0; k < n; k++)
+			if (!v[k].name[0] || strchr(v[k].name, '/'))
+				__builtin_trap();
+		asp__fs_list_free(v, n);
+	}
 	r.type = size ? data[0] : 0;
 	r.id = 1;
 	r.p = data;

@@ -256,14 +256,20 @@ static void rename_ok(asp_sandbox *sb, const char *from, const char *to)
 	ck_assert_msg(rc == ASP_OK, "rename %s: %s: %s", from, asp_error_name(rc), e.message);
 }
 
-/* asp_stat says ENOENT, naming the path. */
+/* asp_stat says ENOENT, naming the path (control bytes, '\\' and, in these names, bytes >= 0x80 (not UTF-8) escaped as \\xNN). */
 static void assert_missing(asp_sandbox *sb, const char *path)
 {
 	asp_stat_info st;
 	asp_error e = { 0 };
+	char shown[1024];
+	size_t o = 0;
 	int rc = asp_stat(&st, sb, path, NULL, &e);
 
-	ASSERT_ERR(rc, e, ASP_ENOENT, path);
+	for (const unsigned char *p = (const unsigned char *)path; *p && o + 5 < sizeof(shown); p++)
+		o += (size_t)snprintf(shown + o, sizeof(shown) - o,
+				      *p < 0x20 || *p >= 0x7f || *p == '\\' ? "\\x%02x" : "%c", *p);
+	shown[o] = '\0';
+	ASSERT_ERR(rc, e, ASP_ENOENT, shown);
 }
 
 static asp_exec_result *run_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options *o)

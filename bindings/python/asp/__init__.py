@@ -22,7 +22,7 @@ from .errors import (AccessError, AspError, AspTimeout, AuthError, Cancelled, Co
                      ConnectError, ConnectionLost, ErrorCode, Exists, HostKeyError,
                      InvalidArgument, IsADirectory, NoConfigError, NoSpace, NotADirectory,
                      NotEmpty, NotFoundError, OutOfMemory, ProtocolError, RemoteIOError,
-                     exception_class)
+                     LimitExceeded, exception_class)
 
 __version__ = "0.1.0"
 
@@ -33,5 +33,5 @@ __all__ = [
     "AspError", "InvalidArgument", "OutOfMemory", "ConfigError", "NoConfigError",
     "HostKeyError", "AuthError", "ConnectError", "AspTimeout", "ConnectionLost", "Cancelled",
     "NotFoundError", "IsADirectory", "AccessError", "Exists", "NotADirectory", "NotEmpty",
-    "NoSpace", "ProtocolError", "RemoteIOError",
+    "NoSpace", "ProtocolError", "RemoteIOError", "LimitExceeded",
 ]

@@ -42,6 +42,7 @@ class ErrorCode(enum.IntEnum):
     ENOSPC = -18
     EPROTO = -19
     EIO = -20
+    ELIMIT = -21
 
 
 class AspError(Exception):
@@ -199,6 +200,11 @@ class RemoteIOError(AspError, OSError):
     os_errno = _errno.EIO
 
 
+class LimitExceeded(AspError):
+    """ASP_ELIMIT: a result would exceed a cap (max_read_bytes, max_list_entries); nothing returned."""
+    default_code = ErrorCode.ELIMIT
+
+
 EXCEPTIONS = {
     ErrorCode.ERROR: AspError,
     ErrorCode.EINVAL: InvalidArgument,
@@ -220,6 +226,7 @@ EXCEPTIONS = {
     ErrorCode.ENOSPC: NoSpace,
     ErrorCode.EPROTO: ProtocolError,
     ErrorCode.EIO: RemoteIOError,
+    ErrorCode.ELIMIT: LimitExceeded,
 }
 
 
