@@ -14,13 +14,14 @@
  *   socket) and stderr (kept for diagnostics), not even a descriptor the
  *   harness left open without close-on-exec.
  * A positive control shows that such a descriptor does reach a child the
- * harness starts itself.
+ * harness starts itself. And the proxy does not outlive the handle.
  */
 #include <check.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -109,7 +110,10 @@ static void child_fds(const char *out, char open_[MAXFD])
 START_TEST(test_proxy_descriptors)
 {
 	char before[MAXFD], proxy[MAXFD], proxy_sock[MAXFD], child[MAXFD];
-	char cfg[300], extra[1200], listing[300], out[300], link[64], target[128];
+	char cfg[300], extra[2000], listing[300], pidfile[300], out[300], link[64], target[128];
+	char proc[64];
+	struct stat pst;
+	long proxy_pid;
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox *sb = NULL;
 	asp_stat_info st;
@@ -118,11 +122,13 @@ START_TEST(test_proxy_descriptors)
 	char *text;
 
 	snprintf(listing, sizeof(listing), "%s/proxy-fds", fx.dir);
+	snprintf(pidfile, sizeof(pidfile), "%s/proxy-pid", fx.dir);
 	snprintf(out, sizeof(out), "%s/child-fds", fx.dir);
 	snprintf(cfg, sizeof(cfg), "%s/proxy.asp.json", fx.dir);
 	snprintf(extra, sizeof(extra),
-		 "\"x-asp-proxy-command\": \"sh -c 'ls -l /proc/$PPID/fd > %s'; "
-		 "exec /usr/sbin/sshd -i -f %s/sshd_config -E %s/inetd.log\"", listing, fx.dir, fx.dir);
+		 "\"x-asp-proxy-command\": \"sh -c 'echo $PPID > %s; ls -l /proc/$PPID/fd > %s'; "
+		 "exec /usr/sbin/sshd -i -f %s/sshd_config -E %s/inetd.log\"", pidfile, listing, fx.dir,
+		 fx.dir);
 	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .extra = extra }), 0);
 
 	/* A descriptor of the harness's without close-on-exec. */
@@ -171,7 +177,14 @@ START_TEST(test_proxy_descriptors)
 		ck_assert_msg(!child[fd] || before[fd] || fd == marker || !fd_open(fd),
 			      "a program the harness started inherited libasp's descriptor %d", fd);
 
+	/* The proxy (now sshd -i, same pid) runs while the handle is open and is gone after asp_close. */
+	text = fx_read_file(pidfile, NULL);
+	ck_assert_msg(text && sscanf(text, "%ld", &proxy_pid) == 1 && proxy_pid > 1, "no proxy pid");
+	free(text);
+	snprintf(proc, sizeof(proc), "/proc/%ld", proxy_pid);
+	ck_assert_msg(stat(proc, &pst) == 0, "the proxy %ld is not running", proxy_pid);
 	asp_close(sb);
+	ck_assert_msg(stat(proc, &pst) != 0, "the proxy %ld outlived asp_close", proxy_pid);
 	close(marker);
 }
 END_TEST
