@@ -118,6 +118,19 @@ static int trickled(void)
 	return (int)n;
 }
 
+/* Logins the server accepted so far (one per connection). */
+static int logins(const fx_sshd *fx)
+{
+	char *log = fx_read_file(fx->log, NULL), *p;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(log);
+	for (p = log; (p = strstr(p, "Accepted publickey for ")); p++)
+		n++;
+	free(log);
+	return n;
+}
+
 enum { OP_READ, OP_WRITE, OP_STAT, OP_LIST, OP_MKDIR, OP_RENAME, OP_REMOVE, OP_REMOVE_TREE, OP_N };
 static const char *const op_names[OP_N] = { "read", "write", "stat", "list", "mkdir", "rename",
 					    "remove", "remove -r" };
@@ -297,8 +310,9 @@ END_TEST
 
 /*
  * exec: the call's deadline bounds the command's start only. With
- * op_timeout_ms = 1000 a 3 s command runs to completion, its own timeout_ms
- * still cuts a longer one, and a file call on the same handle is cut at 1000 ms.
+ * op_timeout_ms = 1000 a 3 s command runs to completion and its connection
+ * stays in use, its own timeout_ms still cuts a longer one, and a file call
+ * on the same handle is cut at 1000 ms.
  */
 START_TEST(test_exec_not_cut_by_op_deadline)
 {
@@ -308,7 +322,7 @@ START_TEST(test_exec_not_cut_by_op_deadline)
 	const unsigned char *out;
 	asp_error e = { 0 };
 	size_t n = 0;
-	int rc;
+	int rc, conns = logins(&trickle);
 
 	rc = asp_exec(&r, sb, "sleep 3; echo done", NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "exec: %s: %s", asp_error_name(rc), e.message);
@@ -317,6 +331,13 @@ START_TEST(test_exec_not_cut_by_op_deadline)
 		      n == 5 && !memcmp(out, "done\n", 5), "exit %d, timed out %d, stdout %zu bytes",
 		      asp_exec_result_exit_code(r), asp_exec_result_timed_out(r), n);
 	asp_exec_result_free(r);
+	/* Its connection was not given up for the passed call deadline: the next command reuses it. */
+	rc = asp_exec(&r, sb, "true", NULL, &e);
+	ck_assert_msg(rc == ASP_OK && asp_exec_result_exit_code(r) == 0, "exec true: %s: %s",
+		      asp_error_name(rc), e.message);
+	asp_exec_result_free(r);
+	ck_assert_msg(logins(&trickle) == conns, "%d new logins: the connection of the command that "
+		      "outlived op_timeout_ms was dropped", logins(&trickle) - conns);
 
 	o.timeout_ms = 1500;
 	rc = asp_exec(&r, sb, "sleep 30; echo never", &o, &e);
@@ -424,7 +445,7 @@ END_TEST
 /* Watches for the login user's `rm` on a path, stops it (SIGSTOP), then optionally cancels. */
 typedef struct rm_watch {
 	uid_t uid;
-	char needle[64];        /* in rm's command line */
+	char needle[400];       /* the tree's absolute path, in rm's command line */
 	asp_cancel *cancel;     /* triggered once rm is stopped, or NULL */
 	volatile int call_done;
 	pid_t pid;              /* the rm seen alive and stopped, or 0 */
@@ -510,6 +531,7 @@ static void make_tree(asp_sandbox *sb, const char *name)
 	char cmd[512];
 	int rc;
 
+	fx_run("rm -rf '%s/%s'", normal.workspace, name); /* left by an earlier failed run */
 	snprintf(cmd, sizeof(cmd), "mkdir %s && cd %s && seq 1 60 | xargs mkdir && "
 		 "for d in $(seq 1 60); do (cd $d && seq 1 1000 | xargs touch); done", name, name);
 	rc = asp_exec(&r, sb, cmd, NULL, &e);
@@ -526,6 +548,7 @@ static void remove_tree_stopped(int by_cancel)
 	asp_cancel *cancel = NULL;
 	asp_error e = { 0 };
 	struct passwd *pw = getpwnam(normal.user);
+	const char *tree = by_cancel ? "tree-cancel" : "tree-deadline";
 	rm_watch w;
 	char left[400];
 	struct stat st;
@@ -533,10 +556,10 @@ static void remove_tree_stopped(int by_cancel)
 	int rc;
 
 	ck_assert_ptr_nonnull(pw);
-	make_tree(sb, "big-tree");
+	make_tree(sb, tree);
 	memset(&w, 0, sizeof(w));
 	w.uid = pw->pw_uid;
-	strcpy(w.needle, "big-tree");
+	ws_path(w.needle, sizeof(w.needle), tree); /* this fixture's, not an rm of another run */
 	if (by_cancel) {
 		ck_assert_int_eq(asp_cancel_new(&cancel, &e), ASP_OK);
 		w.cancel = cancel;
@@ -545,7 +568,7 @@ static void remove_tree_stopped(int by_cancel)
 		co.timeout_ms = 4000;
 	}
 	ck_assert_int_eq(pthread_create(&w.th, NULL, rm_watch_main, &w), 0);
-	rc = asp_remove(sb, "big-tree", 1, &co, &e);
+	rc = asp_remove(sb, tree, 1, &co, &e);
 	w.call_done = 1;
 	pthread_join(w.th, NULL);
 
@@ -565,11 +588,11 @@ static void remove_tree_stopped(int by_cancel)
 	ck_assert_msg(!state || state == 'Z', "rm %d still there after the call (state %c)", (int)w.pid,
 		      state);
 	/* It was stopped early: part of the tree is left. */
-	ws_path(left, sizeof(left), "big-tree");
+	ws_path(left, sizeof(left), tree);
 	ck_assert_msg(stat(left, &st) == 0, "the tree is gone: rm was not stopped");
 
 	/* The handle works on, and a plain remove of the rest succeeds. */
-	rc = asp_remove(sb, "big-tree", 1, NULL, &e);
+	rc = asp_remove(sb, tree, 1, NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "remove the rest: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_msg(stat(left, &st) != 0, "the tree is still there");
 	asp_close(sb);
