@@ -289,6 +289,9 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		asp__pool_put(sb->pool, c);
 		if (!rc || !dead || (started && !idempotent))
 			break;
+		/* The call's own end (its cancel token, its deadline) is not a lost connection. */
+		if (rc == ASP_ECANCELLED || (rc == ASP_ETIMEOUT && asp__now_ms() >= cl->deadline))
+			break;
 	}
 	if (!rc && err)
 		*err = before;

@@ -205,6 +205,8 @@ static int next_packet(asp_conn *c, size_t *n, asp_error *err)
 			c->dead = 1;
 			return asp__error(err, ASP_EPROTO, "%s: malformed SFTP packet length", c->where);
 		}
+		if (!s->chan) /* no channel to read more from (also how tests/fuzz feeds bytes) */
+			return asp__error(err, ASP_ECONNLOST, "%s: no SFTP channel", c->where);
 		if ((rc = write_some(c, err)) != 0)
 			return rc;
 		rc = read_some(c, err);
