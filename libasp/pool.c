@@ -149,11 +149,6 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 			pthread_mutex_unlock(&p->mu);
 			return asp__error(err, ASP_ECANCELLED, "cancelled while waiting for a connection");
 		}
-		if (deadline && asp__now_ms() >= deadline) {
-			pthread_mutex_unlock(&p->mu);
-			return asp__error(err, ASP_ETIMEOUT, "the call's deadline passed while it waited "
-					  "for a free connection (all %u in use)", p->max);
-		}
 		if (!fresh && p->nidle > 0) {
 			c = p->idle[--p->nidle];
 			if (asp__conn_check_idle(c)) {
@@ -176,9 +171,14 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 			c = NULL;
 			continue;
 		}
+		if (deadline && asp__now_ms() >= deadline) {
+			pthread_mutex_unlock(&p->mu);
+			return asp__error(err, ASP_ETIMEOUT, "the call's deadline passed while it waited "
+					  "for a free connection (all %u in use)", p->max);
+		}
 		{
 			struct timespec ts;
-			abs_deadline(&ts, 100); /* re-check the cancel token regularly */
+			abs_deadline(&ts, 100); /* re-check the cancel token and the deadline regularly */
 			pthread_cond_timedwait(&p->returned, &p->mu, &ts);
 		}
 	}
