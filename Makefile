@@ -43,12 +43,16 @@ UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 INTEG_SRC   := $(wildcard tests/integration/test_*.c)
 FIXTURE_SRC := $(wildcard tests/fixture/*.c)
 
-.PHONY: all lib tools tests check check-all check-san check-valgrind \
-        install uninstall clean demo deps help
+# Every target that is not a file, in one place.
+.PHONY: all lib tools tests check check-all check-san check-valgrind check-alloc \
+        check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node check-provision \
+        bench bench-smoke bench-build install install-lib install-asp-exec \
+        install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
+        uninstall-asf-provision clean demo deps help FORCE
 
 all: lib tools
 
-lib: $(SHARED) $(STATIC) $(BUILD)/libasp.so $(BUILD)/$(SONAME) pkgconfig/libasp.pc
+lib: $(SHARED) $(STATIC) $(BUILD)/libasp.so $(BUILD)/$(SONAME) $(BUILD)/libasp.pc
 
 $(BUILD)/obj/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -DASP_BUILDING -c $< -o $@
@@ -69,7 +73,15 @@ $(STATIC): $(LIB_OBJ)
 	rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
-pkgconfig/libasp.pc: pkgconfig/libasp.pc.in include/asp.h Makefile
+# Generated into the build directory. PREFIX, LIBDIR and INCLUDEDIR are baked
+# in: libasp.pc.vars records them and changes (regenerating the .pc) only when
+# they do, so `make install PREFIX=/opt` after a plain `make` installs a .pc
+# that says /opt.
+PC_VARS := $(PREFIX) $(LIBDIR) $(INCLUDEDIR) $(VERSION)
+$(BUILD)/libasp.pc.vars: FORCE | $(BUILD)/obj
+	@echo '$(PC_VARS)' | cmp -s - $@ || echo '$(PC_VARS)' > $@
+
+$(BUILD)/libasp.pc: pkgconfig/libasp.pc.in $(BUILD)/libasp.pc.vars | $(BUILD)/obj
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
 	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' $< > $@
 
@@ -97,15 +109,12 @@ $(BUILD)/bin/asp-exec: $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXE
 $(BUILD)/bin/asp-exec-core: $(ASP_EXEC_CORE) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) $(STATIC) | $(BUILD)/bin
 	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_CORE) $(ASP_EXEC_COMMON) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
 
-install: install-asp-exec
 install-asp-exec: $(ASP_EXEC)
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(ASP_EXEC) $(DESTDIR)$(BINDIR)/
 
-uninstall: uninstall-asp-exec
 uninstall-asp-exec:
 	rm -f $(DESTDIR)$(BINDIR)/asp-exec $(DESTDIR)$(BINDIR)/asp-exec-core
-.PHONY: install-asp-exec uninstall-asp-exec
 # ---- end asp-exec
 
 # ---- asf-provision (tools/asf-provision): provisions the far end - a hardened
@@ -127,17 +136,13 @@ $(BUILD)/tests/test-provision: tests/provision/test_provision.c $(STATIC) | $(BU
 # SKIPPED and passes; ASF_REQUIRE_PODMAN=1 turns that into a failure.
 check-provision: $(ASF_PROVISION) $(BUILD)/tests/test-provision
 	ASF_PROVISION=$(ASF_PROVISION) ./$(BUILD)/tests/test-provision
-check-all: check-provision
 
-install: install-asf-provision
 install-asf-provision: $(ASF_PROVISION)
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 0755 $(ASF_PROVISION) $(DESTDIR)$(BINDIR)/asf-provision
 
-uninstall: uninstall-asf-provision
 uninstall-asf-provision:
 	rm -f $(DESTDIR)$(BINDIR)/asf-provision
-.PHONY: check-provision install-asf-provision uninstall-asf-provision
 # ---- end asf-provision
 
 # ------------------------------------------------------------------ tests
@@ -164,35 +169,55 @@ $(BUILD)/tests/config-lint: tests/tools/config_lint.c $(STATIC) | $(BUILD)/tests
 tests: $(BUILD)/tests/test-unit $(BUILD)/tests/test-integration $(BUILD)/tests/config-lint
 
 # Fuzz targets: replayed over their corpus by `make check` (any compiler),
-# fuzzed for real by `make fuzz` (clang's libFuzzer, FUZZ_SECONDS each).
-FUZZ_TARGETS := config hostkey quote sftp
-FUZZ_SECONDS ?= 60
-FUZZ_REPLAY  := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay-%)
+# fuzzed for real by `make fuzz` (clang's libFuzzer, FUZZ_SECONDS each; `make
+# check` runs 30 s per target). The config target's corpus is the repository's
+# own configs (tests/configs, the examples), not a copy of them; the others
+# have seeds in tests/fuzz/corpus/TARGET. An empty corpus fails (replay.c).
+FUZZ_TARGETS       := config hostkey quote sftp
+FUZZ_SECONDS       ?= 60
+FUZZ_REPLAY        := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay-%)
+FUZZ_CORPUS_config := tests/configs $(wildcard examples/*.asp.json)
+FUZZ_CORPUS_hostkey := tests/fuzz/corpus/hostkey
+FUZZ_CORPUS_quote  := tests/fuzz/corpus/quote
+FUZZ_CORPUS_sftp   := tests/fuzz/corpus/sftp
+FUZZ_BUILD         := build-fuzz
 
 $(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $< tests/fuzz/replay.c $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
 
 check-fuzz-replay: $(FUZZ_REPLAY)
-	for t in $(FUZZ_TARGETS); do ./$(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
+	$(foreach t,$(FUZZ_TARGETS),./$(BUILD)/fuzz/replay-$(t) $(FUZZ_CORPUS_$(t)) &&) true
 
+# Each run starts from the seeds (copied under their hashes, as libFuzzer
+# names its own finds) and keeps what it finds in $(FUZZ_BUILD)/corpus-TARGET.
 fuzz:
-	@mkdir -p build-fuzz
-	for t in $(FUZZ_TARGETS); do \
-	  clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilibasp \
-	    $(DEP_CFLAGS) -o build-fuzz/fuzz-$$t tests/fuzz/fuzz_$$t.c $(LIB_SRC) $(DEP_LIBS) || exit 1; \
-	  mkdir -p build-fuzz/corpus-$$t && cp -n tests/fuzz/corpus/$$t/* build-fuzz/corpus-$$t/ 2>/dev/null; \
-	  ./build-fuzz/fuzz-$$t -max_total_time=$(FUZZ_SECONDS) -artifact_prefix=build-fuzz/crash-$$t- \
-	    build-fuzz/corpus-$$t || exit 1; \
-	done
+	@command -v clang >/dev/null || { echo "fuzz: clang is missing (make deps installs it)"; exit 1; }
+	@mkdir -p $(FUZZ_BUILD)
+	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_one,$(t)))
+
+define fuzz_one
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilibasp \
+	    $(DEP_CFLAGS) -o $(FUZZ_BUILD)/fuzz-$(1) tests/fuzz/fuzz_$(1).c $(LIB_SRC) $(DEP_LIBS)
+	mkdir -p $(FUZZ_BUILD)/corpus-$(1)
+	n=0; for f in $$(find $(FUZZ_CORPUS_$(1)) -type f ! -name '*.expect'); do \
+	  cp "$$f" $(FUZZ_BUILD)/corpus-$(1)/$$(sha1sum < "$$f" | cut -c1-40) && n=$$((n + 1)); \
+	done; [ $$n -gt 0 ] || { echo "fuzz: no seed for $(1) in $(FUZZ_CORPUS_$(1))"; exit 1; }
+	./$(FUZZ_BUILD)/fuzz-$(1) -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_BUILD)/crash-$(1)- $(FUZZ_BUILD)/corpus-$(1)
+
+endef
 
 # `make check`: install what is missing, build, run every test.
 check: deps
 	$(MAKE) check-all
 	$(MAKE) check-san
 	$(MAKE) check-valgrind
+	$(MAKE) check-alloc
+	$(MAKE) fuzz FUZZ_SECONDS=30
 
 check-all: all tests
+	$(MAKE) check-makefile
 	./$(BUILD)/tests/test-unit
 	./$(BUILD)/tests/test-integration
 	$(MAKE) soak SOAK_OPS=3000
@@ -200,29 +225,63 @@ check-all: all tests
 	BUILD=$(BUILD) sh tests/meta.sh
 	/usr/bin/python3 tests/schema_agree.py
 	$(MAKE) check-fuzz-replay
+	$(MAKE) check-provision
 	$(MAKE) check-node
 	$(MAKE) bench-smoke
 	$(MAKE) check-python
 
-# The same suites under ASan+UBSan (leaks included).
+# Every rule whose name is a plain word (no '/', no '.') must be in .PHONY:
+# make's own database says which are not.
+check-makefile:
+	@bad=$$($(MAKE) -pRrq -f Makefile : 2>/dev/null | awk ' \
+	  /^# Not a target:/ { skip = 1; next } \
+	  /^[A-Za-z0-9_-]+:/ { if (skip) { skip = 0; next } t = $$1; sub(/:.*/, "", t); \
+	                       cur = t; seen[t] = 1; next } \
+	  /^#  Phony target/ { phony[cur] = 1 } \
+	  /^$$/ { skip = 0 } \
+	  END { for (t in seen) if (!phony[t]) print t }'); \
+	[ -z "$$bad" ] || { echo "Makefile: not in .PHONY:" $$bad; exit 1; }
+
+# The same suites under ASan+UBSan (leaks included), and the fuzz corpus
+# replay, a short soak (its RSS and heap checks skip themselves under ASan:
+# LeakSanitizer speaks instead) and the provisioning test.
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 check-san:
 	$(MAKE) SAN=1 tests
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-unit
-	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 ./build-san/tests/test-integration
+	$(SAN_ENV) ./build-san/tests/test-unit
+	$(SAN_ENV) ./build-san/tests/test-integration
+	$(SAN_ENV) $(MAKE) SAN=1 check-fuzz-replay
+	$(SAN_ENV) $(MAKE) SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4
+	$(SAN_ENV) $(MAKE) SAN=1 check-provision
 
-# valgrind on the unit suite, the integration suites that do not measure
-# deadlines (valgrind slows everything ~30x; pool, faults and cli do, and
-# run plain and under ASan), the fuzz corpus replay and a short soak.
+# valgrind (slows everything ~30x) on the unit suite, the fuzz corpus replay, a
+# short soak and every integration suite (the list comes from the files)
+# except those that measure deadlines and timeouts, which run plain and under
+# ASan instead:
+#   pool      waits for a free connection, connect and keepalive deadlines
+#   faults    fault injection through a delaying proxy, per-call deadlines
+#   cli       asp-exec's timeouts, signals and the master's idle exit
+#   deadline  per-call deadlines and cancel
+#   limits    output caps reached under timeouts
+# Each excluded name must still be a file: a renamed suite fails the run.
+INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
+VALGRIND_SKIP  := pool faults cli deadline limits
+VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
+	@for s in $(VALGRIND_SKIP); do [ -f tests/integration/test_$$s.c ] || \
+	  { echo "check-valgrind: VALGRIND_SKIP names '$$s', but tests/integration/test_$$s.c is gone"; exit 1; }; done
+	@[ -n "$(VALGRIND_SUITES)" ] || { echo "check-valgrind: no integration suite left to run"; exit 1; }
 	CK_FORK=no $(VALGRIND) ./$(BUILD)/tests/test-unit
-	for s in core trust hostile security fixture; do ASP_TEST_SUITE=$$s $(VALGRIND) ./$(BUILD)/tests/test-integration || exit 1; done
-	for t in $(FUZZ_TARGETS); do $(VALGRIND) ./$(BUILD)/fuzz/replay-$$t tests/fuzz/corpus/$$t || exit 1; done
+	for s in $(VALGRIND_SUITES); do ASP_TEST_SUITE=$$s $(VALGRIND) ./$(BUILD)/tests/test-integration || exit 1; done
+	$(foreach t,$(FUZZ_TARGETS),$(VALGRIND) ./$(BUILD)/fuzz/replay-$(t) $(FUZZ_CORPUS_$(t)) &&) true
 	SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $(VALGRIND) ./$(BUILD)/tests/soak
 
 # Allocation-failure torture (tests/alloc/torture.c): the library rebuilt into
 # build-alloc/ with -DASP_ALLOC_TEST (the n-th allocation fails) and ASan+UBSan;
-# the driver fails each allocation of each scenario in turn against a real sshd.
+# the driver fails each allocation of each scenario in turn against a real sshd,
+# once and sticky. Bounded: every scenario stops by itself (at most MAX_N
+# runs); the whole torture takes about two minutes on two cores.
 ALLOC_BUILD := build-alloc
 check-alloc:
 	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
@@ -231,7 +290,6 @@ check-alloc:
 
 $(BUILD)/tests/torture: tests/alloc/torture.c $(FIXTURE_SRC) $(STATIC) $(wildcard tests/fixture/*.h) | $(BUILD)/tests
 	$(CC) $(TEST_CFLAGS) -o $@ tests/alloc/torture.c $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
-.PHONY: check-alloc
 
 # Soak (tests/soak/soak.c): SOAK_THREADS threads, one asp_sandbox, SOAK_OPS mixed
 # operations, every result checked, an sshd restart midway, RSS and fds flat.
@@ -243,7 +301,6 @@ $(BUILD)/tests/soak: tests/soak/soak.c $(FIXTURE_SRC) $(STATIC) $(wildcard tests
 
 soak: $(BUILD)/tests/soak
 	SOAK_OPS=$(SOAK_OPS) SOAK_THREADS=$(SOAK_THREADS) ./$(BUILD)/tests/soak
-.PHONY: soak
 
 # Key wiping (tests/secrets/wipe.c): replaces free() and looks for the private
 # key in every block freed while a sandbox opens, works and closes. Not under
@@ -258,7 +315,6 @@ else
 check-wipe: $(BUILD)/tests/wipe
 	./$(BUILD)/tests/wipe
 endif
-.PHONY: check-wipe
 
 # The Python binding and the example harness (Debian's python3: the stdlib only).
 PYTHON ?= /usr/bin/python3
@@ -300,7 +356,6 @@ bench: deps
 bench-smoke: bench-build
 	/usr/bin/python3 bench/run.py --scale smoke
 
-.PHONY: bench bench-smoke bench-build
 
 deps:
 	sh tools/setup-deps.sh
@@ -318,22 +373,24 @@ help:
 	@echo "make soak       SOAK_OPS=100000 SOAK_THREADS=16 mixed operations, an sshd restart"
 
 # ---------------------------------------------------------------- install
-install: lib
+# One install and one uninstall; each part (the library, asp-exec,
+# asf-provision) has its own install-X and uninstall-X above or here.
+install: install-lib install-asp-exec install-asf-provision
+uninstall: uninstall-lib uninstall-asp-exec uninstall-asf-provision
+
+install-lib: lib
 	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(PKGCONFIGDIR)
 	install -m 0755 $(SHARED) $(DESTDIR)$(LIBDIR)/
 	ln -sf $(notdir $(SHARED)) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf $(SONAME) $(DESTDIR)$(LIBDIR)/libasp.so
 	install -m 0644 $(STATIC) $(DESTDIR)$(LIBDIR)/
 	install -m 0644 include/asp.h $(DESTDIR)$(INCLUDEDIR)/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-	    pkgconfig/libasp.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
-	chmod 0644 $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
+	install -m 0644 $(BUILD)/libasp.pc $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
 
-uninstall:
+uninstall-lib:
 	rm -f $(DESTDIR)$(LIBDIR)/$(notdir $(SHARED)) $(DESTDIR)$(LIBDIR)/$(SONAME) \
 	      $(DESTDIR)$(LIBDIR)/libasp.so $(DESTDIR)$(LIBDIR)/libasp.a \
 	      $(DESTDIR)$(INCLUDEDIR)/asp.h $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
 
 clean:
-	rm -rf build build-san build-fuzz build-alloc pkgconfig/libasp.pc bindings/python/build bindings/python/asp.egg-info
+	rm -rf build build-san build-fuzz build-alloc bindings/python/build bindings/python/asp.egg-info

@@ -9,7 +9,7 @@ set -eu
 PACKAGES="build-essential pkg-config libssh2-1-dev libcjson-dev libssl-dev check
 openssh-server openssh-client python3 python3-jsonschema python3-asyncssh
 python3-paramiko nftables iproute2 valgrind procps util-linux
-podman runc ripgrep"
+podman runc ripgrep clang libclang-rt-dev"
 
 # The unprivileged login user of the integration tests' sshd.
 TEST_USER=asp-test

@@ -3,6 +3,10 @@
  * `make check` replays every seed (and every crash ever found) with the
  * normal compiler, under ASan and valgrind too.
  * usage: replay-TARGET FILE-OR-DIR...   prints "replay: N passed, 0 failed"
+ * Directories are read recursively; files whose names end in ".expect"
+ * (tests/configs' expected messages) are not inputs and are skipped.
+ * No argument, or a directory with no input in it, fails the run: a corpus
+ * that went missing must not look like a corpus that passed.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -35,12 +39,20 @@ static int run_file(const char *path)
 	return 0;
 }
 
+static int is_sidecar(const char *name)
+{
+	size_t len = strlen(name);
+
+	return len >= 7 && !strcmp(name + len - 7, ".expect");
+}
+
 static int run_path(const char *path, unsigned *count)
 {
 	struct stat st;
 	struct dirent *e;
 	DIR *d;
 	char sub[4096];
+	unsigned before = *count;
 
 	if (stat(path, &st))
 		return perror(path), -1;
@@ -49,7 +61,7 @@ static int run_path(const char *path, unsigned *count)
 	if (!(d = opendir(path)))
 		return perror(path), -1;
 	while ((e = readdir(d)) != NULL) {
-		if (e->d_name[0] == '.')
+		if (e->d_name[0] == '.' || is_sidecar(e->d_name))
 			continue;
 		snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
 		if (run_path(sub, count)) {
@@ -58,6 +70,10 @@ static int run_path(const char *path, unsigned *count)
 		}
 	}
 	closedir(d);
+	if (*count == before) {
+		fprintf(stderr, "replay: %s: no corpus file in this directory\n", path);
+		return -1;
+	}
 	return 0;
 }
 
@@ -66,6 +82,10 @@ int main(int argc, char **argv)
 	unsigned count = 0;
 	int i;
 
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s FILE-OR-DIR...\n", argv[0]);
+		return 1;
+	}
 	for (i = 1; i < argc; i++)
 		if (run_path(argv[i], &count))
 			return 1;
