@@ -990,7 +990,35 @@ END_TEST
 
 /* -------------------------------------------------- repository corpora */
 
-/* Check every file in dir whose name ends with suffix; returns how many. */
+/*
+ * The expected message of an invalid file X.json is in X.json.expect: the
+ * message without its leading "PATH: ", on one line. Returns it in buf, or
+ * fails the test if the sidecar is missing or empty.
+ */
+static void read_expect(const char *json_path, char *buf, size_t size)
+{
+	char path[PATH_MAX + 300];
+	size_t len;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s.expect", json_path);
+	f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "%s: every invalid config needs its expected message in %s (%s)",
+		      json_path, path, strerror(errno));
+	if (!fgets(buf, (int)size, f))
+		buf[0] = '\0';
+	fclose(f);
+	len = strlen(buf);
+	if (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	ck_assert_msg(len > 0, "%s: empty expected message", path);
+}
+
+/*
+ * Check every file in dir whose name ends with suffix; returns how many.
+ * An invalid one (want_rc != 0) must fail with the message in its sidecar,
+ * whole; a sidecar whose config is gone fails too.
+ */
 static int check_dir(const char *rel, const char *suffix, int want_rc)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 256];
@@ -1006,14 +1034,34 @@ static int check_dir(const char *rel, const char *suffix, int want_rc)
 	while ((e = readdir(d))) {
 		size_t len = strlen(e->d_name);
 		asp_error err = { 0 };
+		char expect[ASP_ERROR_MESSAGE_MAX], want[ASP_ERROR_MESSAGE_MAX + PATH_MAX + 300];
+		struct stat st;
 		int rc;
 
+		if (len > 7 && !strcmp(e->d_name + len - 7, ".expect")) {
+			snprintf(path, sizeof(path), "%s/%.*s", dir, (int)(len - 7), e->d_name);
+			ck_assert_msg(want_rc != 0, "%s/%s: a valid config has no expected message", dir,
+				      e->d_name);
+			ck_assert_msg(stat(path, &st) == 0, "%s/%s: its config %s is gone", dir, e->d_name,
+				      path);
+			continue;
+		}
 		if (len <= sl || strcmp(e->d_name + len - sl, suffix))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		rc = asp_check_config(path, &err);
 		ck_assert_msg(rc == want_rc, "%s: got %s (%s), want %s", path, asp_error_name(rc),
 			      rc ? err.message : "accepted", asp_error_name(want_rc));
+		if (want_rc) {
+			char real[PATH_MAX];
+
+			read_expect(path, expect, sizeof(expect));
+			/* The message names the file by its real path. */
+			ck_assert_msg(realpath(path, real) != NULL, "%s: %s", path, strerror(errno));
+			snprintf(want, sizeof(want), "%s: %s", real, expect);
+			ck_assert_msg(!strcmp(err.message, want), "%s: message\n  got  %s\n  want %s", path,
+				      err.message, want);
+		}
 		n++;
 	}
 	closedir(d);
