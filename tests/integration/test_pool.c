@@ -287,6 +287,39 @@ static void assert_no_survivors(asp_sandbox *sb, const char *token)
 	ck_abort_msg("%d process(es) with \"%s\" survived:\n%s", n, token, report);
 }
 
+/*
+ * Positive control for assert_no_survivors: a thread that watches the
+ * sandbox while the command runs and records the most processes with
+ * `token` it saw at once; it stops when it has seen `want` of them (then
+ * runs `then`, if set, e.g. a cancel) or when told to.
+ */
+typedef struct alive_watch {
+	asp_sandbox *sb;
+	const char *token;
+	int want, seen_max;
+	atomic_int stop;
+	asp_cancel *then;
+} alive_watch;
+
+static void *watch_alive(void *arg)
+{
+	alive_watch *w = arg;
+	char report[2048];
+	double until = now_s() + 60.0;
+
+	while (!atomic_load(&w->stop) && now_s() < until) {
+		int n = sandbox_processes_with(w->sb, w->token, report, sizeof(report));
+		if (n > w->seen_max)
+			w->seen_max = n;
+		if (n >= w->want)
+			break;
+		fx_sleep_ms(20);
+	}
+	if (w->then)
+		asp_cancel_trigger(w->then);
+	return NULL;
+}
+
 /* A token unique to this test process, e.g. "300.12345" for `sleep 300.12345`. */
 static void unique_sleep_arg(char *out, size_t len, int base)
 {
@@ -448,6 +481,8 @@ START_TEST(test_timeout_kills_process_group)
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	asp_exec_result *r;
 	asp_sandbox *sb;
+	alive_watch watch = { 0 };
+	pthread_t wt;
 	char arg[32], token[48], cmd[256], *out;
 	double t0, took;
 
@@ -458,12 +493,21 @@ START_TEST(test_timeout_kills_process_group)
 	snprintf(cmd, sizeof(cmd),
 		 "echo before-timeout; echo err-before >&2; "
 		 "sh -c 'trap \"\" TERM; sleep %s' & sleep %s & sleep %s", arg, arg, arg);
-	o.timeout_ms = 500;
+	/* Long enough for the watcher to see them under ASan on two busy cores. */
+	o.timeout_ms = 3000;
 	o.kill_grace_ms = 500;
+	watch.sb = sb;
+	watch.token = token;
+	watch.want = 3;
+	ck_assert_int_eq(pthread_create(&wt, NULL, watch_alive, &watch), 0);
 	t0 = now_s();
 	r = exec_ok(sb, cmd, &o);
 	took = now_s() - t0;
-	ck_assert_msg(took < 10.0, "exec with timeout_ms=500 took %.1f s", took);
+	atomic_store(&watch.stop, 1);
+	join_within(wt, 70, "the watching thread");
+	ck_assert_msg(watch.seen_max >= 3, "saw %d of the 3 sleeps alive before the timeout",
+		      watch.seen_max);
+	ck_assert_msg(took < 15.0, "exec with timeout_ms=3000 took %.1f s", took);
 	ck_assert_int_eq(asp_exec_result_timed_out(r), 1);
 	ck_assert_int_eq(asp_exec_result_cancelled(r), 0);
 	ck_assert_msg(asp_exec_result_signal(r) != 0, "no terminating signal reported (exit %d)",
@@ -489,12 +533,15 @@ typedef struct cancel_job {
 	asp_cancel *cancel;
 	long delay_ms;
 	double fired_at;
+	alive_watch *watch; /* if set: first see the command's processes alive */
 } cancel_job;
 
 static void *cancel_later(void *arg)
 {
 	cancel_job *j = arg;
 
+	if (j->watch)
+		watch_alive(j->watch);
 	fx_sleep_ms(j->delay_ms);
 	j->fired_at = now_s();
 	asp_cancel_trigger(j->cancel);
@@ -524,6 +571,7 @@ START_TEST(test_cancel_from_other_thread)
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	chunk_counter cc = { 0 };
 	cancel_job job = { 0 };
+	alive_watch watch = { 0 };
 	asp_exec_result *r;
 	asp_sandbox *sb;
 	pthread_t t;
@@ -537,13 +585,18 @@ START_TEST(test_cancel_from_other_thread)
 	snprintf(cmd, sizeof(cmd), "sleep %s & while :; do echo tick; sleep 0.05; done", arg);
 	ck_assert_int_eq(asp_cancel_new(&job.cancel, NULL), ASP_OK);
 	job.delay_ms = 500;
+	watch.sb = sb;
+	watch.token = token;
+	watch.want = 1;
+	job.watch = &watch;
 	o.cancel = job.cancel;
 	o.on_output = count_chunks;
 	o.userdata = &cc;
 	ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &job), 0);
 	r = exec_ok(sb, cmd, &o);
 	done = now_s();
-	join_within(t, 10, "the cancelling thread");
+	join_within(t, 70, "the cancelling thread");
+	ck_assert_msg(watch.seen_max >= 1, "the sleep was never seen alive before the cancel");
 	ck_assert_msg(done - job.fired_at < 10.0, "exec returned %.1f s after the cancel",
 		      done - job.fired_at);
 	ck_assert_int_eq(asp_exec_result_cancelled(r), 1);
