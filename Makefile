@@ -275,7 +275,7 @@ PYTHON ?= /usr/bin/python3
 check-python: lib
 	$(PYTHON) -m unittest discover -s bindings/python/tests
 
-# The Node binding and the pi example, against their own sshd fixture.
+# The Node binding and the pi example, against the sshd fixture program (build/tests/sshd-fixture).
 check-node: lib
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error && npm test
 	cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test
