@@ -41,7 +41,7 @@ STATIC      := $(BUILD)/libasp.a
 
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 INTEG_SRC   := $(wildcard tests/integration/test_*.c)
-FIXTURE_SRC := $(wildcard tests/fixture/*.c)
+FIXTURE_SRC := $(filter-out tests/fixture/fixture_main.c,$(wildcard tests/fixture/*.c))
 
 # Every target that is not a file, in one place.
 .PHONY: all lib tools tests check check-all check-san check-valgrind check-alloc \
@@ -167,6 +167,16 @@ $(BUILD)/tests/config-lint: tests/tools/config_lint.c $(STATIC) | $(BUILD)/tests
 	$(CC) $(CFLAGS_ALL) $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) -o $@
 
 tests: $(BUILD)/tests/test-unit $(BUILD)/tests/test-integration $(BUILD)/tests/config-lint
+
+# The sshd fixture as a program for the Python and Node tests (tests/fixture/fixture_main.c):
+# prints the server's facts as JSON, obeys commands on stdin, cleans up when stdin closes.
+SSHD_FIXTURE := $(BUILD)/tests/sshd-fixture
+$(SSHD_FIXTURE): tests/fixture/fixture_main.c tests/fixture/fixture.c tests/fixture/fixture.h | $(BUILD)/tests
+	$(CC) $(TEST_CFLAGS) -o $@ tests/fixture/fixture_main.c tests/fixture/fixture.c $(LDFLAGS_ALL) $(DEP_LIBS)
+
+tests: $(SSHD_FIXTURE)
+check-python check-node: $(SSHD_FIXTURE)
+check-python check-node: export ASP_SSHD_FIXTURE := $(abspath $(SSHD_FIXTURE))
 
 # Fuzz targets: replayed over their corpus by `make check` (any compiler),
 # fuzzed for real by `make fuzz` (clang's libFuzzer, FUZZ_SECONDS each; `make
@@ -321,7 +331,7 @@ PYTHON ?= /usr/bin/python3
 check-python: lib
 	$(PYTHON) -m unittest discover -s bindings/python/tests
 
-# The Node binding and the pi example, against their own sshd fixture.
+# The Node binding and the pi example, against the sshd fixture program (build/tests/sshd-fixture).
 check-node: lib
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error && npm test
 	cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test

@@ -1,196 +1,177 @@
 'use strict';
 /*
- * A real OpenSSH sshd on 127.0.0.1 for the Node tests, after
- * tests/fixture/fixture.c: a temp dir with fresh ed25519 host and client
- * keys, a free port, `sshd -D -e -f CONFIG -E LOG`, the login user
- * `asp-test` when we are root (else ourselves) with a workspace it owns, and
- * a .asp.json pinning the host key.
+ * A real OpenSSH sshd on 127.0.0.1 for the Node tests: a driver of
+ * build/tests/sshd-fixture (tests/fixture/fixture_main.c, built by
+ * `make tests`; $ASP_SSHD_FIXTURE names another build). The program runs
+ * tests/fixture/fixture.c's server (fresh ed25519 keys, a free port, the
+ * login user `asp-test` when we are root, else ourselves, with a workspace
+ * it owns, a .asp.json pinning the host key), prints its facts as a JSON
+ * line, obeys one command a line on stdin (stop, kill9, start, restart,
+ * rotate-host-key) and answers each with the facts again. Closing its stdin
+ * stops the server and everything under it and removes the directory; so
+ * does this process's death.
  *
- *   const fx = await startSshd();
+ *   const fx = await startSshd();            // or startSshd('MaxSessions 2\n')
  *   fx.config      // DIR/.asp.json
  *   fx.workspace   // DIR/workspace
+ *   await fx.kill9(); await fx.startAgain();
  *   await fx.stop();
  */
 
-const { execFileSync, spawn } = require('node:child_process');
+const { spawn } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
 const path = require('node:path');
+const readline = require('node:readline');
 
-const SSHD = '/usr/sbin/sshd';
-const SFTP_SERVER = '/usr/lib/openssh/sftp-server';
 const TEST_USER = 'asp-test';
-const SETPRIV = ['/usr/bin/setpriv', '/bin/setpriv'].find((p) => fs.existsSync(p));
-const START_TIMEOUT_MS = 5000;
-const STOP_TIMEOUT_MS = 5000;
-const PORT_ATTEMPTS = 5;
+const ROOT = path.resolve(__dirname, '..', '..', '..');
+const PROGRAM_ENV = 'ASP_SSHD_FIXTURE';
 
 const running = new Set();
 
-function sleep(ms) {
-	return new Promise((r) => setTimeout(r, ms));
-}
-
-function keygen(file) {
-	execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', '', '-f', file], { stdio: 'ignore' });
-}
-
-/* "type base64" of an OpenSSH .pub file, without the comment. */
-function pubLine(key) {
-	const [type, b64] = fs.readFileSync(`${key}.pub`, 'utf8').trim().split(/\s+/);
-	return `${type} ${b64}`;
-}
-
-function fingerprint(key) {
-	return execFileSync('ssh-keygen', ['-l', '-E', 'sha256', '-f', `${key}.pub`], { encoding: 'utf8' })
-		.split(/\s+/)[1];
-}
-
-/* uid/gid/name of the login user: asp-test as root, else ourselves. */
-function loginUser() {
-	if (process.getuid() !== 0) {
-		const me = os.userInfo();
-		return { name: me.username, uid: me.uid, gid: me.gid };
-	}
-	const line = fs.readFileSync('/etc/passwd', 'utf8').split('\n')
-		.find((l) => l.startsWith(`${TEST_USER}:`));
-	if (!line)
-		throw new Error(`fixture: no login user ${TEST_USER}: run tools/setup-deps.sh (make deps)`);
-	const f = line.split(':');
-	return { name: f[0], uid: Number(f[2]), gid: Number(f[3]) };
-}
-
-function freePort() {
-	return new Promise((resolve, reject) => {
-		const srv = net.createServer();
-		srv.unref();
-		srv.on('error', reject);
-		srv.listen(0, '127.0.0.1', () => {
-			const { port } = srv.address();
-			srv.close(() => resolve(port));
-		});
-	});
-}
-
-function configText(fx, extra = '') {
-	return [
-		'# written by bindings/node/test/sshd-fixture.js',
-		extra,
-		'ListenAddress 127.0.0.1',
-		`Port ${fx.port}`,
-		`HostKey ${fx.hostKey}`,
-		'PidFile none',
-		`AuthorizedKeysFile ${fx.dir}/authorized_keys`,
-		'StrictModes no',
-		'PasswordAuthentication no',
-		'KbdInteractiveAuthentication no',
-		'PubkeyAuthentication yes',
-		'UsePAM no',
-		'LogLevel VERBOSE',
-		'MaxStartups 100:30:200',
-		'MaxSessions 10',
-		`AllowUsers ${fx.user}`,
-		'PermitRootLogin no',
-		'PrintMotd no',
-		'X11Forwarding no',
-		`Subsystem sftp ${SFTP_SERVER}`,
-		'',
-	].join('\n');
-}
-
-/* PerSourcePenalties (OpenSSH >= 9.8) would refuse tests that fail on purpose. */
-let penalties = null;
-function hasPenalties(cfg) {
-	if (penalties === null) {
-		try {
-			execFileSync(SSHD, ['-t', '-f', cfg, '-o', 'PerSourcePenalties=no'], { stdio: 'ignore' });
-			penalties = true;
-		} catch {
-			penalties = false;
-		}
-	}
-	return penalties;
-}
-
-/* Every process whose parent chain leads to pid (from /proc). */
-function descendants(pid) {
-	const parent = new Map();
-	for (const name of fs.readdirSync('/proc')) {
-		if (!/^\d+$/.test(name))
-			continue;
-		try {
-			const stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-			const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-			parent.set(Number(name), Number(rest[1]));
-		} catch {
-			/* gone */
-		}
-	}
-	const out = [];
-	const want = new Set([pid]);
-	let grew = true;
-	while (grew) {
-		grew = false;
-		for (const [p, pp] of parent) {
-			if (want.has(pp) && !want.has(p)) {
-				want.add(p);
-				out.push(p);
-				grew = true;
-			}
-		}
-	}
-	return out;
-}
-
-function alive(pid) {
+/* The sshd-fixture program: $ASP_SSHD_FIXTURE, else build/tests/sshd-fixture. */
+function program() {
+	const file = process.env[PROGRAM_ENV] || path.join(ROOT, 'build', 'tests', 'sshd-fixture');
 	try {
-		const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-		const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
-		return state !== 'Z' && state !== 'X';
+		fs.accessSync(file, fs.constants.X_OK);
 	} catch {
-		return false;
+		throw new Error(`fixture: sshd fixture program ${file} is missing: build it with ` +
+			`\`make -C ${ROOT} tests\` (or set $${PROGRAM_ENV})`);
 	}
+	return file;
 }
 
-function killQuietly(pid, sig) {
-	try {
-		process.kill(pid, sig);
-	} catch {
-		/* gone */
-	}
-}
+/* JSON facts -> the fields the tests read (fx_sshd of tests/fixture/fixture.h). */
+const FIELDS = {
+	dir: 'dir', user: 'user', uid: 'uid', gid: 'gid', port: 'port', pid: 'pid',
+	hostKey: 'host_key', hostKeyLine: 'host_key_line', hostKeyFingerprint: 'host_fingerprint',
+	clientKey: 'client_key', workspace: 'workspace', config: 'config', log: 'log',
+	sshdConfig: 'sshd_config',
+};
 
 class Sshd {
-	constructor() {
-		this.dir = fs.mkdtempSync('/tmp/asp-node-fx.');
-		/* sshd's unprivileged side must reach authorized_keys in here. */
-		fs.chmodSync(this.dir, 0o755);
-		const u = loginUser();
-		this.user = u.name;
-		this.uid = u.uid;
-		this.gid = u.gid;
-		this.workspace = path.join(this.dir, 'workspace');
-		fs.mkdirSync(this.workspace, { mode: 0o755 });
-		fs.chmodSync(this.workspace, 0o755);
-		if (process.getuid() === 0)
-			fs.chownSync(this.workspace, this.uid, this.gid);
-		this.hostKey = path.join(this.dir, 'ssh_host_ed25519_key');
-		this.clientKey = path.join(this.dir, 'client_ed25519');
-		keygen(this.hostKey);
-		keygen(this.clientKey);
-		this.hostKeyLine = pubLine(this.hostKey);
-		fs.writeFileSync(path.join(this.dir, 'authorized_keys'), fs.readFileSync(`${this.clientKey}.pub`),
-			{ mode: 0o644 });
-		this.log = path.join(this.dir, 'sshd.log');
-		this.sshdConfig = path.join(this.dir, 'sshd_config');
-		this.config = path.join(this.dir, '.asp.json');
-		this.port = 0;
-		this.proc = null;
+	/*
+	 * extra: sshd_config lines put before the defaults (they win); from the
+	 * first Match line on, at the end of the file. opts.subsystem:
+	 * 'NAME COMMAND', replacing the default sftp subsystem.
+	 */
+	constructor(extra = '', opts = {}) {
+		this.extra = extra;
+		this.subsystem = opts.subsystem || '';
+		this.child = null;
+		this.lines = null;
+		this.waiting = [];
+		this.queue = Promise.resolve();
+		for (const k of Object.keys(FIELDS))
+			this[k] = null;
 	}
 
-	get hostKeyFingerprint() {
-		return fingerprint(this.hostKey);
+	_take(facts) {
+		for (const [k, v] of Object.entries(FIELDS))
+			this[k] = facts[v];
+	}
+
+	/* The next JSON line of the program, as facts; rejects with its error. */
+	_reply(what) {
+		return new Promise((resolve, reject) => {
+			this.waiting.push({ what, resolve, reject });
+		});
+	}
+
+	_onLine(line) {
+		const w = this.waiting.shift();
+		if (!w)
+			return;
+		let facts;
+		try {
+			facts = JSON.parse(line);
+		} catch {
+			w.reject(new Error(`fixture ${w.what}: not JSON: ${line}`));
+			return;
+		}
+		this._take(facts);
+		if (facts.ok)
+			w.resolve(this);
+		else
+			w.reject(new Error(`fixture ${w.what}: ${facts.error}`));
+	}
+
+	_onExit(code, signal) {
+		for (const w of this.waiting.splice(0))
+			w.reject(new Error(`fixture ${w.what}: the program exited (${code ?? signal}) ` +
+				'without an answer; its stderr is above'));
+	}
+
+	async start() {
+		const argv = [];
+		if (this.extra)
+			argv.push('--sshd-config', this.extra);
+		if (this.subsystem)
+			argv.push('--subsystem', this.subsystem);
+		/* stderr is ours: what goes wrong shows in the test's output. */
+		const child = spawn(program(), argv, { stdio: ['pipe', 'pipe', 'inherit'] });
+		this.child = child;
+		/* 'close': after the last line of stdout, unlike 'exit'. */
+		this.exited = new Promise((resolve) => {
+			child.on('close', (code, signal) => {
+				this._onExit(code, signal);
+				resolve();
+			});
+			child.on('error', (e) => {
+				this._onExit(e.message, null);
+				resolve();
+			});
+		});
+		child.stdin.on('error', () => { /* the program is gone: _onExit says so */ });
+		this.lines = readline.createInterface({ input: child.stdout });
+		this.lines.on('line', (line) => this._onLine(line));
+		running.add(this);
+		try {
+			await this._reply('start');
+		} catch (e) {
+			await this.stop();
+			throw e;
+		}
+		return this;
+	}
+
+	/* One command; commands run one after another. */
+	_command(cmd) {
+		const run = async () => {
+			if (!this.child || this.child.exitCode !== null || this.child.signalCode !== null)
+				throw new Error(`fixture ${cmd}: the fixture is not started`);
+			const reply = this._reply(cmd);
+			this.child.stdin.write(`${cmd}\n`);
+			return reply;
+		};
+		const p = this.queue.then(run, run);
+		this.queue = p.catch(() => {});
+		return p;
+	}
+
+	/* Stop sshd and everything under it; the directory stays (startAgain brings it back). */
+	stopServer() {
+		return this._command('stop');
+	}
+
+	/* Stop everything and start again on the same port with the same keys. */
+	restart() {
+		return this._command('restart');
+	}
+
+	/* A crash: SIGKILL the listener and every sshd under it; user commands are left running. */
+	kill9() {
+		return this._command('kill9');
+	}
+
+	/* Start after kill9 or stopServer (same port, keys, config). */
+	startAgain() {
+		return this._command('start');
+	}
+
+	/* A new host key and a restart; this.config still pins the old key. */
+	rotateHostKey() {
+		return this._command('rotate-host-key');
 	}
 
 	/*
@@ -214,104 +195,34 @@ class Sshd {
 		return file;
 	}
 
-	async _launch(extra) {
-		fs.writeFileSync(this.sshdConfig, configText(this, extra), { mode: 0o644 });
-		if (process.getuid() === 0)
-			fs.mkdirSync('/run/sshd', { recursive: true, mode: 0o755 });
-		const from = fs.existsSync(this.log) ? fs.statSync(this.log).size : 0;
-		const args = ['-D', '-e', '-f', this.sshdConfig, '-E', this.log];
-		if (hasPenalties(this.sshdConfig))
-			args.push('-o', 'PerSourcePenalties=no');
-		/*
-		 * If this process dies without running its exit handler (a crash),
-		 * sshd gets SIGTERM from the kernel (PR_SET_PDEATHSIG, as fixture.c does).
-		 */
-		const proc = SETPRIV
-			? spawn(SETPRIV, ['--pdeathsig', 'TERM', '--', SSHD, ...args], { stdio: 'ignore' })
-			: spawn(SSHD, args, { stdio: 'ignore' });
-		let exited = false;
-		proc.on('exit', () => {
-			exited = true;
-		});
-		this.proc = proc;
-		running.add(this);
-		const needle = `Server listening on 127.0.0.1 port ${this.port}.`;
-		const deadline = Date.now() + START_TIMEOUT_MS;
-		while (Date.now() < deadline) {
-			const text = fs.existsSync(this.log) ? fs.readFileSync(this.log, 'utf8').slice(from) : '';
-			if (text.includes(needle))
-				return 'up';
-			if (exited)
-				return text.includes('Address already in use') ? 'busy' : 'failed';
-			await sleep(10);
-		}
-		return 'failed';
-	}
-
-	async start(extra = '') {
-		for (let i = 0; i < PORT_ATTEMPTS; i++) {
-			this.port = await freePort();
-			const state = await this._launch(extra);
-			if (state === 'up') {
-				this.writeConfig();
-				return this;
-			}
-			await this._terminate();
-			if (state !== 'busy')
-				break;
-		}
-		const tail = fs.existsSync(this.log) ? fs.readFileSync(this.log, 'utf8').slice(-2000) : '(no log)';
-		await this.stop();
-		throw new Error(`fixture: sshd failed to start on 127.0.0.1 port ${this.port}; log tail:\n${tail}`);
-	}
-
 	logContains(needle) {
 		return fs.existsSync(this.log) && fs.readFileSync(this.log, 'utf8').includes(needle);
 	}
 
-	/* SIGTERM the listener and its per-connection children, then SIGKILL what stays. */
-	async _terminate() {
-		const proc = this.proc;
-		this.proc = null;
-		if (!proc || proc.exitCode !== null || proc.signalCode !== null)
-			return;
-		const pids = [proc.pid, ...descendants(proc.pid)];
-		for (const pid of pids)
-			killQuietly(pid, 'SIGTERM');
-		const deadline = Date.now() + STOP_TIMEOUT_MS;
-		while (Date.now() < deadline && pids.some(alive))
-			await sleep(10);
-		for (const pid of pids)
-			if (alive(pid))
-				killQuietly(pid, 'SIGKILL');
-	}
-
-	/* Stop sshd and remove the directory. */
+	/* Stop sshd and everything under it, and remove the directory (the program does, when its stdin closes). */
 	async stop() {
-		await this._terminate();
+		const child = this.child;
 		running.delete(this);
-		fs.rmSync(this.dir, { recursive: true, force: true });
+		if (!child)
+			return;
+		this.child = null;
+		if (child.exitCode === null && child.signalCode === null)
+			child.stdin.end();
+		await this.exited;
+		this.lines.close();
+		this.pid = 0;
 	}
 }
 
-/* A test process that dies must not leave sshd listening. */
+/* A test process that ends without stop(): its stdin closing does the same, SIGTERM is quicker. */
 process.on('exit', () => {
-	for (const fx of running) {
-		if (fx.proc) {
-			for (const pid of [fx.proc.pid, ...descendants(fx.proc.pid)])
-				killQuietly(pid, 'SIGKILL');
-		}
-		try {
-			fs.rmSync(fx.dir, { recursive: true, force: true });
-		} catch {
-			/* best effort */
-		}
-	}
+	for (const fx of running)
+		if (fx.child)
+			fx.child.kill('SIGTERM');
 });
 
-async function startSshd(extraSshdConfig = '') {
-	const fx = new Sshd();
-	return fx.start(extraSshdConfig);
+async function startSshd(extraSshdConfig = '', opts = {}) {
+	return new Sshd(extraSshdConfig, opts).start();
 }
 
-module.exports = { startSshd, Sshd, TEST_USER };
+module.exports = { startSshd, Sshd, TEST_USER, program };

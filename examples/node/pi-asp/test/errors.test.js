@@ -82,7 +82,7 @@ function sshdChildren() {
 			/* gone */
 		}
 	}
-	const want = new Set([fx.proc.pid]);
+	const want = new Set([fx.pid]);
 	for (let grew = true; grew;) {
 		grew = false;
 		for (const [p, pp] of parent)
@@ -91,7 +91,7 @@ function sshdChildren() {
 				grew = true;
 			}
 	}
-	want.delete(fx.proc.pid);
+	want.delete(fx.pid);
 	return [...want];
 }
 
@@ -186,7 +186,7 @@ describe('error texts the model sees', () => {
 		assert.match((await call('timeout', p, 'bash', { command: 'sleep 20', timeout: 1 })).error, /timed out/);
 		assert.ok((await call('timeout', p, 'read', { path: 'hello.txt' })).ok, 'the sandbox works before it is stopped');
 		/* The listener too: libasp would otherwise retry on a fresh connection. */
-		const stopped = [fx.proc.pid, ...sshdChildren()];
+		const stopped = [fx.pid, ...sshdChildren()];
 		assert.ok(stopped.length > 1, 'a connection to stop');
 		for (const pid of stopped)
 			assert.ok(fs.existsSync(`/proc/${pid}`), `sshd process ${pid} alive before it is stopped`);
@@ -208,8 +208,8 @@ describe('error texts the model sees', () => {
 		}
 
 		/* sandbox down: the server is killed */
-		assert.ok(fs.existsSync(`/proc/${fx.proc.pid}`), 'sshd is alive before it is killed');
-		await fx._terminate();
+		assert.ok(fs.existsSync(`/proc/${fx.pid}`), 'sshd is alive before it is killed');
+		await fx.stopServer();
 		const out = await everyTool('sandbox down', p);
 		for (const name of TOOL_NAMES)
 			assert.ok(out[name].error, name);
