@@ -6,6 +6,7 @@
  */
 #include "fs.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -379,7 +380,29 @@ static int make_parents(asp_conn *c, const char *path, asp_error *err)
 	return rc;
 }
 
-static char *temp_name(const char *path)
+/* ------------------------------------------------------------ temp files */
+
+/*
+ * An atomic write's temp file is ".NAME.asp-RRRRRRRRRRRR-L.tmp": NAME the
+ * target's name (at most 100 bytes of it), R 48 random bits in lowercase
+ * hex, L the writer's lease in seconds. A live writer's WRITEs keep moving
+ * the file's mtime, and a writer that hears nothing from the server for
+ * its io_timeout_ms (L, rounded up) gives up and never renames the file:
+ * so a temp file whose mtime is older than 2 L + TEMP_SLACK_S (server
+ * clock) has no live writer, and anyone may remove it. Names without "-L"
+ * come from earlier versions: stale after TEMP_LEGACY_STALE_S.
+ */
+#define TEMP_HEX 12
+#define TEMP_BASE_MAX 100
+#define TEMP_SLACK_S 3
+#define TEMP_LEGACY_STALE_S 3600
+#define TEMP_LEASE_MAX 999999999u
+#define SWEEP_DIRS 256         /* directories a handle remembers having swept */
+#define SWEEP_PENDING 64       /* temp files a handle waits on to become stale */
+#define SWEEP_MAX_ENTRIES 100000u
+#define SWEEP_WINDOW 8         /* READDIRs in flight */
+
+static char *temp_name(const char *path, unsigned int lease_s)
 {
 	const char *slash = strrchr(path, '/');
 	unsigned char rnd[6];
@@ -389,8 +412,375 @@ static char *temp_name(const char *path)
 	if (asp__random(rnd, sizeof(rnd)))
 		return NULL;
 	/* Hidden, in the same directory (rename must not cross filesystems), recognisable. */
-	return asp__sprintf("%.*s/.%.100s.asp-%02x%02x%02x%02x%02x%02x.tmp", (int)dl, path, base,
-			    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5]);
+	return asp__sprintf("%.*s/.%.100s.asp-%02x%02x%02x%02x%02x%02x-%u.tmp", (int)dl, path, base,
+			    rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], lease_s);
+}
+
+/* Does name[0, end) end in ".asp-" and 12 lowercase hex digits, after "." and 1..100 bytes? */
+static int temp_stem(const char *name, size_t end)
+{
+	size_t k;
+
+	if (end < 1 + 1 + 5 + TEMP_HEX || end - TEMP_HEX - 5 - 1 > TEMP_BASE_MAX)
+		return 0;
+	for (k = end - TEMP_HEX; k < end; k++)
+		if (!((name[k] >= '0' && name[k] <= '9') || (name[k] >= 'a' && name[k] <= 'f')))
+			return 0;
+	return !memcmp(name + end - TEMP_HEX - 5, ".asp-", 5);
+}
+
+int asp__fs_temp_parse(const char *name, size_t len, uint32_t *lease_s)
+{
+	size_t end, dash;
+	uint32_t v = 0;
+
+	if (len < 4 || name[0] != '.' || memcmp(name + len - 4, ".tmp", 4) || memchr(name, '/', len) ||
+	    memchr(name, '\0', len))
+		return 0;
+	end = len - 4;
+	if (temp_stem(name, end)) {
+		*lease_s = 0;
+		return 1;
+	}
+	for (dash = end; dash > 0 && name[dash - 1] >= '0' && name[dash - 1] <= '9'; dash--)
+		;
+	if (dash == end || dash == 0 || name[dash - 1] != '-' || name[dash] == '0' || end - dash > 9)
+		return 0;
+	for (size_t k = dash; k < end; k++)
+		v = v * 10 + (uint32_t)(name[k] - '0');
+	if (!temp_stem(name, dash - 1))
+		return 0;
+	*lease_s = v;
+	return 1;
+}
+
+int asp__fs_temp_stale(uint32_t mtime, uint32_t lease_s, uint64_t now_s)
+{
+	uint64_t bound = lease_s ? 2ull * lease_s + TEMP_SLACK_S : TEMP_LEGACY_STALE_S;
+
+	return now_s > mtime && now_s - mtime > bound;
+}
+
+/* Seconds until a temp file with this mtime and lease becomes stale (at least 1). */
+static uint64_t temp_stale_in(uint32_t mtime, uint32_t lease_s, uint64_t now_s)
+{
+	uint64_t bound = lease_s ? 2ull * lease_s + TEMP_SLACK_S : TEMP_LEGACY_STALE_S;
+	uint64_t at = (uint64_t)mtime + bound + 1;
+
+	return at > now_s ? at - now_s : 1;
+}
+
+typedef struct sweep_wait {
+	char *path;
+	uint32_t lease_s;
+	uint64_t due_ms;          /* asp__now_ms clock: when to look again */
+} sweep_wait;
+
+struct asp_sweep {
+	pthread_mutex_t mu;
+	unsigned int lease_s;     /* this handle's lease, written into its temp names */
+	char *dirs[SWEEP_DIRS];   /* directories already swept (a ring) */
+	size_t ndirs, next_dir;
+	sweep_wait wait[SWEEP_PENDING]; /* not stale yet when seen */
+	size_t nwait;
+	int64_t clock_offset_s;   /* server time minus asp__now_ms() / 1000, as last measured */
+	int have_offset;
+};
+
+int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms)
+{
+	asp_sweep *sw = asp__calloc(1, sizeof(*sw));
+
+	if (!sw)
+		return ASP_ENOMEM;
+	pthread_mutex_init(&sw->mu, NULL);
+	sw->lease_s = io_timeout_ms / 1000 + (io_timeout_ms % 1000 != 0);
+	if (!sw->lease_s)
+		sw->lease_s = 1;
+	if (sw->lease_s > TEMP_LEASE_MAX)
+		sw->lease_s = TEMP_LEASE_MAX;
+	*out = sw;
+	return 0;
+}
+
+void asp__sweep_free(asp_sweep *sw)
+{
+	size_t i;
+
+	if (!sw)
+		return;
+	for (i = 0; i < sw->ndirs; i++)
+		asp__free(sw->dirs[i]);
+	for (i = 0; i < sw->nwait; i++)
+		asp__free(sw->wait[i].path);
+	pthread_mutex_destroy(&sw->mu);
+	asp__free(sw);
+}
+
+int asp__sweep_due(asp_sweep *sw)
+{
+	uint64_t now = asp__now_ms();
+	size_t i;
+	int due = 0;
+
+	if (!sw)
+		return 0;
+	pthread_mutex_lock(&sw->mu);
+	for (i = 0; i < sw->nwait && !due; i++)
+		due = sw->wait[i].due_ms <= now;
+	pthread_mutex_unlock(&sw->mu);
+	return due;
+}
+
+/* Remember a temp file that is not stale yet (takes path); dropped when the list is full. */
+static void sweep_wait_add(asp_sweep *sw, char *path, uint32_t lease_s, uint64_t in_s)
+{
+	pthread_mutex_lock(&sw->mu);
+	if (sw->nwait < SWEEP_PENDING) {
+		sw->wait[sw->nwait].path = path;
+		sw->wait[sw->nwait].lease_s = lease_s;
+		sw->wait[sw->nwait++].due_ms = asp__now_ms() + in_s * 1000u;
+		path = NULL;
+	}
+	pthread_mutex_unlock(&sw->mu);
+	asp__free(path);
+}
+
+/* The server's clock now, in seconds, from the last measurement; 0 when unknown. */
+static uint64_t sweep_server_now(asp_sweep *sw)
+{
+	int64_t now = 0;
+
+	pthread_mutex_lock(&sw->mu);
+	if (sw->have_offset)
+		now = (int64_t)(asp__now_ms() / 1000) + sw->clock_offset_s;
+	pthread_mutex_unlock(&sw->mu);
+	return now > 0 ? (uint64_t)now : 0;
+}
+
+/* REMOVE every path and wait for the replies; gone[i] = 1 when path i is gone. */
+static int remove_all(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
+{
+	uint32_t ids[64];
+	size_t i, j, k;
+	int rc = 0;
+
+	for (i = 0; i < n; i += k) {
+		k = n - i < 64 ? n - i : 64;
+		for (j = 0; j < k; j++)
+			if ((rc = send_path(c, SSH_FXP_REMOVE, paths[i + j], 0, &ids[j], err)))
+				return rc;
+		for (j = 0; j < k; j++) {
+			asp_sftp_reply r;
+			int st;
+			if ((rc = asp__sftp_reply(c, &r, ids[j], err)))
+				return rc;
+			st = asp__sftp_status(&r);
+			if (gone)
+				gone[i + j] = st == SSH_FX_OK || st == SSH_FX_NO_SUCH_FILE;
+		}
+	}
+	return 0;
+}
+
+/* LSTAT the remembered temp files whose time has come; remove the stale ones, keep waiting on the rest. */
+void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
+{
+	sweep_wait due[SWEEP_PENDING];
+	char *stale[SWEEP_PENDING];
+	uint32_t ids[SWEEP_PENDING];
+	uint64_t now = asp__now_ms(), server_now;
+	size_t n = 0, ns = 0, i, j;
+
+	if (!sw)
+		return;
+	pthread_mutex_lock(&sw->mu);
+	for (i = j = 0; i < sw->nwait; i++) {
+		if (sw->wait[i].due_ms <= now)
+			due[n++] = sw->wait[i];
+		else
+			sw->wait[j++] = sw->wait[i];
+	}
+	sw->nwait = j;
+	pthread_mutex_unlock(&sw->mu);
+	if (!n)
+		return;
+	server_now = sweep_server_now(sw);
+	if (!server_now || asp__sftp_ensure(c, NULL))
+		goto keep_all;
+	for (i = 0; i < n; i++)
+		if (send_path(c, SSH_FXP_LSTAT, due[i].path, 0, &ids[i], NULL))
+			goto keep_all;
+	for (i = 0; i < n; i++) {
+		asp_sftp_attrs a;
+		int found = 0;
+		if (get_attrs(c, ids[i], &a, &found, "sweep", due[i].path, NULL)) {
+			if (asp__conn_dead(c)) {
+				/* Nothing learned about the rest: wait on them again. */
+				for (j = i; j < n; j++)
+					sweep_wait_add(sw, due[j].path, due[j].lease_s, 1);
+				n = i;
+				break;
+			}
+			found = 0;
+		}
+		if (!found || type_of(a.perm) != ASP_TYPE_FILE || !(a.flags & SSH_FILEXFER_ATTR_ACMODTIME)) {
+			asp__free(due[i].path);
+		} else if (asp__fs_temp_stale(a.mtime, due[i].lease_s, server_now)) {
+			stale[ns++] = due[i].path;
+		} else {
+			/* Touched since: its writer lives. Look again when it could be stale. */
+			sweep_wait_add(sw, due[i].path, due[i].lease_s,
+				       temp_stale_in(a.mtime, due[i].lease_s, server_now));
+		}
+	}
+	if (ns && !asp__conn_dead(c))
+		remove_all(c, stale, ns, NULL, NULL);
+	for (i = 0; i < ns; i++)
+		asp__free(stale[i]);
+	return;
+keep_all:
+	for (i = 0; i < n; i++)
+		sweep_wait_add(sw, due[i].path, due[i].lease_s, 1);
+}
+
+/* Mark dir as swept by this handle; 0 when it already was. */
+static int sweep_claim_dir(asp_sweep *sw, const char *dir)
+{
+	size_t i;
+	char *d;
+
+	pthread_mutex_lock(&sw->mu);
+	for (i = 0; i < sw->ndirs; i++) {
+		if (!strcmp(sw->dirs[i], dir)) {
+			pthread_mutex_unlock(&sw->mu);
+			return 0;
+		}
+	}
+	if ((d = asp__strdup(dir)) != NULL) {
+		if (sw->ndirs < SWEEP_DIRS) {
+			sw->dirs[sw->ndirs++] = d;
+		} else {
+			asp__free(sw->dirs[sw->next_dir]);
+			sw->dirs[sw->next_dir] = d;
+			sw->next_dir = (sw->next_dir + 1) % SWEEP_DIRS;
+		}
+	}
+	pthread_mutex_unlock(&sw->mu);
+	return d != NULL;
+}
+
+/* Decode one READDIR reply: stale temp files go to *stale, fresh ones to the wait list. */
+static int sweep_decode(asp_sweep *sw, const char *dir, const unsigned char *p, size_t len,
+			uint64_t server_now, char ***stale, size_t *ns, size_t *cap, size_t *seen)
+{
+	uint32_t i, cnt;
+
+	if (asp__sftp_get_u32(&p, &len, &cnt))
+		return ASP_EPROTO;
+	for (i = 0; i < cnt; i++) {
+		const unsigned char *name, *lname;
+		size_t nl, ll;
+		asp_sftp_attrs a;
+		uint32_t lease;
+		char *path;
+
+		if (asp__sftp_get_str(&p, &len, &name, &nl) || asp__sftp_get_str(&p, &len, &lname, &ll) ||
+		    asp__sftp_get_attrs(&p, &len, &a))
+			return ASP_EPROTO;
+		(*seen)++;
+		if (!asp__fs_temp_parse((const char *)name, nl, &lease) ||
+		    type_of(a.perm) != ASP_TYPE_FILE || !(a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ||
+		    !(a.flags & SSH_FILEXFER_ATTR_ACMODTIME))
+			continue;
+		if (!(path = asp__sprintf("%s/%.*s", strcmp(dir, "/") ? dir : "", (int)nl, name)))
+			return ASP_ENOMEM;
+		if (!asp__fs_temp_stale(a.mtime, lease, server_now)) {
+			sweep_wait_add(sw, path, lease, temp_stale_in(a.mtime, lease, server_now));
+			continue;
+		}
+		if (*ns == *cap) {
+			size_t nc = *cap ? *cap * 2 : 8;
+			char **nv = asp__realloc(*stale, nc * sizeof(*nv));
+			if (!nv) {
+				asp__free(path);
+				return ASP_ENOMEM;
+			}
+			*stale = nv;
+			*cap = nc;
+		}
+		(*stale)[(*ns)++] = path;
+	}
+	return 0;
+}
+
+/*
+ * Read dir once (at most SWEEP_MAX_ENTRIES entries, SWEEP_WINDOW READDIRs in
+ * flight) and remove the stale libasp temp files in it. Best effort: any
+ * failure ends the sweep quietly.
+ */
+static void sweep_dir(asp_conn *c, asp_sweep *sw, const char *dir, uint64_t server_now)
+{
+	unsigned char h[256];
+	size_t hl, inflight = 0, ns = 0, cap = 0, seen = 0, i;
+	uint32_t ids[SWEEP_WINDOW], id;
+	char **stale = NULL;
+	int eof = 0, rc = 0;
+
+	if (send_path(c, SSH_FXP_OPENDIR, dir, 0, &id, NULL) ||
+	    get_handle(c, id, h, &hl, "sweep", dir, ASP_EIO, NULL))
+		return;
+	while (!eof || inflight) {
+		asp_sftp_reply r;
+		while (!eof && !rc && inflight < SWEEP_WINDOW) {
+			asp__sftp_begin(c, SSH_FXP_READDIR);
+			asp__sftp_str(c, h, hl);
+			if ((rc = asp__sftp_end(c, 0, &ids[inflight], NULL)))
+				break;
+			inflight++;
+		}
+		if (!inflight || (rc = asp__sftp_reply(c, &r, ids[0], NULL)))
+			break;
+		memmove(ids, ids + 1, --inflight * sizeof(ids[0]));
+		if (eof)
+			continue;
+		if (r.type != SSH_FXP_NAME ||
+		    sweep_decode(sw, dir, r.p, r.len, server_now, &stale, &ns, &cap, &seen) ||
+		    seen >= SWEEP_MAX_ENTRIES)
+			eof = 1; /* the end, an error, or enough: stop asking */
+	}
+	if (!asp__conn_dead(c)) {
+		close_later(c, h, hl, NULL);
+		if (ns)
+			remove_all(c, stale, ns, NULL, NULL);
+	}
+	for (i = 0; i < ns; i++)
+		asp__free(stale[i]);
+	asp__free(stale);
+}
+
+/* After a write renamed into path: sweep its directory once per handle, and look at what is due. */
+static void sweep_after_write(asp_conn *c, asp_sweep *sw, const char *path, uint32_t server_now)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir;
+
+	if (!sw)
+		return;
+	if (server_now) {
+		pthread_mutex_lock(&sw->mu);
+		sw->clock_offset_s = (int64_t)server_now - (int64_t)(asp__now_ms() / 1000);
+		sw->have_offset = 1;
+		pthread_mutex_unlock(&sw->mu);
+	}
+	if (server_now && slash && (dir = slash == path ? asp__strdup("/")
+					     : asp__strndup(path, (size_t)(slash - path))) != NULL) {
+		if (sweep_claim_dir(sw, dir))
+			sweep_dir(c, sw, dir, server_now);
+		asp__free(dir);
+	}
+	if (!asp__conn_dead(c))
+		asp__fs_sweep_due(c, sw);
 }
 
 /*
@@ -400,13 +790,14 @@ static char *temp_name(const char *path)
  * flight. The handle is always closed; the first failure is returned.
  */
 static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const void *data,
-			   size_t len, int setmode, uint32_t mode, const char *path, asp_error *err)
+			   size_t len, int setmode, uint32_t mode, const char *path,
+			   asp_sftp_attrs *written, asp_error *err)
 {
-	enum { WRITE, CHMOD, CLOSE };
-	static const char *const what[] = { "write", "chmod", "close" };
-	static const int fallback[] = { ASP_ENOSPC, ASP_EIO, ASP_ENOSPC };
-	uint32_t ids[MAX_INFLIGHT + 2];
-	unsigned char kind[MAX_INFLIGHT + 2];
+	enum { WRITE, CHMOD, CLOSE, FSTAT };
+	static const char *const what[] = { "write", "chmod", "close", "stat" };
+	static const int fallback[] = { ASP_ENOSPC, ASP_EIO, ASP_ENOSPC, ASP_EIO };
+	uint32_t ids[MAX_INFLIGHT + 3];
+	unsigned char kind[MAX_INFLIGHT + 3];
 	size_t inflight = 0, off = 0;
 	int rc, failed = 0, closed = 0;
 
@@ -426,6 +817,14 @@ static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const
 				return ASP_ECONNLOST;
 		}
 		if (!closed && (failed || off >= len)) {
+			if (written && !failed) {
+				/* The file's mtime after the last WRITE: the server's clock, for the sweep. */
+				asp__sftp_begin(c, SSH_FXP_FSTAT);
+				asp__sftp_str(c, h, hl);
+				kind[inflight] = FSTAT;
+				if ((rc = asp__sftp_end(c, 0, &ids[inflight++], err)))
+					return rc;
+			}
 			if (setmode && !failed) {
 				asp__sftp_begin(c, SSH_FXP_FSETSTAT);
 				asp__sftp_str(c, h, hl);
@@ -443,7 +842,12 @@ static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const
 		}
 		if ((rc = asp__sftp_reply(c, &r, ids[0], err)))
 			return rc;
-		if (!failed && asp__sftp_status(&r) != SSH_FX_OK)
+		if (kind[0] == FSTAT) {
+			const unsigned char *p = r.p;
+			size_t pl = r.len;
+			if (r.type != SSH_FXP_ATTRS || asp__sftp_get_attrs(&p, &pl, written))
+				memset(written, 0, sizeof(*written));
+		} else if (!failed && asp__sftp_status(&r) != SSH_FX_OK)
 			failed = asp__sftp_fail(&r, fallback[kind[0]], err, what[kind[0]], path);
 		inflight--;
 		memmove(ids, ids + 1, inflight * sizeof(ids[0]));
@@ -488,7 +892,7 @@ static int write_in_place(asp_conn *c, const char *path, const void *data, size_
 			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", SHOW(path));
 		return rc == ASP_EIO ? ASP_EISDIR : rc;
 	}
-	return write_and_close(c, h, hl, data, len, o->mode != 0, o->mode, path, err);
+	return write_and_close(c, h, hl, data, len, o->mode != 0, o->mode, path, NULL, err);
 }
 
 static int rename_over(asp_conn *c, const char *from, const char *to, int target_exists,
@@ -528,13 +932,13 @@ static int remove_temp(asp_conn *c, const char *path)
 }
 
 static int write_atomic(asp_conn *c, const char *path, const void *data, size_t len,
-			const asp_write_options *o, char **orphan, int depth, asp_error *err)
+			const asp_write_options *o, char **orphan, asp_sweep *sw, int depth, asp_error *err)
 {
 	unsigned char h[256];
 	size_t hl;
 	uint32_t id_lstat;
-	asp_sftp_attrs a;
-	char *tmp = temp_name(path);
+	asp_sftp_attrs a, written;
+	char *tmp = temp_name(path, sw ? sw->lease_s : 30);
 	int rc, found = 0, opened = 0, handle = 0;
 
 	if (!tmp)
@@ -561,7 +965,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		if (!(rc = make_parents(c, path, err))) {
 			asp__free(tmp);
 			return write_atomic(c, path, data, len,
-					    &(asp_write_options){ o->version, o->mode, 0, 1, o->cancel, o->timeout_ms }, orphan, depth, err);
+					    &(asp_write_options){ o->version, o->mode, 0, 1, o->cancel, o->timeout_ms }, orphan, sw, depth, err);
 		}
 	}
 	if (rc == ASP_ENOENT)
@@ -596,17 +1000,22 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 			rc = asp__error(err, ASP_ENOMEM, "out of memory");
 			goto out;
 		}
-		rc = write_atomic(c, real, data, len, o, orphan, depth + 1, err);
+		rc = write_atomic(c, real, data, len, o, orphan, sw, depth + 1, err);
 		asp__free(real);
 		goto out;
 	}
 	/* From here a lost connection may leave the temp file behind. */
-	rc = write_and_close(c, h, hl, data, len, o->mode || found, o->mode ? o->mode : a.perm, tmp, err);
+	memset(&written, 0, sizeof(written));
+	rc = write_and_close(c, h, hl, data, len, o->mode || found, o->mode ? o->mode : a.perm, tmp,
+			     &written, err);
 	handle = 0;
 	if (rc == 0) {
 		opened = 0;
 		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
 			remove_temp(c, tmp);
+		if (rc == 0)
+			sweep_after_write(c, sw, path, written.flags & SSH_FILEXFER_ATTR_ACMODTIME
+							       ? written.mtime : 0);
 		goto out;
 	}
 	if (rc && asp__error_is(err, ASP_ENOSPC))
@@ -625,7 +1034,7 @@ out:
 }
 
 int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
-		  const asp_write_options *o, char **orphan, asp_error *err)
+		  const asp_write_options *o, char **orphan, asp_sweep *sw, asp_error *err)
 {
 	int rc;
 
@@ -633,20 +1042,16 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 		return rc;
 	if (!o->atomic)
 		return write_in_place(c, path, data, len, o, err);
-	return write_atomic(c, path, data, len, o, orphan, 0, err);
+	return write_atomic(c, path, data, len, o, orphan, sw, 0, err);
 }
 
-int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, asp_error *err)
+int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
 {
-	size_t i;
 	int rc;
 
 	if ((rc = asp__sftp_ensure(c, err)))
 		return rc;
-	for (i = 0; i < n; i++)
-		if ((rc = send_path(c, SSH_FXP_REMOVE, paths[i], 1, NULL, err)))
-			return rc;
-	return asp__sftp_flush(c, err);
+	return remove_all(c, paths, n, gone, err);
 }
 
 /* ------------------------------------------------------------ metadata */

@@ -23,15 +23,45 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 		 asp_buf *out, asp_error *err);
 
 /*
+ * Temp-file bookkeeping of one handle (thread-safe): the lease written into
+ * its temp names (io_timeout_ms in whole seconds), the directories it has
+ * swept for stale temp files, and the temp files it saw that were not stale
+ * yet. See "temp files" in fs.c for the rule.
+ */
+typedef struct asp_sweep asp_sweep;
+
+int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms);
+void asp__sweep_free(asp_sweep *sw);
+/* 1 when a remembered temp file may have become stale (asp__fs_sweep_due would look). */
+int asp__sweep_due(asp_sweep *sw);
+/* LSTAT the remembered temp files that may be stale now and remove those that are. Best effort. */
+void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw);
+
+/*
+ * Is name (len bytes, a directory entry) an atomic write's temp file:
+ * ".NAME.asp-" 12 lowercase hex digits, optionally "-" and a lease (1..9
+ * digits, no leading zero), ".tmp", NAME 1..100 bytes? *lease_s gets the
+ * lease, 0 for a name without one (earlier versions). No I/O.
+ */
+int asp__fs_temp_parse(const char *name, size_t len, uint32_t *lease_s);
+/* Is a temp file with this mtime and lease stale at server time now_s (no live writer)? */
+int asp__fs_temp_stale(uint32_t mtime, uint32_t lease_s, uint64_t now_s);
+
+/*
  * Write a file. On an atomic write that dies with the connection after the
  * temporary file may exist, *orphan receives its path (asp__free) so that
- * a later write can remove it.
+ * a later call can remove it. After an atomic write, the target's
+ * directory is swept for stale temp files (the first time sw sees it) and
+ * sw's due ones are looked at. sw may be NULL.
  */
 int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
-		  const asp_write_options *o, char **orphan, asp_error *err);
+		  const asp_write_options *o, char **orphan, asp_sweep *sw, asp_error *err);
 
-/* Remove leftover temporary files (replies are not awaited). */
-int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, asp_error *err);
+/*
+ * Remove leftover temporary files and wait for the replies; gone[i] (may
+ * be NULL) is set to 1 when paths[i] is gone (removed, or was not there).
+ */
+int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err);
 
 int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err);
 int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err);

@@ -37,6 +37,7 @@ struct asp_sandbox {
 	pthread_mutex_t mu;         /* guards orphans */
 	char *orphans[MAX_ORPHANS]; /* temp files of atomic writes cut off by a lost connection */
 	size_t norphans;
+	asp_sweep *sweep;           /* stale temp files of other writers (fs.c) */
 };
 
 struct asp_list {
@@ -151,6 +152,10 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
 	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;
 	sb->max_list_entries = o.max_list_entries ? o.max_list_entries : 100000;
+	if (asp__sweep_new(&sb->sweep, sb->params.io_timeout_ms)) {
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+		goto fail;
+	}
 	if ((rc = asp__pool_new(&sb->pool, &sb->params, o.max_connections ? o.max_connections : 4,
 				o.idle_close_s ? o.idle_close_s : 300, err)))
 		goto fail;
@@ -166,15 +171,19 @@ fail:
 	return rc;
 }
 
+static void clean_at_close(asp_sandbox *sb);
+
 void asp_close(asp_sandbox *sb)
 {
 	size_t i;
 
 	if (!sb)
 		return;
+	clean_at_close(sb);
 	asp__pool_free(sb->pool);
 	for (i = 0; i < sb->norphans; i++)
 		asp__free(sb->orphans[i]);
+	asp__sweep_free(sb->sweep);
 	asp__pin_clear(&sb->pin);
 	asp__identity_free(sb->identity);
 	asp__free(sb->known_hosts);
@@ -220,6 +229,93 @@ static int resolve(const asp_sandbox *sb, const char *path, char **out, const ch
 	else
 		*out = asp__sprintf("%.*s/%s", (int)(wl > 1 && ws[wl - 1] == '/' ? wl - 1 : wl), ws, path);
 	return *out ? 0 : asp__error(err, ASP_ENOMEM, "out of memory");
+}
+
+/* ------------------------------------------------------------ leftover temp files */
+
+static void add_orphan(asp_sandbox *sb, char *path)
+{
+	pthread_mutex_lock(&sb->mu);
+	if (sb->norphans < MAX_ORPHANS) {
+		sb->orphans[sb->norphans++] = path;
+		path = NULL;
+	}
+	pthread_mutex_unlock(&sb->mu);
+	asp__free(path);
+}
+
+/*
+ * Remove temp files left by earlier atomic writes of this handle that lost
+ * their connection (they are known to have no writer), and wait for the
+ * server's word: those it could not be asked about are kept for next time.
+ */
+static void forget_orphans(asp_sandbox *sb, asp_conn *c)
+{
+	char *list[MAX_ORPHANS];
+	unsigned char gone[MAX_ORPHANS];
+	size_t n, i;
+
+	pthread_mutex_lock(&sb->mu);
+	n = sb->norphans;
+	memcpy(list, sb->orphans, n * sizeof(list[0]));
+	sb->norphans = 0;
+	pthread_mutex_unlock(&sb->mu);
+	if (!n)
+		return;
+	memset(gone, 0, sizeof(gone));
+	if (asp__fs_forget(c, list, n, gone, NULL) && !asp__conn_dead(c))
+		memset(gone, 1, sizeof(gone)); /* the server refused (not a lost link): give up on them */
+	for (i = 0; i < n; i++) {
+		if (gone[i])
+			asp__free(list[i]);
+		else
+			add_orphan(sb, list[i]);
+	}
+}
+
+/* Anything to clean up before the next operation? */
+static int has_leftovers(asp_sandbox *sb)
+{
+	size_t n;
+
+	pthread_mutex_lock(&sb->mu);
+	n = sb->norphans;
+	pthread_mutex_unlock(&sb->mu);
+	return n > 0 || asp__sweep_due(sb->sweep);
+}
+
+static void clean_leftovers(asp_sandbox *sb, asp_conn *c)
+{
+	forget_orphans(sb, c);
+	if (!asp__conn_dead(c))
+		asp__fs_sweep_due(c, sb->sweep);
+}
+
+#define CLOSE_CLEAN_MS 2000u
+
+/*
+ * At close: clean up on an idle connection, or a new one if it can be had
+ * within CLOSE_CLEAN_MS (or connect_timeout_ms if shorter); the whole
+ * cleanup shares that bound. When it cannot, another handle's write into
+ * the same directory removes the files once they are stale (fs.c).
+ */
+static void clean_at_close(asp_sandbox *sb)
+{
+	unsigned int ms = sb->params.connect_timeout_ms;
+	uint64_t deadline;
+	asp_conn *c;
+
+	if (!sb->pool || !sb->sweep || !has_leftovers(sb))
+		return;
+	if (!ms || ms > CLOSE_CLEAN_MS)
+		ms = CLOSE_CLEAN_MS;
+	deadline = asp__now_ms() + ms;
+	if (asp__pool_get(sb->pool, &c, 0, NULL, deadline, NULL))
+		return;
+	asp__conn_begin_op(c, deadline, -1);
+	clean_leftovers(sb, c);
+	asp__conn_end_op(c);
+	asp__pool_put(sb->pool, c);
 }
 
 typedef int (*op_fn)(asp_conn *c, void *ctx, int *started, asp_error *err);
@@ -268,7 +364,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		     asp_error *err)
 {
 	asp_error before;
-	int attempt, rc = ASP_ERROR;
+	int attempt, rc = ASP_ERROR, cleaned = 0;
 
 	/*
 	 * A success leaves err as the caller gave it, also when a step on the way
@@ -283,6 +379,17 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cl->cancel, cl->deadline, err)))
 			return explain_timeout(cl, rc, err);
 		asp__conn_begin_op(c, cl->deadline, asp__cancel_fd(cl->cancel));
+		if (!cleaned && has_leftovers(sb)) {
+			/* Once per call; a connection that dies doing it does not count as an attempt. */
+			cleaned = 1;
+			clean_leftovers(sb, c);
+			if (asp__conn_dead(c)) {
+				asp__conn_end_op(c);
+				asp__pool_put(sb->pool, c);
+				attempt--;
+				continue;
+			}
+		}
 		rc = op(c, ctx, &started, err);
 		asp__conn_end_op(c);
 		dead = asp__conn_dead(c);
@@ -349,35 +456,6 @@ typedef struct write_ctx {
 	const asp_write_options *o;
 } write_ctx;
 
-/* Remove temp files left by earlier writes that lost their connection. */
-static void forget_orphans(asp_sandbox *sb, asp_conn *c)
-{
-	char *list[MAX_ORPHANS];
-	size_t n, i;
-
-	pthread_mutex_lock(&sb->mu);
-	n = sb->norphans;
-	memcpy(list, sb->orphans, n * sizeof(list[0]));
-	sb->norphans = 0;
-	pthread_mutex_unlock(&sb->mu);
-	if (!n)
-		return;
-	asp__fs_forget(c, list, n, NULL);
-	for (i = 0; i < n; i++)
-		asp__free(list[i]);
-}
-
-static void add_orphan(asp_sandbox *sb, char *path)
-{
-	pthread_mutex_lock(&sb->mu);
-	if (sb->norphans < MAX_ORPHANS) {
-		sb->orphans[sb->norphans++] = path;
-		path = NULL;
-	}
-	pthread_mutex_unlock(&sb->mu);
-	asp__free(path);
-}
-
 static int do_write(asp_conn *c, void *ctx, int *started, asp_error *err)
 {
 	write_ctx *x = ctx;
@@ -385,8 +463,7 @@ static int do_write(asp_conn *c, void *ctx, int *started, asp_error *err)
 	int rc;
 
 	*started = 1;
-	forget_orphans(x->sb, c);
-	rc = asp__fs_write(c, x->path, x->data, x->len, x->o, &orphan, err);
+	rc = asp__fs_write(c, x->path, x->data, x->len, x->o, &orphan, x->sb->sweep, err);
 	if (orphan)
 		add_orphan(x->sb, orphan);
 	return rc;

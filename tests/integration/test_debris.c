@@ -1,0 +1,452 @@
+/*
+ * test_debris.c - no temp file of an atomic write outlives the write that
+ * made it once the server is reachable again. A real sshd is SIGKILLed
+ * while a 64 MiB atomic write is half-way (a thread watches the temp file
+ * grow in the workspace, then kills), and then:
+ *   - the same handle's next call (a stat) removes the temp file;
+ *   - the same handle's asp_close removes it;
+ *   - the handle is closed while the server is down (the temp file stays),
+ *     and a fresh handle's writes into that directory leave it while its
+ *     writer could still be alive (its lease) and remove it once stale.
+ * And a sweep of a directory by a fresh handle removes stale temp files but
+ * never a live writer's (one stalled by a black-holed link, mid-write),
+ * nor any file whose name is not exactly our pattern, nor a directory.
+ * The target is intact throughout.
+ */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "asp.h"
+#include "fixture/fixture.h"
+#include "fixture/proxy.h"
+
+#define BIG_LEN (64u * 1024 * 1024)
+#define KILL_AT (8u * 1024 * 1024)
+
+#define ASSERT_OK(rc, e)                                                                  \
+	ck_assert_msg((rc) == ASP_OK, "line %d: %s: %s", __LINE__, asp_error_name(rc), (e).message)
+
+static fx_sshd fx;
+static fx_proxy px;
+
+static void setup(void)
+{
+	memset(&fx, 0, sizeof(fx));
+	memset(&px, 0, sizeof(px));
+	px.ctl = -1;
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+}
+
+static void teardown(void)
+{
+	fx_proxy_stop(&px);
+	fx_sshd_stop(&fx);
+}
+
+static void sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[32];
+	unsigned int mdlen = 0;
+
+	ck_assert(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32);
+	for (int i = 0; i < 32; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+static unsigned char *make_data(size_t len, uint64_t seed)
+{
+	unsigned char *d = malloc(len);
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	ck_assert(d != NULL);
+	for (size_t i = 0; i < len; i += 8) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		memcpy(d + i, &x, len - i < 8 ? len - i : 8);
+	}
+	return d;
+}
+
+static asp_sandbox *open_sb(const char *config, unsigned int io_timeout_ms)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_error e = { 0 };
+	asp_sandbox *sb = NULL;
+	int rc;
+
+	o.config_path = config;
+	o.io_timeout_ms = io_timeout_ms;
+	o.connect_timeout_ms = 5000;
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open: %s: %s", asp_error_name(rc), e.message);
+	return sb;
+}
+
+static void write_text(asp_sandbox *sb, const char *path, const char *text)
+{
+	asp_error err = { 0 };
+	int rc = asp_write(sb, path, text, strlen(text), NULL, &err);
+
+	ASSERT_OK(rc, err);
+}
+
+/* How many entries of dir look like an atomic write's temp file of `name` (NULL: any). */
+static int count_temps(const char *dir, const char *name)
+{
+	char prefix[256];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_msg(d != NULL, "opendir %s: %s", dir, strerror(errno));
+	snprintf(prefix, sizeof(prefix), ".%s.asp-", name ? name : "");
+	while ((e = readdir(d)) != NULL) {
+		size_t l = strlen(e->d_name);
+		int match = name ? !strncmp(e->d_name, prefix, strlen(prefix))
+				 : e->d_name[0] == '.' && strstr(e->d_name, ".asp-") != NULL;
+		if (match && l > 4 && !strcmp(e->d_name + l - 4, ".tmp"))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The first temp file of `name` in dir: its path in out, its size and mtime. 0 when none. */
+static int find_temp(const char *dir, const char *name, char *out, size_t outlen, struct stat *st)
+{
+	char prefix[256];
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int found = 0;
+
+	ck_assert_msg(d != NULL, "opendir %s: %s", dir, strerror(errno));
+	snprintf(prefix, sizeof(prefix), ".%s.asp-", name);
+	while (!found && (e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(out, outlen, "%s/%s", dir, e->d_name);
+		found = stat(out, st) == 0;
+	}
+	closedir(d);
+	return found;
+}
+
+static void expect_sha(const char *path, const char *want)
+{
+	size_t len = 0;
+	char *text = fx_read_file(path, &len), sha[65];
+
+	ck_assert_msg(text != NULL, "%s is gone", path);
+	sha256_hex(text, len, sha);
+	free(text);
+	ck_assert_msg(!strcmp(sha, want), "%s holds neither what was there nor what was written", path);
+}
+
+/* ------------------------------------------------------------ crash mid-write */
+
+typedef struct killer {
+	const char *dir, *name;
+	atomic_int stop;
+	int killed;
+} killer;
+
+/* SIGKILL sshd once the write's temp file holds KILL_AT bytes. */
+static void *kill_when_half_way(void *arg)
+{
+	killer *k = arg;
+	long long deadline = fx_now_ms() + 60000;
+
+	while (!atomic_load(&k->stop) && fx_now_ms() < deadline) {
+		char path[600];
+		struct stat st;
+		if (find_temp(k->dir, k->name, path, sizeof(path), &st) && st.st_size >= (off_t)KILL_AT) {
+			k->killed = fx_sshd_kill9(&fx) == 0;
+			return NULL;
+		}
+		fx_sleep_ms(1);
+	}
+	return NULL;
+}
+
+/*
+ * torn.bin holds 1 MiB; a 64 MiB atomic write to it through sb is cut by a
+ * server crash half-way. Returns with sshd down, the temp file left behind,
+ * and old_sha filled.
+ */
+static void crash_mid_write(asp_sandbox *sb, char old_sha[65])
+{
+	unsigned char *old = make_data(1u << 20, 1), *big = make_data(BIG_LEN, 2);
+	asp_error err = { 0 };
+	killer k = { fx.workspace, "torn.bin", 0, 0 };
+	char path[400];
+	pthread_t th;
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
+	sha256_hex(old, 1u << 20, old_sha);
+	rc = asp_write(sb, "torn.bin", old, 1u << 20, NULL, &err);
+	ASSERT_OK(rc, err);
+	atomic_init(&k.stop, 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, kill_when_half_way, &k), 0);
+	rc = asp_write(sb, "torn.bin", big, BIG_LEN, NULL, &err);
+	atomic_store(&k.stop, 1);
+	pthread_join(th, NULL);
+	fprintf(stderr, "debris: 64 MiB write, sshd killed after 8 MiB -> %s (%s)\n",
+		asp_error_name(rc), err.message);
+	ck_assert_msg(k.killed, "sshd was not killed mid-write (the write returned %s)", asp_error_name(rc));
+	ck_assert_msg(rc != ASP_OK, "the write succeeded although sshd was killed");
+	expect_sha(path, old_sha);
+	ck_assert_msg(count_temps(fx.workspace, "torn.bin") >= 1, "the crash left no temp file to clean");
+	free(old);
+	free(big);
+}
+
+/* Server back before the handle's next call: that call removes the temp file, whatever it is. */
+START_TEST(test_crash_then_same_handle_next_call)
+{
+	asp_error err = { 0 };
+	asp_stat_info st;
+	char old_sha[65], path[400];
+	asp_sandbox *sb = open_sb(fx.config, 4000);
+	int rc;
+
+	crash_mid_write(sb, old_sha);
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+	ck_assert_int_ge(count_temps(fx.workspace, "torn.bin"), 1);
+	rc = asp_stat(&st, sb, "torn.bin", NULL, &err);
+	ASSERT_OK(rc, err);
+	ck_assert_uint_eq(st.size, 1u << 20);
+	ck_assert_int_eq(count_temps(fx.workspace, NULL), 0);
+	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
+	expect_sha(path, old_sha);
+	asp_close(sb);
+}
+END_TEST
+
+/* Server back, no further call: asp_close removes the temp file. */
+START_TEST(test_crash_then_same_handle_close)
+{
+	char old_sha[65], path[400];
+	asp_sandbox *sb = open_sb(fx.config, 4000);
+	long long t0;
+
+	crash_mid_write(sb, old_sha);
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+	ck_assert_int_ge(count_temps(fx.workspace, "torn.bin"), 1);
+	t0 = fx_now_ms();
+	asp_close(sb);
+	fprintf(stderr, "debris: asp_close with a leftover, server up: %lld ms\n", fx_now_ms() - t0);
+	ck_assert_int_eq(count_temps(fx.workspace, NULL), 0);
+	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
+	expect_sha(path, old_sha);
+}
+END_TEST
+
+/*
+ * The issue's case: the handle closes while the server is down, the temp
+ * file stays; a fresh handle comes after the server is back. Its writes
+ * into the directory keep the file while its writer's lease (io_timeout_ms
+ * 4000: 4 s, stale after 2 x 4 + 3 s without a WRITE) could still be
+ * running, and remove it once it is stale.
+ */
+START_TEST(test_crash_close_while_down_then_fresh_handle)
+{
+	char old_sha[65], path[400], temp[600];
+	asp_sandbox *sb = open_sb(fx.config, 4000), *sb2;
+	struct stat st;
+	long long t0;
+	time_t age;
+
+	crash_mid_write(sb, old_sha);
+	t0 = fx_now_ms();
+	asp_close(sb);
+	fprintf(stderr, "debris: asp_close with a leftover, server down: %lld ms\n", fx_now_ms() - t0);
+	ck_assert_int_ge(count_temps(fx.workspace, "torn.bin"), 1);
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+
+	sb2 = open_sb(fx.config, 0);
+	write_text(sb2, "other.txt", "one\n");
+	ck_assert(find_temp(fx.workspace, "torn.bin", temp, sizeof(temp), &st));
+	age = time(NULL) - st.st_mtime;
+	fprintf(stderr, "debris: first write of a fresh handle, the temp file is %lld s old\n",
+		(long long)age);
+	/* Still within its writer's lease (if this machine was fast enough to get here in time). */
+	if (age <= 8)
+		ck_assert_int_ge(count_temps(fx.workspace, "torn.bin"), 1);
+
+	/* Past the lease: the next write into the directory removes it. */
+	while (time(NULL) - st.st_mtime <= 2 * 4 + 3 + 1)
+		fx_sleep_ms(200);
+	write_text(sb2, "other.txt", "two\n");
+	ck_assert_int_eq(count_temps(fx.workspace, NULL), 0);
+	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
+	expect_sha(path, old_sha);
+	asp_close(sb2);
+}
+END_TEST
+
+/* ------------------------------------------------------------ live writer, foreign names */
+
+typedef struct writer {
+	asp_sandbox *sb;
+	const void *data;
+	size_t len;
+	int rc;
+	asp_error err;
+} writer;
+
+static void *write_thread(void *arg)
+{
+	writer *w = arg;
+
+	w->rc = asp_write(w->sb, "live/big.bin", w->data, w->len, NULL, &w->err);
+	return NULL;
+}
+
+/* Create dir/name (a file, or a directory when dir_too) owned by the login user, mtime age_s ago. */
+static void plant(const char *dir, const char *name, long age_s, int is_dir)
+{
+	char path[600];
+	struct passwd *pw = getpwnam(fx.user);
+	struct timeval tv[2];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	if (is_dir) {
+		ck_assert_msg(mkdir(path, 0755) == 0, "mkdir %s: %s", path, strerror(errno));
+	} else {
+		FILE *f = fopen(path, "w");
+		ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+		fputs("planted\n", f);
+		fclose(f);
+	}
+	ck_assert(pw != NULL);
+	ck_assert_int_eq(lchown(path, pw->pw_uid, pw->pw_gid), 0);
+	gettimeofday(&tv[0], NULL);
+	tv[0].tv_sec -= age_s;
+	tv[1] = tv[0];
+	ck_assert_int_eq(utimes(path, tv), 0);
+}
+
+static int exists(const char *dir, const char *name)
+{
+	char path[600];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return lstat(path, &st) == 0;
+}
+
+/* Names that only look like ours: never removed, however old. */
+static const char *const foreign[] = {
+	".planted.asp-0123456789AB-1.tmp",
+	".planted.asp-backup.tmp",
+	"planted.asp-0123456789ab-1.tmp",
+	".planted.asp-0123456789ab-1.tmp.bak",
+	"..asp-0123456789ab-1.tmp",
+	".planted.asp-0123456789a-1.tmp",
+	".planted.asp-0123456789ab-01.tmp",
+};
+
+/*
+ * Writer A (through a proxy) is half-way through a 64 MiB atomic write
+ * into live/ when its link goes black: its temp file stops growing. A fresh
+ * handle B writes into live/ meanwhile, which sweeps the directory: the
+ * stale temp files planted there go, A's stays (A's write then completes),
+ * and nothing with a foreign name or a directory is touched.
+ */
+START_TEST(test_sweep_spares_live_writer_and_foreign_names)
+{
+	unsigned char *big = make_data(BIG_LEN, 7);
+	char cfg[400], dir[400], temp[600], sha[65], path[600];
+	asp_sandbox *a, *b;
+	writer w;
+	pthread_t th;
+	struct stat st;
+	long long deadline;
+	size_t i;
+
+	ck_assert_int_eq(fx_proxy_start(&px, fx.port), 0);
+	snprintf(cfg, sizeof(cfg), "%s/proxy.asp.json", fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .port = px.port }), 0);
+	a = open_sb(cfg, 10000);
+	b = open_sb(fx.config, 0);
+	{
+		asp_error err = { 0 };
+		int rc = asp_mkdir(b, "live", 0755, 0, NULL, &err);
+		ASSERT_OK(rc, err);
+	}
+	write_text(a, "live/big.bin", "old\n");
+	snprintf(dir, sizeof(dir), "%s/live", fx.workspace);
+
+	plant(dir, ".planted.asp-0123456789ab-1.tmp", 3600, 0);     /* stale: removed */
+	plant(dir, ".legacy.asp-0123456789ab.tmp", 7200, 0);        /* no lease, 2 h: removed */
+	plant(dir, ".legacy.asp-ba9876543210.tmp", 600, 0);         /* no lease, 10 min: kept */
+	plant(dir, ".fresh.asp-0123456789ab-30.tmp", 5, 0);         /* lease 30 s, 5 s old: kept */
+	plant(dir, ".dir.asp-0123456789ab-1.tmp", 7200, 1);         /* a directory: kept */
+	for (i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++)
+		plant(dir, foreign[i], 7200, 0);
+
+	memset(&w, 0, sizeof(w));
+	w.sb = a;
+	w.data = big;
+	w.len = BIG_LEN;
+	ck_assert_int_eq(pthread_create(&th, NULL, write_thread, &w), 0);
+	deadline = fx_now_ms() + 60000;
+	while (!(find_temp(dir, "big.bin", temp, sizeof(temp), &st) && st.st_size >= (off_t)KILL_AT) &&
+	       fx_now_ms() < deadline)
+		fx_sleep_ms(1);
+	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_BLACKHOLE, 0), 0);
+	ck_assert_msg(find_temp(dir, "big.bin", temp, sizeof(temp), &st), "writer A has no temp file");
+	fprintf(stderr, "debris: writer A stalled with %lld bytes in %s\n", (long long)st.st_size, temp);
+	fx_sleep_ms(1500); /* A's file has not moved for a while: stalled, not dead */
+
+	write_text(b, "live/b.txt", "from b\n");
+	ck_assert_msg(access(temp, F_OK) == 0, "the sweep removed a live writer's temp file %s", temp);
+	ck_assert_msg(!exists(dir, ".planted.asp-0123456789ab-1.tmp"), "a stale temp file survived the sweep");
+	ck_assert_msg(!exists(dir, ".legacy.asp-0123456789ab.tmp"), "a stale old-style temp file survived");
+	ck_assert(exists(dir, ".legacy.asp-ba9876543210.tmp"));
+	ck_assert(exists(dir, ".fresh.asp-0123456789ab-30.tmp"));
+	ck_assert(exists(dir, ".dir.asp-0123456789ab-1.tmp"));
+	for (i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++)
+		ck_assert_msg(exists(dir, foreign[i]), "%s (not our pattern) was removed", foreign[i]);
+
+	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_PASS, 0), 0);
+	pthread_join(th, NULL);
+	ASSERT_OK(w.rc, w.err);
+	snprintf(path, sizeof(path), "%s/big.bin", dir);
+	sha256_hex(big, BIG_LEN, sha);
+	expect_sha(path, sha);
+	ck_assert_int_eq(count_temps(dir, "big.bin"), 0);
+	asp_close(a);
+	asp_close(b);
+	free(big);
+}
+END_TEST
+
+Suite *suite_debris(void)
+{
+	Suite *s = suite_create("debris");
+	TCase *tc = tcase_create("debris");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_crash_then_same_handle_next_call);
+	tcase_add_test(tc, test_crash_then_same_handle_close);
+	tcase_add_test(tc, test_crash_close_while_down_then_fresh_handle);
+	tcase_add_test(tc, test_sweep_spares_live_writer_and_foreign_names);
+	suite_add_tcase(s, tc);
+	return s;
+}
