@@ -143,7 +143,7 @@ def find_config(start_dir=None):
     start = None if start_dir is None else _path(start_dir, "start_dir")
     out = ctypes.c_void_p()
     err = _lib.asp_error()
-    _check(lib.asp_find_config(byref(out), start, byref(err)), err)
+    _check(lib.asp_config_find(byref(out), start, byref(err)), err)
     try:
         return _decode(ctypes.string_at(out))
     finally:
@@ -154,7 +154,7 @@ def check_config(path):
     """Load and strictly validate a configuration file without connecting (ConfigError if bad)."""
     p = _path(path, "config")
     err = _lib.asp_error()
-    _check(lib.asp_check_config(p, byref(err)), err, path)
+    _check(lib.asp_config_check(p, byref(err)), err, path)
 
 
 # ------------------------------------------------------------------ small result types
