@@ -160,7 +160,7 @@ def check_config(path):
 # ------------------------------------------------------------------ small result types
 
 class FileType(enum.IntEnum):
-    """ASP_TYPE_*."""
+    """asp_file_type (ASP_TYPE_*)."""
     FILE = 1
     DIR = 2
     SYMLINK = 3
