@@ -119,7 +119,7 @@ uninstall-asp-exec:
 
 # ---- asf-provision (tools/asf-provision): provisions the far end - a hardened
 # Podman sandbox running sshd with no egress - and writes its .asp.json.
-# Links the static library: verify uses asp_open/asp_exec, up asp_check_config.
+# Links the static library: verify uses asp_open/asp_exec, up asp_config_check.
 ASF_PROVISION_SRC := $(wildcard tools/asf-provision/*.c)
 ASF_PROVISION     := $(BUILD)/bin/asf-provision
 

@@ -80,7 +80,7 @@ static void do_op(asp_sandbox *sb, int op)
 	case OP_WRITE_PLAIN: {
 		asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 
-		wo.atomic = op == OP_WRITE;
+		wo.in_place = op == OP_WRITE_PLAIN;
 		check(asp_write(sb, wpath, small, 4096, &wo, &e), &e, "write");
 		return;
 	}
@@ -313,7 +313,7 @@ typedef struct hold_ctx {
 	atomic_long *started;
 } hold_ctx;
 
-static int on_go(int stream, const unsigned char *d, size_t n, void *ud)
+static int on_go(asp_stream stream, const unsigned char *d, size_t n, void *ud)
 {
 	hold_ctx *h = ud;
 

@@ -19,7 +19,19 @@
  *    every *_free accepts NULL.
  *  - Options structs start with `unsigned int version`; initialise them with
  *    the ASP_*_OPTIONS_INIT macro or the *_options_init() function. NULL
- *    options mean defaults.
+ *    options mean defaults, and so does a zero-initialised struct with only
+ *    `version` set: every field's zero value is its default (the INIT
+ *    macros set nothing but the version). Unknown flag bits are ASP_EINVAL.
+ *  - Names: an object's functions are asp_<noun>_<verb> (asp_config_find,
+ *    asp_cancel_trigger, asp_exec_result_free) or asp_<noun>_<property>
+ *    for accessors (asp_list_count, asp_sandbox_workspace); the sandbox's
+ *    operations are plain verbs (asp_open, asp_read, asp_exec, asp_mkdir).
+ *  - Calls that fail only on bad arguments, and so take no asp_error *:
+ *    asp_*_options_init, asp_sandbox_info_init (ASP_EINVAL for NULL or an
+ *    unknown version) and asp_list_stat (ASP_EINVAL for NULL or an index
+ *    out of range); accessors that return a pointer or count return
+ *    NULL/0 on bad arguments instead. There is nothing more to say about
+ *    such a failure than its code.
  *
  * Copyright (c) 2026 The libasp authors. MIT licence, see LICENSE.
  */
@@ -113,14 +125,14 @@ ASP_EXTERN(void) asp_free(void *ptr);
  * absolute directories; "*" trusts all). The search stops there rather
  * than silently using a parent's file.
  */
-ASP_EXTERN(int) asp_find_config(char **out, const char *start_dir, asp_error *err);
+ASP_EXTERN(int) asp_config_find(char **out, const char *start_dir, asp_error *err);
 
 /*
  * Load and strictly validate a configuration file, including the syntax of
  * connection.host_key, without connecting. Useful for linting; asp_open
  * does the same internally.
  */
-ASP_EXTERN(int) asp_check_config(const char *path, asp_error *err);
+ASP_EXTERN(int) asp_config_check(const char *path, asp_error *err);
 
 /* --------------------------------------------------------------- sandbox */
 
@@ -135,7 +147,7 @@ typedef struct asp_sandbox asp_sandbox;
 
 typedef struct asp_open_options {
 	unsigned int version;
-	/* Configuration file to use; NULL means discovery (asp_find_config). */
+	/* Configuration file to use; NULL means discovery (asp_config_find). */
 	const char *config_path;
 	/* Where discovery starts; NULL means the current directory. */
 	const char *start_dir;
@@ -154,7 +166,7 @@ typedef struct asp_open_options {
 	unsigned int keepalive_s;
 	/* Close connections idle this long, s; 0 means 300. */
 	unsigned int idle_close_s;
-	/* ASP_OPEN_* flags. */
+	/* ASP_OPEN_* flags; other bits are ASP_EINVAL. */
 	unsigned int flags;
 	/* Overall deadline of one call, ms, from its start to its result,
 	 * connecting and any retry included; 0 means 300000. A call's own
@@ -217,20 +229,28 @@ typedef enum asp_auth {
  */
 typedef struct asp_sandbox_info {
 	unsigned int version;
-	int trust;                       /* asp_trust */
-	int auth;                        /* asp_auth */
+	int trust;                       /* an asp_trust value */
+	int auth;                        /* an asp_auth value */
 	char host_key_type[32];          /* e.g. "ssh-ed25519" */
 	char host_key_fingerprint[64];   /* "SHA256:..." */
 	char known_hosts[1024];          /* the store consulted (empty when pinned) */
 } asp_sandbox_info;
 
 #define ASP_SANDBOX_INFO_VERSION 1
+#define ASP_SANDBOX_INFO_INIT { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" }
+
+/* Zero *out and set its version; version must be ASP_SANDBOX_INFO_VERSION. */
+ASP_EXTERN(int) asp_sandbox_info_init(asp_sandbox_info *out, unsigned int version);
 
 /*
- * Connect now (if no connection is open) and describe the connection.
- * out->version must be ASP_SANDBOX_INFO_VERSION.
+ * Describe the connection. This may touch the network: when no connection
+ * is open (ASP_OPEN_LAZY, or all were closed idle) it connects first, with
+ * the usual host key check and authentication, and so can fail like
+ * asp_open (ASP_EHOSTKEY, ASP_EAUTH, ASP_ECONNECT, ASP_ETIMEOUT, ...).
+ * out->version must be ASP_SANDBOX_INFO_VERSION (ASP_SANDBOX_INFO_INIT or
+ * asp_sandbox_info_init).
  */
-ASP_EXTERN(int) asp_sandbox_info_get(asp_sandbox *sb, asp_sandbox_info *out, asp_error *err);
+ASP_EXTERN(int) asp_sandbox_info_get(asp_sandbox_info *out, asp_sandbox *sb, asp_error *err);
 
 /* ---------------------------------------------------------------- cancel */
 
@@ -296,10 +316,11 @@ typedef struct asp_write_options {
 	unsigned int mode;
 	/* Create missing parent directories (mode 0755). */
 	int mkdirs;
-	/* Write a temporary file in the same directory and rename it over the
-	 * target, so readers see the old or the new content, never a mix.
-	 * Default 1. With 0 the file is truncated and written in place. */
-	int atomic;
+	/* 0 (the default): write a temporary file in the same directory and
+	 * rename it over the target, so readers see the old or the new
+	 * content, never a mix. Non-zero: truncate the file and write it in
+	 * place (needs write permission on the file, not the directory). */
+	int in_place;
 	/* Optional cancellation token (ASP_ECANCELLED; an atomic write then
 	 * leaves the target untouched). */
 	asp_cancel *cancel;
@@ -308,7 +329,7 @@ typedef struct asp_write_options {
 } asp_write_options;
 
 #define ASP_WRITE_OPTIONS_VERSION 1
-#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, 0, 0, 1, NULL, 0 }
+#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, 0, 0, 0, NULL, 0 }
 
 ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int version);
 
@@ -316,22 +337,29 @@ ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int ver
  * Write `len` bytes to `path`, creating or replacing it. Binary-safe.
  * Errors: ASP_ENOENT (parent missing and mkdirs not set), ASP_EISDIR,
  * ASP_EACCES, ASP_ENOSPC, ASP_EINVAL, connection errors. A failed atomic
- * write leaves the target untouched and no temporary file behind.
+ * (not in_place) write leaves the target untouched and no temporary file behind.
  */
 ASP_EXTERN(int) asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 			  const asp_write_options *opts, asp_error *err);
 
 /* ------------------------------------------------------------------ exec */
 
-#define ASP_STDOUT 1
-#define ASP_STDERR 2
+/* A command's output stream. (An enum is int-sized on every supported ABI.) */
+typedef enum asp_stream {
+	ASP_STDOUT = 1,
+	ASP_STDERR = 2
+} asp_stream;
 
 /*
- * Streaming callback: `len` bytes of `stream` (ASP_STDOUT or ASP_STDERR) as
- * they arrive, on the calling thread. Return 0 to go on; non-zero cancels
- * the command (as asp_cancel would).
+ * Streaming callback: `len` bytes of `stream` as they arrive, on the
+ * calling thread. Return 0 to go on; non-zero cancels the command (as
+ * asp_cancel would).
  */
-typedef int (*asp_output_cb)(int stream, const unsigned char *data, size_t len, void *userdata);
+typedef int (*asp_output_cb)(asp_stream stream, const unsigned char *data, size_t len,
+			     void *userdata);
+
+/* asp_exec_options.flags: stream stdin_fd to the command's stdin. */
+#define ASP_EXEC_STDIN_FD 0x1u
 
 typedef struct asp_exec_options {
 	unsigned int version;
@@ -355,14 +383,17 @@ typedef struct asp_exec_options {
 	size_t max_output;
 	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
 	unsigned int kill_grace_ms;
-	/* A local file descriptor streamed to the command's stdin until it
-	 * reaches EOF (after stdin_data, if any); -1 means none. libasp polls
-	 * it and does not close it. */
+	/* With ASP_EXEC_STDIN_FD in flags: a local file descriptor streamed to
+	 * the command's stdin until it reaches EOF (after stdin_data, if any);
+	 * libasp polls it and does not close it. Without the flag it is
+	 * ignored, so a zeroed struct never forwards the caller's fd 0. */
 	int stdin_fd;
+	/* ASP_EXEC_* flags; other bits are ASP_EINVAL. */
+	unsigned int flags;
 } asp_exec_options;
 
 #define ASP_EXEC_OPTIONS_VERSION 1
-#define ASP_EXEC_OPTIONS_INIT { ASP_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, 0, 0, -1 }
+#define ASP_EXEC_OPTIONS_INIT { ASP_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0 }
 
 ASP_EXTERN(int) asp_exec_options_init(asp_exec_options *opts, unsigned int version);
 
@@ -401,32 +432,36 @@ ASP_EXTERN(int) asp_exec_result_timed_out(const asp_exec_result *r);
 /* Non-zero when the command was cancelled and killed. */
 ASP_EXTERN(int) asp_exec_result_cancelled(const asp_exec_result *r);
 /*
- * Captured bytes of a stream (ASP_STDOUT or ASP_STDERR); *len receives the
- * count. Owned by r. When truncated (max_output), this is head + tail.
+ * Captured bytes of a stream; *len receives the count. Owned by r. When
+ * truncated (max_output), this is head + tail. NULL (and *len 0) for a
+ * NULL r or a stream that is not ASP_STDOUT or ASP_STDERR.
  */
-ASP_EXTERN(const unsigned char *) asp_exec_result_output(const asp_exec_result *r, int stream,
-							 size_t *len);
+ASP_EXTERN(const unsigned char *) asp_exec_result_output(const asp_exec_result *r,
+							 asp_stream stream, size_t *len);
 /* Total bytes the stream produced, including any dropped by max_output. */
-ASP_EXTERN(uint64_t) asp_exec_result_output_total(const asp_exec_result *r, int stream);
+ASP_EXTERN(uint64_t) asp_exec_result_output_total(const asp_exec_result *r, asp_stream stream);
 /* Non-zero when max_output dropped bytes from the middle of the stream. */
-ASP_EXTERN(int) asp_exec_result_truncated(const asp_exec_result *r, int stream);
+ASP_EXTERN(int) asp_exec_result_truncated(const asp_exec_result *r, asp_stream stream);
 /* Wall time of the command, ms. */
 ASP_EXTERN(uint64_t) asp_exec_result_duration_ms(const asp_exec_result *r);
 ASP_EXTERN(void) asp_exec_result_free(asp_exec_result *r);
 
 /* ------------------------------------------------------------ filesystem */
 
-#define ASP_TYPE_FILE 1
-#define ASP_TYPE_DIR 2
-#define ASP_TYPE_SYMLINK 3
-#define ASP_TYPE_OTHER 4
+/* The kind of a file, in asp_stat_info.type. */
+typedef enum asp_file_type {
+	ASP_TYPE_FILE = 1,
+	ASP_TYPE_DIR = 2,
+	ASP_TYPE_SYMLINK = 3,
+	ASP_TYPE_OTHER = 4
+} asp_file_type;
 
 /* File metadata. */
 typedef struct asp_stat_info {
 	uint64_t size;
 	int64_t mtime;     /* seconds since the epoch */
 	uint32_t mode;     /* permission bits (07777) */
-	uint32_t type;     /* ASP_TYPE_* */
+	uint32_t type;     /* an asp_file_type value (fixed width for the layout) */
 } asp_stat_info;
 
 /*
@@ -437,12 +472,25 @@ typedef struct asp_stat_info {
 ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path,
 			 const asp_call_options *opts, asp_error *err);
 
-/* Create a directory; with `parents`, also missing parents and no error if it exists. */
-ASP_EXTERN(int) asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents,
+/* asp_mkdir flags: also create missing parents; an existing directory is no error. */
+#define ASP_MKDIR_PARENTS 0x1u
+
+/*
+ * Create a directory (mode 0 means 0755). flags: ASP_MKDIR_* (other bits
+ * are ASP_EINVAL). Errors: ASP_EEXIST (without ASP_MKDIR_PARENTS),
+ * ASP_ENOENT, ASP_ENOTDIR, ASP_EACCES, connection errors.
+ */
+ASP_EXTERN(int) asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, unsigned int flags,
 			  const asp_call_options *opts, asp_error *err);
 
-/* Remove a file or empty directory; with `recursive`, a directory and everything in it. */
-ASP_EXTERN(int) asp_remove(asp_sandbox *sb, const char *path, int recursive,
+/* asp_remove flags: remove a directory and everything in it (rm -rf). */
+#define ASP_REMOVE_RECURSIVE 0x1u
+
+/*
+ * Remove a file or empty directory (ASP_ENOTEMPTY otherwise). flags:
+ * ASP_REMOVE_* (other bits are ASP_EINVAL).
+ */
+ASP_EXTERN(int) asp_remove(asp_sandbox *sb, const char *path, unsigned int flags,
 			   const asp_call_options *opts, asp_error *err);
 
 /* Rename `from` to `to`, replacing `to` if it is a file. */

@@ -965,7 +965,7 @@ int asp__config_find(char **out, const char *start_dir, asp_error *err)
 
 /* ------------------------------------------------------------ public API */
 
-int asp_find_config(char **out, const char *start_dir, asp_error *err)
+int asp_config_find(char **out, const char *start_dir, asp_error *err)
 {
 	return asp__config_find(out, start_dir, err);
 }
@@ -984,7 +984,7 @@ int asp__config_pin(asp_pin *out, const asp_config *cfg, asp_error *err)
 	return rc;
 }
 
-int asp_check_config(const char *path, asp_error *err)
+int asp_config_check(const char *path, asp_error *err)
 {
 	asp_config *cfg = NULL;
 	asp_pin pin;

@@ -251,7 +251,13 @@ typedef struct run {
 
 static void start_kill(run *x, int timed_out);
 
-static int deliver(run *x, int stream, const unsigned char *d, size_t n, asp_error *err)
+/* stdin_fd is used only when asked for, so a zeroed struct never reads fd 0. */
+static int streams_fd(const asp_exec_options *o)
+{
+	return (o->flags & ASP_EXEC_STDIN_FD) != 0;
+}
+
+static int deliver(run *x, asp_stream stream, const unsigned char *d, size_t n, asp_error *err)
 {
 	if (!n)
 		return 0;
@@ -391,7 +397,7 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 		*progress = 1;
 		return 0;
 	}
-	if (o->stdin_fd >= 0 && !x->fd_eof) {
+	if (streams_fd(o) && !x->fd_eof) {
 		if (x->fdbuf_off == x->fdbuf_len) {
 			struct pollfd q = { o->stdin_fd, POLLIN, 0 };
 			/* Only read what is there: a blocking fd must not stall the loop. */
@@ -529,7 +535,7 @@ static int exit_status(run *x, asp_error *err)
 static int wait_step(run *x, uint64_t deadline, asp_error *err)
 {
 	struct pollfd in = { x->o->stdin_fd, POLLIN, 0 };
-	int want_fd = x->o->stdin_fd >= 0 && !x->fd_eof && !x->eof_sent &&
+	int want_fd = streams_fd(x->o) && !x->fd_eof && !x->eof_sent &&
 		      x->fdbuf_off == x->fdbuf_len &&
 		      !(x->o->stdin_data && x->stdin_off < x->o->stdin_len);
 	int cancel_fd = x->kill_wanted ? -1 : asp__cancel_fd(x->o->cancel);
@@ -739,7 +745,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 	}
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
 	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
-	    (o->stdin_fd >= 0 && !(x.fdbuf = asp__malloc(IO_BUF)))) {
+	    (streams_fd(o) && !(x.fdbuf = asp__malloc(IO_BUF)))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -867,7 +873,7 @@ int asp_exec_result_cancelled(const asp_exec_result *r)
 	return r ? r->cancelled : 0;
 }
 
-const unsigned char *asp_exec_result_output(const asp_exec_result *r, int stream, size_t *len)
+const unsigned char *asp_exec_result_output(const asp_exec_result *r, asp_stream stream, size_t *len)
 {
 	if (!r || (stream != ASP_STDOUT && stream != ASP_STDERR)) {
 		if (len)
@@ -879,14 +885,14 @@ const unsigned char *asp_exec_result_output(const asp_exec_result *r, int stream
 	return r->flat[stream - 1];
 }
 
-uint64_t asp_exec_result_output_total(const asp_exec_result *r, int stream)
+uint64_t asp_exec_result_output_total(const asp_exec_result *r, asp_stream stream)
 {
 	if (!r || (stream != ASP_STDOUT && stream != ASP_STDERR))
 		return 0;
 	return r->out[stream - 1].total;
 }
 
-int asp_exec_result_truncated(const asp_exec_result *r, int stream)
+int asp_exec_result_truncated(const asp_exec_result *r, asp_stream stream)
 {
 	if (!r || (stream != ASP_STDOUT && stream != ASP_STDERR))
 		return 0;

@@ -873,7 +873,7 @@ static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigne
 		/* Parents missing: create them and try again. */
 		if ((rc = make_parents(c, path, err)))
 			return rc;
-		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->atomic, o->cancel, o->timeout_ms }, err);
+		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->in_place, o->cancel, o->timeout_ms }, err);
 	}
 	if (rc == ASP_ENOENT)
 		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
@@ -909,7 +909,7 @@ static int rename_over(asp_conn *c, const char *from, const char *to, int target
 		asp__sftp_begin(c, SSH_FXP_RENAME);
 	} else {
 		return asp__error(err, ASP_EPROTO, "rename %s: the SFTP server cannot replace files "
-				  "atomically (no posix-rename@openssh.com); write with atomic=0", SHOW(to));
+				  "atomically (no posix-rename@openssh.com); write in place (asp_write_options.in_place)", SHOW(to));
 	}
 	asp__sftp_cstr(c, from);
 	asp__sftp_cstr(c, to);
@@ -1040,7 +1040,7 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 
 	if ((rc = asp__sftp_ensure(c, err)))
 		return rc;
-	if (!o->atomic)
+	if (o->in_place)
 		return write_in_place(c, path, data, len, o, err);
 	return write_atomic(c, path, data, len, o, orphan, sw, 0, err);
 }

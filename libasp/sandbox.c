@@ -47,43 +47,59 @@ struct asp_list {
 
 /* ------------------------------------------------------------ options */
 
+/*
+ * The defaults live in the INIT macros, which set only the version (a
+ * zeroed struct means the same; tests/unit/test_api.c holds them to it).
+ * Copied from a static object, padding included, so a caller may memcmp.
+ */
+
 int asp_open_options_init(asp_open_options *opts, unsigned int version)
 {
-	asp_open_options d = ASP_OPEN_OPTIONS_INIT;
+	static const asp_open_options d = ASP_OPEN_OPTIONS_INIT;
 
 	if (!opts || version != ASP_OPEN_OPTIONS_VERSION)
 		return ASP_EINVAL;
-	*opts = d;
+	memcpy(opts, &d, sizeof(d));
 	return 0;
 }
 
 int asp_write_options_init(asp_write_options *opts, unsigned int version)
 {
-	asp_write_options d = ASP_WRITE_OPTIONS_INIT;
+	static const asp_write_options d = ASP_WRITE_OPTIONS_INIT;
 
 	if (!opts || version != ASP_WRITE_OPTIONS_VERSION)
 		return ASP_EINVAL;
-	*opts = d;
+	memcpy(opts, &d, sizeof(d));
 	return 0;
 }
 
 int asp_call_options_init(asp_call_options *opts, unsigned int version)
 {
-	asp_call_options d = ASP_CALL_OPTIONS_INIT;
+	static const asp_call_options d = ASP_CALL_OPTIONS_INIT;
 
 	if (!opts || version != ASP_CALL_OPTIONS_VERSION)
 		return ASP_EINVAL;
-	*opts = d;
+	memcpy(opts, &d, sizeof(d));
 	return 0;
 }
 
 int asp_exec_options_init(asp_exec_options *opts, unsigned int version)
 {
-	asp_exec_options d = ASP_EXEC_OPTIONS_INIT;
+	static const asp_exec_options d = ASP_EXEC_OPTIONS_INIT;
 
 	if (!opts || version != ASP_EXEC_OPTIONS_VERSION)
 		return ASP_EINVAL;
-	*opts = d;
+	memcpy(opts, &d, sizeof(d));
+	return 0;
+}
+
+int asp_sandbox_info_init(asp_sandbox_info *out, unsigned int version)
+{
+	static const asp_sandbox_info d = ASP_SANDBOX_INFO_INIT;
+
+	if (!out || version != ASP_SANDBOX_INFO_VERSION)
+		return ASP_EINVAL;
+	memcpy(out, &d, sizeof(d));
 	return 0;
 }
 
@@ -132,6 +148,9 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 					  "(expected %u)", opts->version, ASP_OPEN_OPTIONS_VERSION);
 		o = *opts;
 	}
+	if (o.flags & ~ASP_OPEN_LAZY)
+		return asp__error(err, ASP_EINVAL, "asp_open_options.flags 0x%x has unknown bits 0x%x",
+				  o.flags, o.flags & ~ASP_OPEN_LAZY);
 	if ((rc = asp__ssh_global_init(err)))
 		return rc;
 	if (!(sb = asp__calloc(1, sizeof(*sb))))
@@ -496,7 +515,7 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	x.o = &o;
 	cl = call_start(sb, o.cancel, o.timeout_ms);
 	/* An atomic write is safe to repeat: the target only changes at the final rename. */
-	rc = with_conn(sb, &cl, do_write, &x, o.atomic, err);
+	rc = with_conn(sb, &cl, do_write, &x, !o.in_place, err);
 	asp__free(abs);
 	return rc;
 }
@@ -532,6 +551,12 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 					  opts->version);
 		o = *opts;
 	}
+	if (o.flags & ~ASP_EXEC_STDIN_FD)
+		return asp__error(err, ASP_EINVAL, "asp_exec_options.flags 0x%x has unknown bits 0x%x",
+				  o.flags, o.flags & ~ASP_EXEC_STDIN_FD);
+	if ((o.flags & ASP_EXEC_STDIN_FD) && o.stdin_fd < 0)
+		return asp__error(err, ASP_EINVAL, "asp_exec_options.stdin_fd %d is not a file "
+				  "descriptor (ASP_EXEC_STDIN_FD is set)", o.stdin_fd);
 	if (!o.max_output)
 		o.max_output = sb->max_output;
 	/* Reject bad input before taking a connection for it. */
@@ -618,12 +643,16 @@ static int do_mkdir(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return asp__fs_mkdir(c, x->path, x->mode, x->flag, err);
 }
 
-int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents,
+int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, unsigned int flags,
 	      const asp_call_options *opts, asp_error *err)
 {
 	path_ctx x;
+	int parents = (flags & ASP_MKDIR_PARENTS) != 0;
 
 	ASP_ASSERT_ARG(sb && mode <= 07777);
+	if (flags & ~ASP_MKDIR_PARENTS)
+		return asp__error(err, ASP_EINVAL, "mkdir: flags 0x%x has unknown bits 0x%x "
+				  "(only ASP_MKDIR_PARENTS is defined)", flags, flags & ~ASP_MKDIR_PARENTS);
 	memset(&x, 0, sizeof(x));
 	x.mode = mode;
 	x.flag = parents;
@@ -689,14 +718,18 @@ static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return remove_tree(c, x, started, err);
 }
 
-int asp_remove(asp_sandbox *sb, const char *path, int recursive, const asp_call_options *opts,
-	       asp_error *err)
+int asp_remove(asp_sandbox *sb, const char *path, unsigned int flags,
+	       const asp_call_options *opts, asp_error *err)
 {
 	path_ctx x;
 
 	ASP_ASSERT_ARG(sb);
+	if (flags & ~ASP_REMOVE_RECURSIVE)
+		return asp__error(err, ASP_EINVAL, "remove: flags 0x%x has unknown bits 0x%x "
+				  "(only ASP_REMOVE_RECURSIVE is defined)", flags,
+				  flags & ~ASP_REMOVE_RECURSIVE);
 	memset(&x, 0, sizeof(x));
-	x.flag = recursive;
+	x.flag = (flags & ASP_REMOVE_RECURSIVE) != 0;
 	return run_path_op(sb, path, NULL, "remove", do_remove, &x, 0, opts, err);
 }
 
@@ -775,12 +808,15 @@ void asp_list_free(asp_list *l)
 
 /* ------------------------------------------------------------ info */
 
-int asp_sandbox_info_get(asp_sandbox *sb, asp_sandbox_info *out, asp_error *err)
+int asp_sandbox_info_get(asp_sandbox_info *out, asp_sandbox *sb, asp_error *err)
 {
 	asp_conn *c;
 	int rc;
 
-	ASP_ASSERT_ARG(sb && out && out->version == ASP_SANDBOX_INFO_VERSION);
+	ASP_ASSERT_ARG(out && sb);
+	if (out->version != ASP_SANDBOX_INFO_VERSION)
+		return asp__error(err, ASP_EINVAL, "asp_sandbox_info.version %u is not supported "
+				  "(expected %u)", out->version, ASP_SANDBOX_INFO_VERSION);
 	if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, 0, err)))
 		return rc;
 	asp__conn_info(c, out);

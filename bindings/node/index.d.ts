@@ -197,6 +197,7 @@ export declare class Sandbox {
 	list(path: CString, options?: CallOptions): Promise<DirEntry[]>;
 	remove(path: CString, options?: RemoveOptions): Promise<void>;
 	rename(from: CString, to: CString, options?: CallOptions): Promise<void>;
+	/** May connect (when no connection is open), and so reject as open() can. */
 	info(): Promise<SandboxInfo>;
 	/** Waits for operations in flight, then closes every connection. Later calls reject (ASP_EINVAL). */
 	close(): Promise<void>;

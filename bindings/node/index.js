@@ -19,8 +19,10 @@ const koffi = require('koffi');
 
 const READ_ALL = 0xffffffffffffffffn; // ASP_READ_ALL
 const ASP_OPEN_LAZY = 0x1;
-const ASP_STDOUT = 1;
+const ASP_STDOUT = 1; // asp_stream: an enum, int-sized on every supported ABI, passed as int
 const ASP_STDERR = 2;
+const ASP_MKDIR_PARENTS = 0x1;
+const ASP_REMOVE_RECURSIVE = 0x1;
 const OPEN_OPTIONS_VERSION = 1;
 const WRITE_OPTIONS_VERSION = 1;
 const CALL_OPTIONS_VERSION = 1;
@@ -122,7 +124,7 @@ function bind(handle) {
 		version: 'uint',
 		mode: 'uint',
 		mkdirs: 'int',
-		atomic: 'int',
+		in_place: 'int',
 		cancel: 'asp_cancel *',
 		timeout_ms: 'uint',
 	});
@@ -141,12 +143,13 @@ function bind(handle) {
 		max_output: 'size_t',
 		kill_grace_ms: 'uint',
 		stdin_fd: 'int',
+		flags: 'uint',
 	});
 	t.statInfo = koffi.struct('asp_stat_info', {
 		size: 'uint64_t',
 		mtime: 'int64_t',
 		mode: 'uint32_t',
-		type: 'uint32_t',
+		type: 'uint32_t', // an asp_file_type value
 	});
 	t.sandboxInfo = koffi.struct('asp_sandbox_info', {
 		version: 'uint',
@@ -168,13 +171,13 @@ function bind(handle) {
 		strerror: f('const char *asp_strerror(int code)'),
 		errorName: f('const char *asp_error_name(int code)'),
 		free: f('void asp_free(void *ptr)'),
-		findConfig: f('int asp_find_config(_Out_ void **out, const char *start_dir, void *err)'),
-		checkConfig: f('int asp_check_config(const char *path, void *err)'),
+		findConfig: f('int asp_config_find(_Out_ void **out, const char *start_dir, void *err)'),
+		checkConfig: f('int asp_config_check(const char *path, void *err)'),
 		open: f('int asp_open(_Out_ asp_sandbox **out, const asp_open_options *opts, void *err)'),
 		close: f('void asp_close(asp_sandbox *sb)'),
 		configPath: f('const char *asp_sandbox_config_path(const asp_sandbox *sb)'),
 		workspace: f('const char *asp_sandbox_workspace(const asp_sandbox *sb)'),
-		infoGet: f('int asp_sandbox_info_get(asp_sandbox *sb, _Inout_ asp_sandbox_info *out, void *err)'),
+		infoGet: f('int asp_sandbox_info_get(_Inout_ asp_sandbox_info *out, asp_sandbox *sb, void *err)'),
 		cancelNew: f('int asp_cancel_new(_Out_ asp_cancel **out, void *err)'),
 		cancelTrigger: f('void asp_cancel_trigger(asp_cancel *c)'),
 		cancelFree: f('void asp_cancel_free(asp_cancel *c)'),
@@ -191,8 +194,8 @@ function bind(handle) {
 		resDuration: f('uint64_t asp_exec_result_duration_ms(const asp_exec_result *r)'),
 		resFree: f('void asp_exec_result_free(asp_exec_result *r)'),
 		stat: f('int asp_stat(_Out_ asp_stat_info *out, asp_sandbox *sb, const char *path, const asp_call_options *opts, void *err)'),
-		mkdir: f('int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, int parents, const asp_call_options *opts, void *err)'),
-		remove: f('int asp_remove(asp_sandbox *sb, const char *path, int recursive, const asp_call_options *opts, void *err)'),
+		mkdir: f('int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, unsigned int flags, const asp_call_options *opts, void *err)'),
+		remove: f('int asp_remove(asp_sandbox *sb, const char *path, unsigned int flags, const asp_call_options *opts, void *err)'),
 		rename: f('int asp_rename(asp_sandbox *sb, const char *from, const char *to, const asp_call_options *opts, void *err)'),
 		listDir: f('int asp_list_dir(_Out_ asp_list **out, asp_sandbox *sb, const char *path, const asp_call_options *opts, void *err)'),
 		listCount: f('size_t asp_list_count(const asp_list *l)'),
@@ -533,7 +536,7 @@ class Sandbox {
 			version: WRITE_OPTIONS_VERSION,
 			mode: uint(opts.mode, 'mode', 0o7777),
 			mkdirs: opts.mkdirs ? 1 : 0,
-			atomic: opts.atomic === undefined || opts.atomic ? 1 : 0,
+			in_place: opts.atomic === undefined || opts.atomic ? 0 : 1,
 			cancel: null,
 			timeout_ms: 0,
 		};
@@ -627,7 +630,8 @@ class Sandbox {
 					userdata: streamId,
 					max_output: maxOutput,
 					kill_grace_ms: killGrace,
-					stdin_fd: -1,
+					stdin_fd: 0, // ignored: flags has no ASP_EXEC_STDIN_FD
+					flags: 0,
 				};
 				const out = [null];
 				const rc = await callAsync(lib.exec, out, h, cmd, o, err);
@@ -686,11 +690,11 @@ class Sandbox {
 	async mkdir(dir, opts = {}) {
 		const p = cstr(dir, 'path');
 		const mode = uint(opts.mode, 'mode', 0o7777);
-		const parents = opts.parents ? 1 : 0;
+		const flags = opts.parents ? ASP_MKDIR_PARENTS : 0;
 		const call = callSpec('mkdir', opts);
 		return this._run('mkdir', (h) => withCall(call, async (co) => {
 			const err = newErr();
-			const rc = await callAsync(lib.mkdir, h, p, mode, parents, co, err);
+			const rc = await callAsync(lib.mkdir, h, p, mode, flags, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
 		}));
@@ -725,11 +729,11 @@ class Sandbox {
 	/** Remove a file or an empty directory; with `recursive`, a whole tree. */
 	async remove(file, opts = {}) {
 		const p = cstr(file, 'path');
-		const recursive = opts.recursive ? 1 : 0;
+		const flags = opts.recursive ? ASP_REMOVE_RECURSIVE : 0;
 		const call = callSpec('remove', opts);
 		return this._run('remove', (h) => withCall(call, async (co) => {
 			const err = newErr();
-			const rc = await callAsync(lib.remove, h, p, recursive, co, err);
+			const rc = await callAsync(lib.remove, h, p, flags, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
 		}));
@@ -748,7 +752,10 @@ class Sandbox {
 		}));
 	}
 
-	/** Connect if needed and describe the connection (trust, auth, host key). */
+	/**
+	 * Describe the connection (trust, auth, host key). May connect, when no
+	 * connection is open, and so fail as open() can.
+	 */
 	async info() {
 		return this._run('info', async (h) => {
 			const info = {
@@ -756,7 +763,7 @@ class Sandbox {
 				host_key_type: '', host_key_fingerprint: '', known_hosts: '',
 			};
 			const err = newErr();
-			const rc = await callAsync(lib.infoGet, h, info, err);
+			const rc = await callAsync(lib.infoGet, info, h, err);
 			if (rc)
 				throw errorFrom(rc, err);
 			return {

@@ -76,13 +76,13 @@ static int write_file(asp_sandbox *sb, const char *path, const char *text)
 int main(void)
 {
 	asp_sandbox *sb;
-	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
+	asp_sandbox_info info = ASP_SANDBOX_INFO_INIT;
 	asp_error err = { 0 };
 	int rc = 0;
 
 	if (asp_open(&sb, NULL, &err))
 		return fail("open", &err);
-	if (asp_sandbox_info_get(sb, &info, &err) == 0)
+	if (asp_sandbox_info_get(&info, sb, &err) == 0)
 		printf("sandbox: %s, workspace %s, host key %s\n\n", asp_sandbox_config_path(sb),
 		       asp_sandbox_workspace(sb), info.host_key_fingerprint);
 	rc |= write_file(sb, "src/hello.c",

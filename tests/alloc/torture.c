@@ -146,12 +146,12 @@ typedef struct scenario {
 
 static int run_check_config(asp_error *e)
 {
-	return asp_check_config(cfg_good, e);
+	return asp_config_check(cfg_good, e);
 }
 
 static int run_check_bad_config(asp_error *e)
 {
-	return asp_check_config(cfg_bad, e);
+	return asp_config_check(cfg_bad, e);
 }
 
 static int run_find_config(asp_error *e)
@@ -161,7 +161,7 @@ static int run_find_config(asp_error *e)
 
 	/* Discovery walks up from a subdirectory to the .asp.json in tmpdir. */
 	snprintf(start, sizeof(start), "%s/sub/dir", tmpdir);
-	rc = asp_find_config(&found, start, e);
+	rc = asp_config_find(&found, start, e);
 	if (rc == ASP_OK && (!found || strcmp(found, cfg_good) != 0))
 		rc = 999; /* a wrong answer: reported as an unexpected code */
 	asp_free(found);
@@ -340,7 +340,7 @@ static int run_exec(asp_error *e)
 			&o, e);
 }
 
-static int output_is(const asp_exec_result *r, int stream, const char *want)
+static int output_is(const asp_exec_result *r, asp_stream stream, const char *want)
 {
 	size_t len = 0;
 	const unsigned char *d = asp_exec_result_output(r, stream, &len);
@@ -476,7 +476,7 @@ static void check_list(int rc, why *w)
 /* mkdir -p, rename and a recursive remove, each undone or redone by its check. */
 static int run_mkdir(asp_error *e)
 {
-	return asp_mkdir(sb, "torture/m/a/b/c", 0, 1, NULL, e);
+	return asp_mkdir(sb, "torture/m/a/b/c", 0, ASP_MKDIR_PARENTS, NULL, e);
 }
 
 static void check_mkdir(int rc, why *w)
@@ -486,7 +486,7 @@ static void check_mkdir(int rc, why *w)
 
 	if (rc == ASP_OK && (asp_stat(&st, sb, "torture/m/a/b/c", NULL, &e) || st.type != ASP_TYPE_DIR))
 		whyf(w, "mkdir said OK but the directory is not there");
-	if ((rc = asp_remove(sb, "torture/m", 1, NULL, &e)) != ASP_OK && rc != ASP_ENOENT)
+	if ((rc = asp_remove(sb, "torture/m", ASP_REMOVE_RECURSIVE, NULL, &e)) != ASP_OK && rc != ASP_ENOENT)
 		whyf(w, "the handle is broken: remove: %s: %s", asp_error_name(rc), e.message);
 }
 
@@ -530,7 +530,7 @@ static void prepare_remove(void)
 
 static int run_remove(asp_error *e)
 {
-	return asp_remove(sb, "torture/rm", 1, NULL, e);
+	return asp_remove(sb, "torture/rm", ASP_REMOVE_RECURSIVE, NULL, e);
 }
 
 static void check_remove(int rc, why *w)
@@ -547,7 +547,7 @@ static int run_info(asp_error *e)
 
 	memset(&info, 0, sizeof(info));
 	info.version = ASP_SANDBOX_INFO_VERSION;
-	return asp_sandbox_info_get(sb, &info, e);
+	return asp_sandbox_info_get(&info, sb, e);
 }
 
 static void check_nothing(int rc, why *w)

@@ -235,7 +235,7 @@ static asp_stat_info stat_ok(asp_sandbox *sb, const char *path)
 static void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int parents)
 {
 	asp_error e = { 0 };
-	int rc = asp_mkdir(sb, path, mode, parents, NULL, &e);
+	int rc = asp_mkdir(sb, path, mode, parents ? ASP_MKDIR_PARENTS : 0, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "mkdir %s: %s: %s", path, asp_error_name(rc), e.message);
 }
@@ -243,7 +243,7 @@ static void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int p
 static void remove_ok(asp_sandbox *sb, const char *path, int recursive)
 {
 	asp_error e = { 0 };
-	int rc = asp_remove(sb, path, recursive, NULL, &e);
+	int rc = asp_remove(sb, path, recursive ? ASP_REMOVE_RECURSIVE : 0, NULL, &e);
 
 	ck_assert_msg(rc == ASP_OK, "remove %s: %s: %s", path, asp_error_name(rc), e.message);
 }
@@ -288,7 +288,7 @@ static asp_exec_result *run(asp_sandbox *sb, const char *cmd)
 	return run_opts(sb, cmd, NULL);
 }
 
-static void assert_stream(const asp_exec_result *r, int stream, const void *want, size_t wlen)
+static void assert_stream(const asp_exec_result *r, asp_stream stream, const void *want, size_t wlen)
 {
 	size_t len = 0;
 	const unsigned char *d = asp_exec_result_output(r, stream, &len);
@@ -498,7 +498,7 @@ START_TEST(test_write_empty)
 	put_opts(sb, "rw-empty", "", 0, NULL);
 	assert_local_content(ws("rw-empty"), "", 0);
 	put(sb, "rw-empty", "not empty");
-	inplace.atomic = 0;
+	inplace.in_place = 1;
 	put_opts(sb, "rw-empty", NULL, 0, &inplace);
 	assert_local_content(ws("rw-empty"), "", 0);
 	put_opts(sb, "rw-empty-new", NULL, 0, &inplace);
@@ -580,13 +580,13 @@ START_TEST(test_err_write_permission)
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-dir");
 
 	memset(&e, 0, sizeof(e));
-	inplace.atomic = 0;
+	inplace.in_place = 1;
 	rc = asp_write(sb, "err-root-dir/f.txt", "x", 1, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-dir");
 
 	/* mkdirs cannot help either. */
 	memset(&e, 0, sizeof(e));
-	inplace.atomic = 1;
+	inplace.in_place = 0;
 	inplace.mkdirs = 1;
 	rc = asp_write(sb, "err-root-dir/sub/f.txt", "x", 1, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-dir");
@@ -608,12 +608,12 @@ START_TEST(test_write_parent_missing_and_mkdirs)
 	ck_assert(!local_exists(ws("mk-a")));
 
 	memset(&e, 0, sizeof(e));
-	o.atomic = 0;
+	o.in_place = 1;
 	rc = asp_write(sb, "mk-a/mk-b/mk-c/f.txt", "deep", 4, &o, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "mk-a/mk-b/mk-c/f.txt");
 	ck_assert(!local_exists(ws("mk-a")));
 
-	o.atomic = 1;
+	o.in_place = 0;
 	o.mkdirs = 1;
 	put_opts(sb, "mk-a/mk-b/mk-c/f.txt", "deep", 4, &o);
 	ck_assert(S_ISDIR(local_lstat(ws("mk-a")).st_mode));
@@ -622,7 +622,7 @@ START_TEST(test_write_parent_missing_and_mkdirs)
 	assert_local_content(ws("mk-a/mk-b/mk-c/f.txt"), "deep", 4);
 
 	/* In place, with some parents already there. */
-	o.atomic = 0;
+	o.in_place = 1;
 	put_opts(sb, "mk-a/mk-x/mk-y/g.txt", "in place", 8, &o);
 	assert_local_content(ws("mk-a/mk-x/mk-y/g.txt"), "in place", 8);
 	assert_no_temp_files(sb, "mk-a/mk-b/mk-c");
@@ -641,7 +641,7 @@ START_TEST(test_write_to_directory)
 	rc = asp_write(sb, "wd-dir/inner", "x", 1, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, "wd-dir/inner");
 	memset(&e, 0, sizeof(e));
-	inplace.atomic = 0;
+	inplace.in_place = 1;
 	rc = asp_write(sb, "wd-dir/inner", "x", 1, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, "wd-dir/inner");
 	ck_assert(S_ISDIR(local_lstat(ws("wd-dir/inner")).st_mode));
@@ -682,7 +682,7 @@ START_TEST(test_write_modes)
 
 	/* In place keeps it too, and applies an explicit one. */
 	o.mode = 0;
-	o.atomic = 0;
+	o.in_place = 1;
 	put_opts(sb, "wm-exec", "v5", 2, &o);
 	ck_assert_uint_eq(local_lstat(ws("wm-exec")).st_mode & 07777, 0600);
 	o.mode = 0640;
@@ -753,7 +753,7 @@ START_TEST(test_write_through_symlink)
 
 	/* In place as well. */
 	o.mode = 0;
-	o.atomic = 0;
+	o.in_place = 1;
 	put_opts(sb, "sl/l2", "in place via link", 17, &o);
 	ck_assert(S_ISLNK(local_lstat(ws("sl/l2")).st_mode));
 	assert_local_content(ws("sl/real/target.txt"), "in place via link", 17);
@@ -771,7 +771,7 @@ START_TEST(test_write_non_atomic)
 	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
 	ino_t ino;
 
-	o.atomic = 0;
+	o.in_place = 1;
 	put_opts(sb, "na.txt", "a fairly long first version", 27, &o);
 	assert_content(sb, "na.txt", "a fairly long first version", 27);
 	ino = local_lstat(ws("na.txt")).st_ino;
@@ -785,6 +785,36 @@ START_TEST(test_write_non_atomic)
 	put(sb, "na.txt", "atomic");
 	assert_local_content(ws("na.txt"), "atomic", 6);
 	ck_assert_uint_ne(local_lstat(ws("na.txt")).st_ino, ino);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * A zero-initialised asp_write_options (C99 designated style, only the
+ * version set) means the defaults, and the default is atomic: a read-only
+ * (0444) file in a writable directory is replaced, since the rename needs
+ * the directory's permission; an in-place write is refused.
+ */
+START_TEST(test_write_zero_options_atomic)
+{
+	asp_sandbox *sb = sb_open();
+	asp_write_options zero = { .version = ASP_WRITE_OPTIONS_VERSION };
+	asp_write_options inplace = zero;
+	asp_error e = { 0 };
+	int rc;
+
+	put(sb, "zo-ro.txt", "old");
+	ck_assert_int_eq(chmod(ws("zo-ro.txt"), 0444), 0);
+
+	/* Control: in place, the sandbox user may not write the file. */
+	inplace.in_place = 1;
+	rc = asp_write(sb, "zo-ro.txt", "in place", 8, &inplace, &e);
+	ASSERT_ERR(rc, e, ASP_EACCES, "zo-ro.txt");
+	assert_local_content(ws("zo-ro.txt"), "old", 3);
+
+	put_opts(sb, "zo-ro.txt", "new", 3, &zero);
+	assert_local_content(ws("zo-ro.txt"), "new", 3);
+	ck_assert_uint_eq(local_lstat(ws("zo-ro.txt")).st_mode & 07777, 0444);
 	asp_close(sb);
 }
 END_TEST
@@ -942,6 +972,39 @@ START_TEST(test_exec_stdin_binary)
 	o.stdin_len = 0;
 	expect_stdout_opts(sb, "cat; echo done", &o, "done\n", 5);
 	free(data);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * A zero-initialised asp_exec_options (C99 designated style: version and a
+ * timeout) does not forward the harness's own fd 0. Here fd 0 is a pipe
+ * holding data with its write end closed: forwarded, the data would come
+ * back; not forwarded, cat sees EOF at once.
+ */
+START_TEST(test_exec_zero_options_keep_fd0)
+{
+	asp_sandbox *sb = sb_open();
+	asp_exec_options zero = { .version = ASP_EXEC_OPTIONS_VERSION, .timeout_ms = 60000 };
+	asp_exec_options fwd = zero;
+	int p[2], saved = dup(0);
+
+	ck_assert_int_ge(saved, 0);
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "from fd 0\n", 10), 10);
+	close(p[1]);
+	ck_assert_int_eq(dup2(p[0], 0), 0);
+	close(p[0]);
+
+	expect_stdout_opts(sb, "cat; echo eof", &zero, "eof\n", 4);
+
+	/* Control: asked for, fd 0 (still holding its data) is forwarded. */
+	fwd.flags = ASP_EXEC_STDIN_FD;
+	fwd.stdin_fd = 0;
+	expect_stdout_opts(sb, "cat; echo eof", &fwd, "from fd 0\neof\n", 14);
+
+	ck_assert_int_eq(dup2(saved, 0), 0);
+	close(saved);
 	asp_close(sb);
 }
 END_TEST
@@ -1202,7 +1265,7 @@ typedef struct collected {
 	int returned_nonzero;
 } collected;
 
-static int collect_cb(int stream, const unsigned char *data, size_t len, void *userdata)
+static int collect_cb(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
 {
 	collected *c = userdata;
 
@@ -1480,7 +1543,7 @@ START_TEST(test_mkdir)
 	rc = asp_mkdir(sb, "md/file", 0755, 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EEXIST, "md/file");
 	memset(&e, 0, sizeof(e));
-	rc = asp_mkdir(sb, "md/file", 0755, 1, NULL, &e);
+	rc = asp_mkdir(sb, "md/file", 0755, ASP_MKDIR_PARENTS, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EEXIST, "md/file");
 	ck_assert(S_ISREG(local_lstat(ws("md/file")).st_mode));
 	asp_close(sb);
@@ -1563,7 +1626,7 @@ START_TEST(test_remove)
 	int rc;
 
 	/* A file. */
-	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1, .atomic = 1 });
+	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1 });
 	remove_ok(sb, "rm/file", 0);
 	ck_assert(!local_exists(ws("rm/file")));
 	rc = asp_remove(sb, "rm/file", 0, NULL, &e);
@@ -1586,7 +1649,7 @@ START_TEST(test_remove)
 
 	/* Recursive removes it all, without following a link out of the tree. */
 	put_opts(sb, "rm/outside/keep", "keep", 4,
-		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1, .atomic = 1 });
+		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1 });
 	expect_stdout(sb, "ln -s ../outside rm/tree/a/link-out && ln -s ../outside/keep rm/tree/klink", "");
 	remove_ok(sb, "rm/tree", 1);
 	ck_assert(!local_exists(ws("rm/tree")));
@@ -1598,7 +1661,7 @@ START_TEST(test_remove)
 	remove_ok(sb, "rm/one", 1);
 	ck_assert(!local_exists(ws("rm/one")));
 	memset(&e, 0, sizeof(e));
-	rc = asp_remove(sb, "rm/not-there", 1, NULL, &e);
+	rc = asp_remove(sb, "rm/not-there", ASP_REMOVE_RECURSIVE, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "rm/not-there");
 
 	/* A symlink: the link goes, its target stays. */
@@ -1617,7 +1680,7 @@ START_TEST(test_remove)
 	rc = asp_remove(sb, "rm/rootdir/f", 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "rm/rootdir/f");
 	memset(&e, 0, sizeof(e));
-	rc = asp_remove(sb, "rm/rootdir", 1, NULL, &e);
+	rc = asp_remove(sb, "rm/rootdir", ASP_REMOVE_RECURSIVE, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "rm/rootdir");
 	ck_assert(local_exists(ws("rm/rootdir/f")));
 	asp_close(sb);
@@ -1691,6 +1754,7 @@ START_TEST(test_argument_checks)
 	asp_exec_options eo = ASP_EXEC_OPTIONS_INIT;
 	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox *none = NULL;
+	asp_sandbox_info info = ASP_SANDBOX_INFO_INIT;
 
 	/* NULL sandbox, output and path arguments. */
 	ASSERT_EINVAL(asp_read(NULL, &len, sb, "x", 0, ASP_READ_ALL, NULL, err));
@@ -1712,8 +1776,30 @@ START_TEST(test_argument_checks)
 	ASSERT_EINVAL(asp_mkdir(sb, NULL, 0755, 0, NULL, err));
 	ASSERT_EINVAL(asp_mkdir(sb, "arg-d", 070000, 0, NULL, err));
 	ASSERT_EINVAL(asp_remove(NULL, "arg-d", 0, NULL, err));
-	ASSERT_EINVAL(asp_remove(sb, NULL, 1, NULL, err));
-	ASSERT_EINVAL(asp_remove(sb, "", 1, NULL, err));
+	ASSERT_EINVAL(asp_remove(sb, NULL, ASP_REMOVE_RECURSIVE, NULL, err));
+	ASSERT_EINVAL(asp_remove(sb, "", ASP_REMOVE_RECURSIVE, NULL, err));
+
+	/* Flag bits that mean nothing are refused, not ignored. */
+	ASSERT_EINVAL(asp_mkdir(sb, "arg-d", 0755, ASP_MKDIR_PARENTS | 0x2u, NULL, err));
+	ASSERT_EINVAL(asp_mkdir(sb, "arg-d", 0755, 0x80000000u, NULL, err));
+	ASSERT_EINVAL(asp_remove(sb, "arg-d", ASP_REMOVE_RECURSIVE | 0x4u, NULL, err));
+	eo.flags = 0x2u;
+	ASSERT_EINVAL(asp_exec(&r, sb, "touch arg-ran", &eo, err));
+	/* Asking for stdin_fd without one. */
+	eo.flags = ASP_EXEC_STDIN_FD;
+	eo.stdin_fd = -1;
+	ASSERT_EINVAL(asp_exec(&r, sb, "touch arg-ran", &eo, err));
+	eo = (asp_exec_options)ASP_EXEC_OPTIONS_INIT;
+	oo.config_path = fx.config;
+	oo.flags = ASP_OPEN_LAZY | 0x100u;
+	ASSERT_EINVAL(asp_open(&none, &oo, err));
+	ck_assert_ptr_null(none);
+	oo = (asp_open_options)ASP_OPEN_OPTIONS_INIT;
+	info.version = ASP_SANDBOX_INFO_VERSION + 1;
+	ASSERT_EINVAL(asp_sandbox_info_get(&info, sb, err));
+	ASSERT_EINVAL(asp_sandbox_info_get(NULL, sb, err));
+	info.version = ASP_SANDBOX_INFO_VERSION;
+	ASSERT_EINVAL(asp_sandbox_info_get(&info, NULL, err));
 	ASSERT_EINVAL(asp_rename(NULL, "a", "b", NULL, err));
 	ASSERT_EINVAL(asp_rename(sb, NULL, "b", NULL, err));
 	ASSERT_EINVAL(asp_rename(sb, "a", NULL, NULL, err));
@@ -1749,11 +1835,11 @@ START_TEST(test_argument_checks)
 
 	/* The init functions give the documented defaults. */
 	ck_assert_int_eq(asp_write_options_init(&wo, ASP_WRITE_OPTIONS_VERSION), ASP_OK);
-	ck_assert_int_eq(wo.atomic, 1);
+	ck_assert_int_eq(wo.in_place, 0);
 	ck_assert_int_eq(wo.mkdirs, 0);
 	ck_assert_uint_eq(wo.mode, 0);
 	ck_assert_int_eq(asp_exec_options_init(&eo, ASP_EXEC_OPTIONS_VERSION), ASP_OK);
-	ck_assert_int_eq(eo.stdin_fd, -1);
+	ck_assert_uint_eq(eo.flags, 0);
 	ck_assert_ptr_null(eo.cwd);
 
 	/* Nothing happened on the sandbox. */
@@ -1794,11 +1880,13 @@ Suite *suite_core(void)
 	tcase_add_test(tc, test_write_no_temp_files);
 	tcase_add_test(tc, test_write_through_symlink);
 	tcase_add_test(tc, test_write_non_atomic);
+	tcase_add_test(tc, test_write_zero_options_atomic);
 	tcase_add_test(tc, test_exec_exit_codes);
 	tcase_add_test(tc, test_exec_end_line_never_shows);
 	tcase_add_test(tc, test_exec_signals);
 	tcase_add_test(tc, test_exec_stdout_stderr);
 	tcase_add_test(tc, test_exec_stdin_binary);
+	tcase_add_test(tc, test_exec_zero_options_keep_fd0);
 	tcase_add_test(tc, test_exec_env_exact);
 	tcase_add_test(tc, test_exec_env_invalid);
 	tcase_add_test(tc, test_exec_cwd_special);

@@ -168,7 +168,7 @@ static int run_op(int op, asp_sandbox *sb, asp_cancel *cancel, unsigned int time
 		asp_list_free(l);
 		break;
 	case OP_MKDIR:
-		rc = asp_mkdir(sb, "d", 0755, 1, cop, e);
+		rc = asp_mkdir(sb, "d", 0755, ASP_MKDIR_PARENTS, cop, e);
 		break;
 	case OP_RENAME:
 		rc = asp_rename(sb, "a", "b", cop, e);
@@ -177,7 +177,7 @@ static int run_op(int op, asp_sandbox *sb, asp_cancel *cancel, unsigned int time
 		rc = asp_remove(sb, "f.txt", 0, cop, e);
 		break;
 	case OP_REMOVE_TREE:
-		rc = asp_remove(sb, "d", 1, cop, e);
+		rc = asp_remove(sb, "d", ASP_REMOVE_RECURSIVE, cop, e);
 		break;
 	}
 	return rc;
@@ -425,7 +425,7 @@ START_TEST(test_cancel_before_call_then_handle_works)
 	int op = _i, rc;
 
 	ck_assert_int_eq(asp_cancel_new(&cancel, &e), ASP_OK);
-	ck_assert_int_eq(asp_mkdir(sb, "d", 0755, 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "d", 0755, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 	ck_assert_int_eq(asp_write(sb, "f.txt", "x", 1, NULL, &e), ASP_OK);
 	ck_assert_int_eq(asp_write(sb, "a", "x", 1, NULL, &e), ASP_OK);
 	asp_cancel_trigger(cancel);
@@ -568,7 +568,7 @@ static void remove_tree_stopped(int by_cancel)
 		co.timeout_ms = 4000;
 	}
 	ck_assert_int_eq(pthread_create(&w.th, NULL, rm_watch_main, &w), 0);
-	rc = asp_remove(sb, tree, 1, &co, &e);
+	rc = asp_remove(sb, tree, ASP_REMOVE_RECURSIVE, &co, &e);
 	w.call_done = 1;
 	pthread_join(w.th, NULL);
 
@@ -592,7 +592,7 @@ static void remove_tree_stopped(int by_cancel)
 	ck_assert_msg(stat(left, &st) == 0, "the tree is gone: rm was not stopped");
 
 	/* The handle works on, and a plain remove of the rest succeeds. */
-	rc = asp_remove(sb, tree, 1, NULL, &e);
+	rc = asp_remove(sb, tree, ASP_REMOVE_RECURSIVE, NULL, &e);
 	ck_assert_msg(rc == ASP_OK, "remove the rest: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_msg(stat(left, &st) != 0, "the tree is still there");
 	asp_close(sb);

@@ -276,7 +276,7 @@ typedef struct bh_cb {
 } bh_cb;
 
 /* Black-hole the link as soon as the command shows it is running. */
-static int blackhole_when_started(int stream, const unsigned char *d, size_t n, void *ud)
+static int blackhole_when_started(asp_stream stream, const unsigned char *d, size_t n, void *ud)
 {
 	bh_cb *s = ud;
 
@@ -574,11 +574,11 @@ START_TEST(test_recursive_remove_does_not_wait_for_io_timeout)
 	env_start(NULL);
 	rc = env_open(&E.sb, 10000, 15, 5000, 0, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_mkdir(E.sb, "t/u/v", 0755, 1, NULL, &err);
+	rc = asp_mkdir(E.sb, "t/u/v", 0755, ASP_MKDIR_PARENTS, NULL, &err);
 	ASSERT_OK(rc, err);
 	write_text(E.sb, "t/u/v/f.txt", "x\n");
 	t0 = fx_now_ms();
-	rc = asp_remove(E.sb, "t", 1, NULL, &err);
+	rc = asp_remove(E.sb, "t", ASP_REMOVE_RECURSIVE, NULL, &err);
 	dt = fx_now_ms() - t0;
 	fprintf(stderr, "faults: recursive remove -> %s after %lld ms\n", asp_error_name(rc), dt);
 	ASSERT_OK(rc, err);
@@ -764,7 +764,7 @@ START_TEST(test_netns_everything_works_without_egress)
 	ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
 	rc = asp_mkdir(sb, "d2", 0755, 0, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_mkdir(sb, "t/u/v", 0755, 1, NULL, &err);
+	rc = asp_mkdir(sb, "t/u/v", 0755, ASP_MKDIR_PARENTS, NULL, &err);
 	ASSERT_OK(rc, err);
 	write_text(sb, "t/u/v/f.txt", "deep\n");
 	rc = asp_list_dir(&l, sb, ".", NULL, &err);
@@ -790,7 +790,7 @@ START_TEST(test_netns_everything_works_without_egress)
 	ASSERT_OK(rc, err);
 	rc = asp_remove(sb, "d2", 0, NULL, &err);
 	ASSERT_OK(rc, err);
-	rc = asp_remove(sb, "t", 1, NULL, &err);
+	rc = asp_remove(sb, "t", ASP_REMOVE_RECURSIVE, NULL, &err);
 	ASSERT_OK(rc, err);
 	rc = asp_remove(sb, "dir", 0, NULL, &err);
 	ASSERT_OK(rc, err);

@@ -335,8 +335,8 @@ START_TEST(test_leading_dash_names)
 	/* Directories named like rm's options, removed recursively: only they go. */
 	put(sb, "dash/-rf/inner/file", "x", 1);
 	put(sb, "dash/--no-preserve-root/file", "x", 1);
-	ck_assert_int_eq(asp_remove(sb, "dash/-rf", 1, NULL, &e), ASP_OK);
-	ck_assert_int_eq(asp_remove(sb, "dash/--no-preserve-root", 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "dash/-rf", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "dash/--no-preserve-root", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
 	ck_assert(!local_exists("dash/-rf"));
 	ck_assert(!local_exists("dash/--no-preserve-root"));
 	ck_assert(local_exists("dash/sentinel"));
@@ -355,13 +355,13 @@ START_TEST(test_exec_cwd_leading_dash)
 	for (size_t i = 0; i < sizeof(cwds) / sizeof(cwds[0]); i++) {
 		char dir[64], want[PATH_MAX];
 		snprintf(dir, sizeof(dir), "cwddash/%s", cwds[i]);
-		ck_assert_int_eq(asp_mkdir(sb, dir, 0, 1, NULL, &e), ASP_OK);
+		ck_assert_int_eq(asp_mkdir(sb, dir, 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 		snprintf(want, sizeof(want), "%s/%s\n", fx.workspace, dir);
 		o.cwd = dir;
 		expect_stdout(sb, "pwd", &o, want, strlen(want));
 	}
 	/* A bare relative "-x" too. */
-	ck_assert_int_eq(asp_mkdir(sb, "-x", 0, 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "-x", 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 	o.cwd = "-x";
 	{
 		char want[PATH_MAX];
@@ -432,8 +432,8 @@ START_TEST(test_names_every_byte)
 			expect_stdout(sb, "cat < \"$F\"", &o, awkward[i], strlen(awkward[i]));
 		}
 	}
-	ck_assert_int_eq(asp_remove(sb, "bytes", 1, NULL, &e), ASP_OK);
-	ck_assert_int_eq(asp_remove(sb, "awk", 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "bytes", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "awk", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
 	ck_assert(!local_exists("bytes") && !local_exists("awk"));
 	ck_assert(!local_exists("pwned"));
 	asp_close(sb);
@@ -493,10 +493,10 @@ START_TEST(test_name_too_long)
 	int rc;
 
 	snprintf(path, sizeof(path), "long/%s", name);
-	ck_assert_int_eq(asp_mkdir(sb, "long", 0, 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "long", 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 	rc = asp_write(sb, path, "x", 1, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	wo.atomic = 0;
+	wo.in_place = 1;
 	rc = asp_write(sb, path, "x", 1, &wo, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
@@ -506,11 +506,11 @@ START_TEST(test_name_too_long)
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	rc = asp_mkdir(sb, path, 0, 0, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_mkdir(sb, path, 0, 1, NULL, &e);
+	rc = asp_mkdir(sb, path, 0, ASP_MKDIR_PARENTS, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	rc = asp_list_dir(&l, sb, path, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	rc = asp_remove(sb, path, 1, NULL, &e);
+	rc = asp_remove(sb, path, ASP_REMOVE_RECURSIVE, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	xo.cwd = path;
 	rc = asp_exec(&r, sb, "touch cwd-too-long-ran", &xo, &e);
@@ -554,7 +554,7 @@ START_TEST(test_path_4000_bytes)
 	/* The shell can go there too. */
 	xo.cwd = dir;
 	expect_stdout(sb, "cat ./*", &xo, "deep content", 12);
-	ck_assert_int_eq(asp_remove(sb, "deep", 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "deep", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
 	ck_assert(!local_exists("deep"));
 	free(rel);
 	free(path);
@@ -664,7 +664,7 @@ START_TEST(test_zero_byte_files)
 
 	put(sb, "empty/a", NULL, 0);
 	put(sb, "empty/b", "", 0);
-	wo.atomic = 0;
+	wo.in_place = 1;
 	ck_assert_int_eq(asp_write(sb, "empty/c", NULL, 0, &wo, &e), ASP_OK);
 	/* Shrinking a file to nothing, both ways. */
 	put(sb, "empty/d", "not yet empty", 13);
@@ -730,7 +730,7 @@ START_TEST(test_sparse_5gib)
 	asp_list *l = NULL;
 	asp_exec_result *r;
 
-	ck_assert_int_eq(asp_mkdir(sb, "sparse", 0, 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_mkdir(sb, "sparse", 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 	r = run(sb, "truncate -s 5G sparse/big && printf 0123456789 | "
 		    "dd of=sparse/big bs=1 seek=$((5*1024*1024*1024-10)) conv=notrunc status=none && "
 		    "printf ab | dd of=sparse/big bs=1 seek=$((4*1024*1024*1024-1)) conv=notrunc status=none",
@@ -756,7 +756,7 @@ START_TEST(test_sparse_5gib)
 	expect_range(sb, "sparse/big", 4 * GiB - 2, 4, "\0ab\0", 4);
 	expect_range(sb, "sparse/big", 4 * GiB + 5, 16, zeros, 16);
 	expect_range(sb, "sparse/big", 2 * GiB - 8, 16, zeros, 16);
-	ck_assert_int_eq(asp_remove(sb, "sparse", 1, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_remove(sb, "sparse", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
 	asp_close(sb);
 }
 END_TEST

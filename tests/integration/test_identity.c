@@ -285,7 +285,7 @@ static int open_config(const char *config, asp_error *err, asp_sandbox_info *inf
 	if (rc == ASP_OK) {
 		memset(info, 0, sizeof(*info));
 		info->version = ASP_SANDBOX_INFO_VERSION;
-		ck_assert_int_eq(asp_sandbox_info_get(sb, info, err), ASP_OK);
+		ck_assert_int_eq(asp_sandbox_info_get(info, sb, err), ASP_OK);
 		asp_close(sb);
 	}
 	return rc;

@@ -137,7 +137,7 @@ static long vm_base_kb;
 static long vm_growth_kb;
 static uint64_t seen_bytes;
 
-static int count_output(int stream, const unsigned char *d, size_t n, void *ud)
+static int count_output(asp_stream stream, const unsigned char *d, size_t n, void *ud)
 {
 	long vm = status_kb("VmSize");
 
@@ -646,7 +646,7 @@ START_TEST(test_messages_escape_sandbox_text)
 
 		/* rm -rf as the login user cannot empty a root-owned directory. */
 		snprintf(rel, sizeof(rel), "ro%zu", i);
-		rc = asp_remove(sb, rel, 1, NULL, &e);
+		rc = asp_remove(sb, rel, ASP_REMOVE_RECURSIVE, NULL, &e);
 		EXPECT_CLEAN(rc, e, ASP_EACCES, evil[i]);
 		ck_assert_msg(strstr(e.message, "ermission denied"), "%s", show(e.message));
 	}

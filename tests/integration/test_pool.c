@@ -219,7 +219,7 @@ static asp_exec_result *exec_ok(asp_sandbox *sb, const char *cmd, const asp_exec
 }
 
 /* A stream of a result as a malloc'd C string. */
-static char *output_str(const asp_exec_result *r, int stream)
+static char *output_str(const asp_exec_result *r, asp_stream stream)
 {
 	size_t len = 0;
 	const unsigned char *d = asp_exec_result_output(r, stream, &len);
@@ -554,7 +554,7 @@ typedef struct chunk_counter {
 	int stop_after; /* 0: never ask to stop */
 } chunk_counter;
 
-static int count_chunks(int stream, const unsigned char *data, size_t len, void *userdata)
+static int count_chunks(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
 {
 	chunk_counter *cc = userdata;
 

@@ -248,7 +248,7 @@ START_TEST(test_no_secret_reaches_sandbox)
 	asp_exec_result_free(r);
 	/* Some file work, then look through every file the login user can have written. */
 	ck_assert_int_eq(asp_write(sb, "sec/a.txt", "a", 1,
-				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1, .atomic = 1 }, &e),
+				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1 }, &e),
 			 ASP_OK);
 	asp_close(sb);
 	/*

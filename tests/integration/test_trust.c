@@ -264,7 +264,7 @@ static asp_sandbox_info info_of(asp_sandbox *sb)
 
 	memset(&info, 0, sizeof(info));
 	info.version = ASP_SANDBOX_INFO_VERSION;
-	ck_assert_msg(asp_sandbox_info_get(sb, &info, &err) == ASP_OK, "info: %s", err.message);
+	ck_assert_msg(asp_sandbox_info_get(&info, sb, &err) == ASP_OK, "info: %s", err.message);
 	return info;
 }
 
@@ -431,17 +431,17 @@ START_TEST(test_discovery_from_nested_dir)
 	ck_assert_ptr_nonnull(realpath(cfg, real));
 
 	/* From a nested start_dir, the parent's file; always an absolute path. */
-	ck_assert_int_eq(asp_find_config(&found, nested, &err), ASP_OK);
+	ck_assert_int_eq(asp_config_find(&found, nested, &err), ASP_OK);
 	ck_assert_str_eq(found, real);
 	asp_free(found);
 
 	/* A relative start_dir and NULL (the cwd) give the same absolute path. */
 	ck_assert_int_eq(chdir(T.tmp), 0);
-	ck_assert_int_eq(asp_find_config(&found, "proj/a/b", &err), ASP_OK);
+	ck_assert_int_eq(asp_config_find(&found, "proj/a/b", &err), ASP_OK);
 	ck_assert_str_eq(found, real);
 	asp_free(found);
 	ck_assert_int_eq(chdir(nested), 0);
-	ck_assert_int_eq(asp_find_config(&found, NULL, &err), ASP_OK);
+	ck_assert_int_eq(asp_config_find(&found, NULL, &err), ASP_OK);
 	ck_assert_str_eq(found, real);
 	asp_free(found);
 	ck_assert_int_eq(chdir("/"), 0);
@@ -467,7 +467,7 @@ START_TEST(test_discovery_nearest_wins)
 	WRITE_CONFIG(outer, "proj/.asp.json", NULL);
 	WRITE_CONFIG(inner, "proj/a/.asp.json", NULL);
 	ck_assert_ptr_nonnull(realpath(inner, real));
-	ck_assert_int_eq(asp_find_config(&found, nested, &err), ASP_OK);
+	ck_assert_int_eq(asp_config_find(&found, nested, &err), ASP_OK);
 	ck_assert_str_eq(found, real);
 	asp_free(found);
 }
@@ -491,7 +491,7 @@ START_TEST(test_discovery_asp_config_env_wins)
 	ck_assert_ptr_nonnull(realpath(other, real));
 
 	setenv("ASP_CONFIG", other, 1);
-	ck_assert_int_eq(asp_find_config(&found, nested, &err), ASP_OK);
+	ck_assert_int_eq(asp_config_find(&found, nested, &err), ASP_OK);
 	ck_assert_str_eq(found, real);
 	asp_free(found);
 	o.start_dir = nested;
@@ -503,7 +503,7 @@ START_TEST(test_discovery_asp_config_env_wins)
 	/* A relative ASP_CONFIG comes back absolute. */
 	ck_assert_int_eq(chdir(T.tmp), 0);
 	setenv("ASP_CONFIG", "elsewhere/sandbox.json", 1);
-	ck_assert_int_eq(asp_find_config(&found, nested, &err), ASP_OK);
+	ck_assert_int_eq(asp_config_find(&found, nested, &err), ASP_OK);
 	ck_assert_str_eq(found, real);
 	asp_free(found);
 	ck_assert_int_eq(chdir("/"), 0);
@@ -512,7 +512,7 @@ START_TEST(test_discovery_asp_config_env_wins)
 	TMP_PATH(missing, "elsewhere/missing.json");
 	setenv("ASP_CONFIG", missing, 1);
 	found = NULL;
-	ck_assert_int_eq(asp_find_config(&found, nested, &err), ASP_ENOCONFIG);
+	ck_assert_int_eq(asp_config_find(&found, nested, &err), ASP_ENOCONFIG);
 	ck_assert_ptr_null(found);
 	assert_contains(err.message, missing);
 	ck_assert_int_eq(open_with(&sb, &o, &err), ASP_ENOCONFIG);

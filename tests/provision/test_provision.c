@@ -404,8 +404,8 @@ START_TEST(publish_end_to_end)
 	cJSON_Delete(st);
 
 	/* The config is schema-valid per libasp, and discovery finds it. */
-	ck_assert_int_eq(asp_check_config(cfg, &err), 0);
-	ck_assert_int_eq(asp_find_config(&found, deep, &err), 0);
+	ck_assert_int_eq(asp_config_check(cfg, &err), 0);
+	ck_assert_int_eq(asp_config_find(&found, deep, &err), 0);
 	ck_assert_str_eq(found, cfg);
 	asp_free(found);
 	/* The client key stays on the host, 0600. */
@@ -481,7 +481,7 @@ START_TEST(exec_ingress_end_to_end)
 	snprintf(cfg, sizeof(cfg), "%s/exec.asp.json", top);
 	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
 			  "--egress", "none", "--ingress", "exec", "--out", cfg) == 0, "up: %s", r.err);
-	ck_assert_int_eq(asp_check_config(cfg, &err), 0);
+	ck_assert_int_eq(asp_config_check(cfg, &err), 0);
 	{
 		FILE *f = fopen(cfg, "r");
 		static char text[8192];

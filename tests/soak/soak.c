@@ -343,7 +343,7 @@ static void op_read(worker *w)
 	asp_free(d);
 }
 
-static const unsigned char *exec_out(const asp_exec_result *r, int stream, size_t *len)
+static const unsigned char *exec_out(const asp_exec_result *r, asp_stream stream, size_t *len)
 {
 	const unsigned char *d = asp_exec_result_output(r, stream, len);
 

@@ -15,7 +15,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s FILE\n", argv[0]);
 		return 2;
 	}
-	if (asp_check_config(argv[1], &err) != ASP_OK) {
+	if (asp_config_check(argv[1], &err) != ASP_OK) {
 		printf("%s: %s\n", asp_error_name(err.code), err.message);
 		return 1;
 	}

@@ -282,8 +282,8 @@ START_TEST(test_bad_arguments)
 	ck_assert_int_eq(asp__config_parse(NULL, "{}", 2, "t", &err), ASP_EINVAL);
 	ck_assert_int_eq(asp__config_parse(&cfg, NULL, 2, "t", &err), ASP_EINVAL);
 	ck_assert_ptr_null(cfg);
-	ck_assert_int_eq(asp_check_config(NULL, &err), ASP_EINVAL);
-	ck_assert_int_eq(asp_find_config(NULL, "/", &err), ASP_EINVAL);
+	ck_assert_int_eq(asp_config_check(NULL, &err), ASP_EINVAL);
+	ck_assert_int_eq(asp_config_find(NULL, "/", &err), ASP_EINVAL);
 	ck_assert_int_eq(asp__config_load(&cfg, "", &err), ASP_EINVAL);
 	asp__config_free(NULL);
 }
@@ -495,7 +495,7 @@ START_TEST(test_load_file)
 	snprintf(want, sizeof(want), "%s/load/sub", g_root);
 	ck_assert_str_eq(cfg->dir, want);
 	asp__config_free(cfg);
-	ck_assert_int_eq(asp_check_config("sub/my.json", &err), 0);
+	ck_assert_int_eq(asp_config_check("sub/my.json", &err), 0);
 }
 END_TEST
 
@@ -511,19 +511,19 @@ START_TEST(test_load_errors_name_the_file)
 	snprintf(want, sizeof(want), "%s: expected a regular file, got a directory", at("lerr/dir.json"));
 	ck_assert_str_eq(err.message, want);
 
-	ck_assert_int_eq(asp_check_config(at("lerr/missing.json"), &err), ASP_ECONFIG);
+	ck_assert_int_eq(asp_config_check(at("lerr/missing.json"), &err), ASP_ECONFIG);
 	snprintf(want, sizeof(want), "%s: cannot open: %s", at("lerr/missing.json"), strerror(ENOENT));
 	ck_assert_str_eq(err.message, want);
 
 	/* A FIFO must be refused, not block waiting for a writer. */
 	ck_assert_int_eq(mkfifo(at("lerr/fifo.json"), 0600), 0);
-	ck_assert_int_eq(asp_check_config(at("lerr/fifo.json"), &err), ASP_ECONFIG);
+	ck_assert_int_eq(asp_config_check(at("lerr/fifo.json"), &err), ASP_ECONFIG);
 	snprintf(want, sizeof(want), "%s: expected a regular file, got a FIFO", at("lerr/fifo.json"));
 	ck_assert_str_eq(err.message, want);
 
 	/* Validation messages carry the absolute path. */
 	write_file(at("lerr/bad.json"), "[]");
-	ck_assert_int_eq(asp_check_config(at("lerr/bad.json"), &err), ASP_ECONFIG);
+	ck_assert_int_eq(asp_config_check(at("lerr/bad.json"), &err), ASP_ECONFIG);
 	snprintf(want, sizeof(want), "%s: top level: expected object, got array", at("lerr/bad.json"));
 	ck_assert_str_eq(err.message, want);
 }
@@ -541,7 +541,7 @@ START_TEST(test_load_too_large)
 	for (i = 0; i < 3 * 1024; i++)
 		fprintf(f, "%1023s\n", "");
 	ck_assert_int_eq(fclose(f), 0);
-	ck_assert_int_eq(asp_check_config(at("big/big.json"), &err), ASP_ECONFIG);
+	ck_assert_int_eq(asp_config_check(at("big/big.json"), &err), ASP_ECONFIG);
 	snprintf(want, sizeof(want), "%s: expected at most 1048576 bytes (1 MiB), got 3145728 bytes",
 		 at("big/big.json"));
 	ck_assert_str_eq(err.message, want);
@@ -549,14 +549,14 @@ START_TEST(test_load_too_large)
 END_TEST
 
 /*
- * asp_find_config, checking *out is set exactly on success. Tests of
+ * asp_config_find, checking *out is set exactly on success. Tests of
  * discovery unset ASP_CONFIG first: the environment running them may set it.
  */
 static char *find(const char *start, asp_error *err, int *rc)
 {
 	char *out = (char *)1;
 
-	*rc = asp_find_config(&out, start, err);
+	*rc = asp_config_find(&out, start, err);
 	ck_assert(*rc == 0 ? out != NULL : out == NULL);
 	return out;
 }
@@ -690,7 +690,7 @@ START_TEST(test_find_symlink)
 	ck_assert_int_eq(rc, 0);
 	snprintf(want, sizeof(want), "%s/link/work/.asp.json", g_root);
 	ck_assert_str_eq(found, want);
-	ck_assert_int_eq(asp_check_config(found, &err), 0);
+	ck_assert_int_eq(asp_config_check(found, &err), 0);
 	asp_free(found);
 }
 END_TEST
@@ -844,7 +844,7 @@ static void assert_trust_overrides(const char *start, const char *file, const ch
 	setenv("ASP_CONFIG", file, 1);
 	assert_found(start, file);
 	unsetenv("ASP_CONFIG");
-	ck_assert_msg(asp_check_config(file, &err) == 0, "%s", err.message);
+	ck_assert_msg(asp_config_check(file, &err) == 0, "%s", err.message);
 	assert_untrusted(start, file, dir, reason);
 }
 
@@ -1049,7 +1049,7 @@ static int check_dir(const char *rel, const char *suffix, int want_rc)
 		if (len <= sl || strcmp(e->d_name + len - sl, suffix))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		rc = asp_check_config(path, &err);
+		rc = asp_config_check(path, &err);
 		ck_assert_msg(rc == want_rc, "%s: got %s (%s), want %s", path, asp_error_name(rc),
 			      rc ? err.message : "accepted", asp_error_name(want_rc));
 		if (want_rc) {

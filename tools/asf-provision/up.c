@@ -657,7 +657,7 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 	if (rc)
 		return -1;
 	cJSON_AddStringToObject(c->st, "config", c->out);
-	if (asp_check_config(copy, &aerr))
+	if (asp_config_check(copy, &aerr))
 		return asf_fail(e, "the written config %s does not validate: %s", copy, aerr.message);
 	return 0;
 }
@@ -668,7 +668,7 @@ static int wait_ready(up_ctx *c, asf_err *e)
 	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
 	asp_error aerr = { 0 };
 	asp_sandbox *sb = NULL;
-	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
+	asp_sandbox_info info = ASP_SANDBOX_INFO_INIT;
 	time_t deadline = time(NULL) + 20;
 	char copy[4400];
 	int rc;
@@ -684,7 +684,7 @@ static int wait_ready(up_ctx *c, asf_err *e)
 			return asf_fail(e, "the sandbox does not answer through %s: %s", copy, aerr.message);
 		usleep(200 * 1000);
 	}
-	rc = asp_sandbox_info_get(sb, &info, &aerr);
+	rc = asp_sandbox_info_get(&info, sb, &aerr);
 	asp_close(sb);
 	if (rc)
 		return asf_fail(e, "the sandbox does not answer through %s: %s", copy, aerr.message);

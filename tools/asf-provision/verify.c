@@ -401,7 +401,7 @@ static void check_config(vctx *v, const char *copy)
 static int check_ssh(vctx *v)
 {
 	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
-	asp_sandbox_info info = { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" };
+	asp_sandbox_info info = ASP_SANDBOX_INFO_INIT;
 	asp_error aerr = { 0 };
 	const char *fpr = js(v->st, "host_key_fingerprint");
 	char cfg[4400];
@@ -411,13 +411,13 @@ static int check_ssh(vctx *v)
 	state_dir(cfg, sizeof(cfg), v->name);
 	strncat(cfg, "/asp.json", sizeof(cfg) - strlen(cfg) - 1);
 	check_config(v, cfg);
-	if (asp_check_config(cfg, &aerr)) {
+	if (asp_config_check(cfg, &aerr)) {
 		check(v, "ssh.pinned_host_key", "fail", "config %s: %s", cfg, aerr.message);
 		return -1;
 	}
 	oo.config_path = cfg;
 	oo.connect_timeout_ms = 10000;
-	if (asp_open(&v->sb, &oo, &aerr) || asp_sandbox_info_get(v->sb, &info, &aerr)) {
+	if (asp_open(&v->sb, &oo, &aerr) || asp_sandbox_info_get(&info, v->sb, &aerr)) {
 		check(v, "ssh.pinned_host_key", "fail", "asp_open %s: %s (%s)", cfg, aerr.message,
 		      asp_error_name(aerr.code));
 		asp_close(v->sb);

@@ -104,7 +104,7 @@ static int report(asp_sandbox *sb, double connect_ms)
 
 	memset(&info, 0, sizeof(info));
 	info.version = ASP_SANDBOX_INFO_VERSION;
-	if ((rc = asp_sandbox_info_get(sb, &info, &e)))
+	if ((rc = asp_sandbox_info_get(&info, sb, &e)))
 		return failed(rc, &e);
 	print_trust(&info);
 	printf("auth:       %s\n", auth_name(info.auth));
@@ -131,12 +131,12 @@ int cli_check(const char *config)
 	double t0;
 	int rc;
 
-	if (!config && (rc = asp_find_config(&found, NULL, &e)))
+	if (!config && (rc = asp_config_find(&found, NULL, &e)))
 		return failed(rc, &e);
 	o.config_path = config ? config : found;
 	printf("config:     %s\n", o.config_path);
 	fflush(stdout);
-	if ((rc = asp_check_config(o.config_path, &e))) {
+	if ((rc = asp_config_check(o.config_path, &e))) {
 		asp_free(found);
 		return failed(rc, &e);
 	}

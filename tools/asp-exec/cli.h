@@ -210,7 +210,7 @@ char *cli_json_result(const asp_exec_result *r);
  * leak to other processes).
  */
 typedef struct cli_pump cli_pump;
-/* *fd_out is what to give asp_exec_options.stdin_fd. 0 or -1. */
+/* *fd_out is what to give asp_exec_options.stdin_fd (with ASP_EXEC_STDIN_FD): src or a pipe. */
 int cli_pump_start(cli_pump **out, int src, int *fd_out);
 /* Stop the thread (if any) and close the pipe. Accepts NULL. */
 void cli_pump_stop(cli_pump *p);

@@ -56,7 +56,7 @@ static int stop_master(const char *given)
 		free(config);
 		return status;
 	}
-	if (!given && asp_find_config(&found, NULL, &e)) {
+	if (!given && asp_config_find(&found, NULL, &e)) {
 		cli_say(2, "%s", e.message);
 		return CLI_EXIT_CONFIG;
 	}

@@ -52,7 +52,7 @@ static int is_text(const unsigned char *p, size_t n)
 	return 1;
 }
 
-static int add_stream(cJSON *obj, const char *name, const asp_exec_result *r, int stream)
+static int add_stream(cJSON *obj, const char *name, const asp_exec_result *r, asp_stream stream)
 {
 	char key[32];
 	size_t len;

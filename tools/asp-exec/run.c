@@ -124,7 +124,7 @@ typedef struct stream_ctx {
 	int broken; /* a local stdout/stderr write failed (a closed pipe) */
 } stream_ctx;
 
-static int on_output(int stream, const unsigned char *data, size_t len, void *userdata)
+static int on_output(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
 {
 	stream_ctx *s = userdata;
 	int fd = stream == ASP_STDERR ? s->io->err : s->io->out;
@@ -202,6 +202,7 @@ static int run_exec(asp_sandbox *sb, const cli_request *req, cli_io *io)
 		free(command);
 		return CLI_EXIT_FAILURE;
 	}
+	o.flags |= ASP_EXEC_STDIN_FD;
 	o.cwd = req->cwd;
 	o.env = (const char *const *)req->env;
 	o.timeout_ms = req->timeout_ms;
@@ -302,7 +303,6 @@ static int run_write(asp_sandbox *sb, const cli_request *req, cli_io *io)
 		return CLI_EXIT_FAILURE;
 	}
 	o.mkdirs = req->mkdirs;
-	o.atomic = 1;
 	o.cancel = io->cancel;
 	rc = asp_write(sb, req->path, data, len, &o, &e);
 	free(data);

@@ -143,7 +143,7 @@ def find_config(start_dir=None):
     start = None if start_dir is None else _path(start_dir, "start_dir")
     out = ctypes.c_void_p()
     err = _lib.asp_error()
-    _check(lib.asp_find_config(byref(out), start, byref(err)), err)
+    _check(lib.asp_config_find(byref(out), start, byref(err)), err)
     try:
         return _decode(ctypes.string_at(out))
     finally:
@@ -154,13 +154,13 @@ def check_config(path):
     """Load and strictly validate a configuration file without connecting (ConfigError if bad)."""
     p = _path(path, "config")
     err = _lib.asp_error()
-    _check(lib.asp_check_config(p, byref(err)), err, path)
+    _check(lib.asp_config_check(p, byref(err)), err, path)
 
 
 # ------------------------------------------------------------------ small result types
 
 class FileType(enum.IntEnum):
-    """ASP_TYPE_*."""
+    """asp_file_type (ASP_TYPE_*)."""
     FILE = 1
     DIR = 2
     SYMLINK = 3
@@ -432,18 +432,19 @@ class Sandbox:
         return self._string(lib.asp_sandbox_config_path)
 
     def info(self):
-        """Connect if needed and describe the connection.
+        """Describe the connection; this may connect (when none is open) and so
+        fail like open().
 
         {'trust': 'pinned'|'known'|'first-use', 'auth': 'none'|'publickey'|'agent',
          'host_key_type': 'ssh-ed25519', 'host_key_fingerprint': 'SHA256:...',
          'known_hosts': path or None (None when the key is pinned)}
         """
         out = _lib.asp_sandbox_info()
-        out.version = _lib.ASP_SANDBOX_INFO_VERSION
         err = _lib.asp_error()
+        _check(lib.asp_sandbox_info_init(byref(out), _lib.ASP_SANDBOX_INFO_VERSION), err)
         h = self._enter()
         try:
-            rc = lib.asp_sandbox_info_get(h, byref(out), byref(err))
+            rc = lib.asp_sandbox_info_get(byref(out), h, byref(err))
         finally:
             self._leave()
         _check(rc, err)
@@ -508,7 +509,7 @@ class Sandbox:
             # 0 means "keep the mode / default" in C: it cannot express mode 0000.
             opts.mode = _int(mode, "mode", 1, 0o7777)
         opts.mkdirs = 1 if mkdirs else 0
-        opts.atomic = 1 if atomic else 0
+        opts.in_place = 0 if atomic else 1
         opts.timeout_ms = _ms(timeout, "timeout")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
@@ -579,6 +580,7 @@ class Sandbox:
                     raise TypeError("stdin: expected bytes, str, a file descriptor or an object "
                                     "with fileno()")
                 opts.stdin_fd = fd
+                opts.flags |= _lib.ASP_EXEC_STDIN_FD
         opts.timeout_ms = _ms(timeout, "timeout")
         opts.kill_grace_ms = _ms(kill_grace, "kill_grace")
         if max_output is not None:
@@ -661,7 +663,8 @@ class Sandbox:
         with _CallOptions(cancel, timeout) as co:
             h = self._enter()
             try:
-                rc = lib.asp_mkdir(h, p, mode, 1 if parents else 0, co, byref(err))
+                rc = lib.asp_mkdir(h, p, mode, _lib.ASP_MKDIR_PARENTS if parents else 0, co,
+                                   byref(err))
             finally:
                 self._leave()
         _check(rc, err, path)
@@ -704,7 +707,8 @@ class Sandbox:
         with _CallOptions(cancel, timeout) as co:
             h = self._enter()
             try:
-                rc = lib.asp_remove(h, p, 1 if recursive else 0, co, byref(err))
+                rc = lib.asp_remove(h, p, _lib.ASP_REMOVE_RECURSIVE if recursive else 0, co,
+                                    byref(err))
             finally:
                 self._leave()
         _check(rc, err, path)

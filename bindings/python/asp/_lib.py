@@ -30,8 +30,11 @@ ASP_CALL_OPTIONS_VERSION = 1
 ASP_EXEC_OPTIONS_VERSION = 1
 ASP_SANDBOX_INFO_VERSION = 1
 ASP_READ_ALL = 2**64 - 1
-ASP_STDOUT = 1
+ASP_STDOUT = 1  # asp_stream (an int-sized enum)
 ASP_STDERR = 2
+ASP_EXEC_STDIN_FD = 0x1
+ASP_MKDIR_PARENTS = 0x1
+ASP_REMOVE_RECURSIVE = 0x1
 
 UINT_MAX = 2**32 - 1
 SIZE_MAX = 2**(8 * ctypes.sizeof(c_size_t)) - 1
@@ -114,13 +117,14 @@ class asp_write_options(Structure):
         ("version", c_uint),
         ("mode", c_uint),
         ("mkdirs", c_int),
-        ("atomic", c_int),
+        ("in_place", c_int),
         ("cancel", cancel_p),
         ("timeout_ms", c_uint),
     ]
 
 
-# int (*asp_output_cb)(int stream, const unsigned char *data, size_t len, void *userdata)
+# int (*asp_output_cb)(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
+# (asp_stream is an enum, int-sized on every supported ABI: passed as c_int)
 asp_output_cb = CFUNCTYPE(c_int, c_int, POINTER(c_ubyte), c_size_t, c_void_p)
 
 
@@ -138,6 +142,7 @@ class asp_exec_options(Structure):
         ("max_output", c_size_t),
         ("kill_grace_ms", c_uint),
         ("stdin_fd", c_int),
+        ("flags", c_uint),
     ]
 
 
@@ -146,7 +151,7 @@ class asp_stat_info(Structure):
         ("size", c_uint64),
         ("mtime", c_int64),
         ("mode", c_uint32),
-        ("type", c_uint32),
+        ("type", c_uint32),  # an asp_file_type value
     ]
 
 
@@ -156,14 +161,15 @@ PROTOTYPES = {
     "asp_strerror": (c_char_p, [c_int]),
     "asp_error_name": (c_char_p, [c_int]),
     "asp_free": (None, [c_void_p]),
-    "asp_find_config": (c_int, [POINTER(c_void_p), c_char_p, error_p]),
-    "asp_check_config": (c_int, [c_char_p, error_p]),
+    "asp_config_find": (c_int, [POINTER(c_void_p), c_char_p, error_p]),
+    "asp_config_check": (c_int, [c_char_p, error_p]),
     "asp_open_options_init": (c_int, [POINTER(asp_open_options), c_uint]),
     "asp_open": (c_int, [POINTER(sandbox_p), POINTER(asp_open_options), error_p]),
     "asp_close": (None, [sandbox_p]),
     "asp_sandbox_config_path": (c_char_p, [sandbox_p]),
     "asp_sandbox_workspace": (c_char_p, [sandbox_p]),
-    "asp_sandbox_info_get": (c_int, [sandbox_p, POINTER(asp_sandbox_info), error_p]),
+    "asp_sandbox_info_init": (c_int, [POINTER(asp_sandbox_info), c_uint]),
+    "asp_sandbox_info_get": (c_int, [POINTER(asp_sandbox_info), sandbox_p, error_p]),
     "asp_cancel_new": (c_int, [POINTER(cancel_p), error_p]),
     "asp_cancel_trigger": (None, [cancel_p]),
     "asp_cancel_is_triggered": (c_int, [cancel_p]),
@@ -189,9 +195,9 @@ PROTOTYPES = {
     "asp_exec_result_free": (None, [exec_result_p]),
     "asp_stat": (c_int, [POINTER(asp_stat_info), sandbox_p, c_char_p, POINTER(asp_call_options),
                          error_p]),
-    "asp_mkdir": (c_int, [sandbox_p, c_char_p, c_uint, c_int, POINTER(asp_call_options),
+    "asp_mkdir": (c_int, [sandbox_p, c_char_p, c_uint, c_uint, POINTER(asp_call_options),
                           error_p]),
-    "asp_remove": (c_int, [sandbox_p, c_char_p, c_int, POINTER(asp_call_options), error_p]),
+    "asp_remove": (c_int, [sandbox_p, c_char_p, c_uint, POINTER(asp_call_options), error_p]),
     "asp_rename": (c_int, [sandbox_p, c_char_p, c_char_p, POINTER(asp_call_options), error_p]),
     "asp_list_dir": (c_int, [POINTER(list_p), sandbox_p, c_char_p, POINTER(asp_call_options),
                              error_p]),

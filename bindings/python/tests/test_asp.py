@@ -182,6 +182,13 @@ class TestLibrary(unittest.TestCase):
             for field, _ in py._fields_:
                 lines.append(f'printf("{cname}.{field} %zu\\n", offsetof({cname}, {field}));')
                 expected.append(f"{cname}.{field} {getattr(py, field).offset}")
+        for const in ("ASP_OPEN_LAZY", "ASP_EXEC_STDIN_FD", "ASP_MKDIR_PARENTS",
+                      "ASP_REMOVE_RECURSIVE", "ASP_STDOUT", "ASP_STDERR",
+                      "ASP_OPEN_OPTIONS_VERSION", "ASP_WRITE_OPTIONS_VERSION",
+                      "ASP_CALL_OPTIONS_VERSION", "ASP_EXEC_OPTIONS_VERSION",
+                      "ASP_SANDBOX_INFO_VERSION"):
+            lines.append(f'printf("{const} %u\\n", (unsigned int){const});')
+            expected.append(f"{const} {getattr(_lib, const)}")
         lines.append("return 0; }")
         with tempfile.TemporaryDirectory() as tmp:
             src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
@@ -197,10 +204,13 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual(o.version, 1)
         e = _lib.asp_exec_options()
         self.assertEqual(_lib.lib.asp_exec_options_init(ctypes.byref(e), 1), 0)
-        self.assertEqual((e.version, e.stdin_fd, e.timeout_ms), (1, -1, 0))
+        self.assertEqual((e.version, e.stdin_fd, e.flags, e.timeout_ms), (1, 0, 0, 0))
         w = _lib.asp_write_options()
         self.assertEqual(_lib.lib.asp_write_options_init(ctypes.byref(w), 1), 0)
-        self.assertEqual((w.version, w.mode, w.mkdirs, w.atomic), (1, 0, 0, 1))
+        self.assertEqual((w.version, w.mode, w.mkdirs, w.in_place), (1, 0, 0, 0))
+        i = _lib.asp_sandbox_info()
+        self.assertEqual(_lib.lib.asp_sandbox_info_init(ctypes.byref(i), 1), 0)
+        self.assertEqual((i.version, i.trust, i.auth), (1, 0, 0))
         self.assertEqual(_lib.lib.asp_write_options_init(ctypes.byref(w), 99),
                          asp.ErrorCode.EINVAL)
 
