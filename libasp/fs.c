@@ -871,9 +871,12 @@ static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigne
 	rc = get_handle(c, id, h, hl, "write", path, ASP_EIO, err);
 	if (rc == ASP_ENOENT && o->mkdirs) {
 		/* Parents missing: create them and try again. */
+		asp_write_options again = *o;
+
 		if ((rc = make_parents(c, path, err)))
 			return rc;
-		return open_for_write(c, path, flags, h, hl, &(asp_write_options){ o->version, o->mode, 0, o->in_place, o->cancel, o->timeout_ms }, err);
+		again.mkdirs = 0;
+		return open_for_write(c, path, flags, h, hl, &again, err);
 	}
 	if (rc == ASP_ENOENT)
 		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
@@ -963,9 +966,11 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	}
 	if (rc == ASP_ENOENT && o->mkdirs && !found) {
 		if (!(rc = make_parents(c, path, err))) {
+			asp_write_options again = *o;
+
+			again.mkdirs = 0;
 			asp__free(tmp);
-			return write_atomic(c, path, data, len,
-					    &(asp_write_options){ o->version, o->mode, 0, 1, o->cancel, o->timeout_ms }, orphan, sw, depth, err);
+			return write_atomic(c, path, data, len, &again, orphan, sw, depth, err);
 		}
 	}
 	if (rc == ASP_ENOENT)
