@@ -374,6 +374,12 @@ static pid_t read_pid(int fd)
 	return pid;
 }
 
+/* Positive control for a kill check: the process is seen alive before the kill. */
+static void assert_alive(pid_t pid, const char *what)
+{
+	ck_assert_msg(pid_alive(pid), "%s (pid %d) was not alive before the kill", what, (int)pid);
+}
+
 /* ---------------------------------------------------------------- fixture */
 
 static pid_t runner; /* the check runner: every test's runtime dir names it */
@@ -646,16 +652,19 @@ START_TEST(test_timeout_kills_group)
 	long long t0 = fx_now_ms();
 
 	use_master = _i == 0;
-	spawn(&p, cli_argv(ARGS("--timeout", "1.5", "--", "sh", "-c",
+	/* 3 s: time to see both alive first, under ASan on two busy cores. */
+	spawn(&p, cli_argv(ARGS("--timeout", "3", "--", "sh", "-c",
 				"echo $$; sleep 60 & echo $!; wait")), -1);
 	shell = read_pid(p.out);
 	child = read_pid(p.out);
-	r = finish(&p, NULL, 0, 15000);
+	assert_alive(shell, "the command");
+	assert_alive(child, "a child of the command");
+	r = finish(&p, NULL, 0, 20000);
 	ck_assert_int_eq(r.status, 124);
-	ck_assert_int_ge(fx_now_ms() - t0, 1400);
-	ck_assert_int_lt(fx_now_ms() - t0, 8000);
-	ck_assert_msg(wait_gone(shell, 3000), "the command survived its timeout");
-	ck_assert_msg(wait_gone(child, 3000), "a child of the command survived its timeout");
+	ck_assert_int_ge(fx_now_ms() - t0, 2900);
+	ck_assert_int_lt(fx_now_ms() - t0, 15000);
+	ck_assert_msg(wait_gone(shell, 10000), "the command survived its timeout");
+	ck_assert_msg(wait_gone(child, 10000), "a child of the command survived its timeout");
 	result_free(&r);
 }
 END_TEST
@@ -670,11 +679,13 @@ static void check_signal_cancels(int sig)
 	spawn(&p, cli_argv(ARGS("--", "sh", "-c", "echo $$; sleep 60 & echo $!; wait")), -1);
 	shell = read_pid(p.out);
 	child = read_pid(p.out);
+	assert_alive(shell, "the command");
+	assert_alive(child, "a child of the command");
 	ck_assert_int_eq(kill(p.pid, sig), 0);
 	r = finish(&p, NULL, 0, 10000);
 	ck_assert_int_eq(r.status, 128 + sig);
-	ck_assert_msg(wait_gone(shell, 3000), "the command survived the signal");
-	ck_assert_msg(wait_gone(child, 3000), "a child of the command survived the signal");
+	ck_assert_msg(wait_gone(shell, 10000), "the command survived the signal");
+	ck_assert_msg(wait_gone(child, 10000), "a child of the command survived the signal");
 	result_free(&r);
 }
 
@@ -695,6 +706,7 @@ START_TEST(test_client_killed_cancels)
 
 	spawn(&p, cli_argv(ARGS("echo $$; exec sleep 60")), -1);
 	shell = read_pid(p.out);
+	assert_alive(shell, "the command");
 	kill(p.pid, SIGKILL);
 	r = finish(&p, NULL, 0, 10000);
 	ck_assert_int_eq(r.status, 128 + SIGKILL);
@@ -709,10 +721,15 @@ START_TEST(test_closed_stdout)
 	proc p;
 	result r;
 	char *line;
+	pid_t shell, child;
 	long long t0 = fx_now_ms();
 
 	use_master = _i == 0;
-	spawn(&p, cli_argv(ARGS("while :; do echo y; done")), -1);
+	spawn(&p, cli_argv(ARGS("echo $$; sleep 60 & echo $!; while :; do echo y; done")), -1);
+	shell = read_pid(p.out);
+	child = read_pid(p.out);
+	assert_alive(shell, "the command");
+	assert_alive(child, "a child of the command");
 	line = read_line(p.out, 5000);
 	ck_assert_ptr_nonnull(line);
 	free(line);
@@ -721,6 +738,8 @@ START_TEST(test_closed_stdout)
 	r = finish(&p, NULL, 0, 10000);
 	ck_assert_int_eq(r.status, 128 + SIGPIPE);
 	ck_assert_int_lt(fx_now_ms() - t0, 8000);
+	ck_assert_msg(wait_gone(shell, 10000), "the command survived its closed stdout");
+	ck_assert_msg(wait_gone(child, 10000), "a child of the command survived its closed stdout");
 	result_free(&r);
 }
 END_TEST
@@ -792,7 +811,7 @@ START_TEST(test_json_shape)
 	cJSON_Delete(j);
 	result_free(&r);
 
-	r = CLI("--json", "--timeout", "0.5", "echo started; sleep 30");
+	r = CLI("--json", "--timeout", "2", "echo started; sleep 30");
 	ck_assert_int_eq(r.status, 124);
 	j = parse_json(&r);
 	ck_assert(cJSON_IsTrue(field(j, "timed_out")));
@@ -819,6 +838,7 @@ START_TEST(test_json_cancelled)
 	ck_assert_ptr_nonnull(text);
 	shell = atoi(text);
 	free(text);
+	assert_alive(shell, "the command");
 	kill(p.pid, SIGTERM);
 	r = finish(&p, NULL, 0, 10000);
 	ck_assert_int_eq(r.status, 143);
@@ -827,7 +847,7 @@ START_TEST(test_json_cancelled)
 	assert_json_string(j, "stdout", "partial\n");
 	cJSON_Delete(j);
 	result_free(&r);
-	ck_assert(wait_gone(shell, 3000));
+	ck_assert_msg(wait_gone(shell, 10000), "the cancelled command survived");
 }
 END_TEST
 

@@ -1263,7 +1263,46 @@ typedef struct collected {
 	int bad_stream;
 	const char *cancel_on; /* cancel once stdout contains this */
 	int returned_nonzero;
+	int pids[3];   /* from a "pids A B C" line before cancel_on, if any */
+	int npids;
+	int seen_alive; /* how many of them were alive when the cancel was asked */
 } collected;
+
+/* A local process (the fixture's sandbox is this machine) exists and is not a zombie. */
+static int pid_alive(int pid)
+{
+	char path[64], *stat;
+	const char *paren;
+	int alive;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(stat = fx_read_file(path, NULL)))
+		return 0;
+	paren = strrchr(stat, ')');
+	alive = paren && paren[2] != 'Z' && paren[2] != 'X';
+	free(stat);
+	return alive;
+}
+
+static int wait_gone(int pid, long ms)
+{
+	for (long long end = fx_now_ms() + ms; fx_now_ms() < end; fx_sleep_ms(10))
+		if (!pid_alive(pid))
+			return 1;
+	return !pid_alive(pid);
+}
+
+/* Positive control for a kill check: the "pids" line's processes, seen alive now. */
+static void see_pids_alive(collected *c)
+{
+	const char *line = strstr((char *)c->data[ASP_STDOUT], "pids ");
+
+	if (!line)
+		return;
+	c->npids = sscanf(line, "pids %d %d %d", &c->pids[0], &c->pids[1], &c->pids[2]);
+	for (int i = 0; i < c->npids; i++)
+		c->seen_alive += c->pids[i] > 1 && pid_alive(c->pids[i]);
+}
 
 static int collect_cb(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
 {
@@ -1281,6 +1320,7 @@ static int collect_cb(asp_stream stream, const unsigned char *data, size_t len, 
 	c->len[stream] += len;
 	c->data[stream][c->len[stream]] = '\0';
 	if (c->cancel_on && stream == ASP_STDOUT && strstr((char *)c->data[stream], c->cancel_on)) {
+		see_pids_alive(c);
 		c->returned_nonzero = 1;
 		return 1;
 	}
@@ -1338,11 +1378,17 @@ START_TEST(test_exec_streaming_cancel)
 	o.userdata = &c;
 	o.kill_grace_ms = 500;
 	/* A background child too: cancel kills the whole process group. The sleep
-	 * lengths are unique to this process, so other runs on the host do not interfere. */
-	snprintf(cmd, sizeof(cmd), "sleep 31.%d & echo ready; sleep 30.%d; echo never; wait",
+	 * lengths are unique to this process, so other runs on the host do not interfere.
+	 * The shell and both sleeps name themselves, to be seen alive, then gone. */
+	snprintf(cmd, sizeof(cmd),
+		 "sleep 31.%d & a=$!; sleep 30.%d & b=$!; echo \"pids $$ $a $b\"; echo ready; "
+		 "wait $b; echo never; wait",
 		 (int)getpid(), (int)getpid());
 	r = run_opts(sb, cmd, &o);
 	ck_assert_int_eq(c.returned_nonzero, 1);
+	ck_assert_msg(c.npids == 3 && c.seen_alive == 3,
+		      "saw %d of the %d pids of the shell and its sleeps alive before the cancel",
+		      c.seen_alive, c.npids);
 	ck_assert_int_ne(asp_exec_result_cancelled(r), 0);
 	ck_assert_int_eq(asp_exec_result_timed_out(r), 0);
 	ck_assert_msg(time(NULL) - t0 < 15, "cancel took %lld s", (long long)(time(NULL) - t0));
@@ -1356,7 +1402,10 @@ START_TEST(test_exec_streaming_cancel)
 		ck_assert_msg(!memmem(out, len, "never", 5), "the command ran on after cancel");
 	}
 	asp_exec_result_free(r);
-	/* Nothing of it survives. */
+	/* Nothing of it survives: the shell, its sleeps (seen alive above). */
+	for (int i = 0; i < c.npids; i++)
+		ck_assert_msg(wait_gone(c.pids[i], 10000), "process %d of the cancelled command survived",
+			      c.pids[i]);
 	snprintf(cmd, sizeof(cmd), "ps -eo args | grep -c -e '^sleep 3[01]\\.%d$' || true", (int)getpid());
 	expect_stdout(sb, cmd, "0\n");
 	free(c.data[1]);

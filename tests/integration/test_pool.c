@@ -298,6 +298,7 @@ typedef struct alive_watch {
 	const char *token;
 	int want, seen_max;
 	atomic_int stop;
+	atomic_int finished; /* set when the watch ends, whatever it saw */
 	asp_cancel *then;
 } alive_watch;
 
@@ -315,6 +316,7 @@ static void *watch_alive(void *arg)
 			break;
 		fx_sleep_ms(20);
 	}
+	atomic_store(&w->finished, 1);
 	if (w->then)
 		asp_cancel_trigger(w->then);
 	return NULL;
@@ -552,6 +554,8 @@ typedef struct chunk_counter {
 	int chunks;
 	size_t bytes;
 	int stop_after; /* 0: never ask to stop */
+	atomic_int *gate; /* if set: ask to stop only once it is set too */
+	int asked_at;     /* chunks seen when it asked to stop */
 } chunk_counter;
 
 static int count_chunks(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
@@ -563,7 +567,10 @@ static int count_chunks(asp_stream stream, const unsigned char *data, size_t len
 		cc->chunks++;
 		cc->bytes += len;
 	}
-	return cc->stop_after && cc->chunks >= cc->stop_after;
+	if (!cc->stop_after || cc->chunks < cc->stop_after || (cc->gate && !atomic_load(cc->gate)))
+		return 0;
+	cc->asked_at = cc->chunks;
+	return 1;
 }
 
 START_TEST(test_cancel_from_other_thread)
@@ -620,8 +627,10 @@ START_TEST(test_callback_stops_command)
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	chunk_counter cc = { .stop_after = 3 };
+	alive_watch watch = { 0 };
 	asp_exec_result *r;
 	asp_sandbox *sb;
+	pthread_t wt;
 	char arg[32], token[48], cmd[256];
 	double t0;
 
@@ -630,13 +639,23 @@ START_TEST(test_callback_stops_command)
 	unique_sleep_arg(arg, sizeof(arg), 303);
 	snprintf(token, sizeof(token), "sleep %s", arg);
 	snprintf(cmd, sizeof(cmd), "sleep %s & while :; do echo tick; sleep 0.05; done", arg);
+	/* Positive control: the callback asks to stop only once the watcher is done; it saw the sleep alive. */
+	watch.sb = sb;
+	watch.token = token;
+	watch.want = 1;
+	cc.gate = &watch.finished;
 	o.on_output = count_chunks;
 	o.userdata = &cc;
+	ck_assert_int_eq(pthread_create(&wt, NULL, watch_alive, &watch), 0);
 	t0 = now_s();
 	r = exec_ok(sb, cmd, &o);
-	ck_assert_msg(now_s() - t0 < 10.0, "exec did not stop when the callback asked");
+	atomic_store(&watch.stop, 1);
+	join_within(wt, 70, "the watching thread");
+	ck_assert_msg(watch.seen_max >= 1, "the sleep was never seen alive before the stop");
+	ck_assert_msg(now_s() - t0 < 70.0, "exec did not stop when the callback asked");
 	ck_assert_int_eq(asp_exec_result_cancelled(r), 1);
-	ck_assert_int_eq(cc.chunks, 3); /* never called again after asking to stop */
+	ck_assert_int_ge(cc.asked_at, 3);
+	ck_assert_int_eq(cc.chunks, cc.asked_at); /* never called again after asking to stop */
 	asp_exec_result_free(r);
 	assert_no_survivors(sb, token);
 	asp_close(sb);

@@ -455,10 +455,62 @@ END_TEST
 
 /* -------------------------------------------------------------- documented limits */
 
+/* A local process (the fixture's sandbox is this machine) exists and is not a zombie. */
+static int pid_alive(int pid)
+{
+	char path[64], *stat;
+	const char *paren;
+	int alive;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!(stat = fx_read_file(path, NULL)))
+		return 0;
+	paren = strrchr(stat, ')');
+	alive = paren && paren[2] != 'Z' && paren[2] != 'X';
+	free(stat);
+	return alive;
+}
+
+static int wait_gone(int pid, long ms)
+{
+	for (long long end = fx_now_ms() + ms; fx_now_ms() < end; fx_sleep_ms(10))
+		if (!pid_alive(pid))
+			return 1;
+	return !pid_alive(pid);
+}
+
+/* Reads "pids A B C\n" from stdout and sees each of them alive as it comes. */
+typedef struct pids_seen {
+	char out[256];
+	size_t len;
+	int pids[3];
+	int npids, alive;
+} pids_seen;
+
+static int see_pids(int stream, const unsigned char *data, size_t len, void *userdata)
+{
+	pids_seen *ps = userdata;
+	const char *line;
+
+	if (stream != ASP_STDOUT || ps->npids || ps->len + len >= sizeof(ps->out))
+		return 0;
+	memcpy(ps->out + ps->len, data, len);
+	ps->len += len;
+	ps->out[ps->len] = '\0';
+	if (!(line = strstr(ps->out, "pids ")) || !strchr(line, '\n'))
+		return 0;
+	ps->npids = sscanf(line, "pids %d %d %d", &ps->pids[0], &ps->pids[1], &ps->pids[2]);
+	for (int i = 0; i < ps->npids; i++)
+		ps->alive += ps->pids[i] > 1 && pid_alive(ps->pids[i]);
+	return 0;
+}
+
 /*
  * A process that makes its own session (setsid) leaves the process group,
  * so the timeout's group kill does not reach it. Documented in SECURITY.md;
- * this test notices if that ever changes.
+ * this test notices if that ever changes. The shell and its sleep (in the
+ * group) and the escaped sleep are all seen alive first; the group is gone
+ * after the timeout, the escaped one is not.
  */
 START_TEST(test_setsid_escapes_group_kill)
 {
@@ -466,27 +518,34 @@ START_TEST(test_setsid_escapes_group_kill)
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
 	asp_sandbox *sb;
-	char path[PATH_MAX], *text;
-	int pid = 0, alive;
+	pids_seen ps = { 0 };
+	int escaped, alive;
 
 	start_server(NULL);
 	sb = open_ok(fx.config);
-	o.timeout_ms = 300;
+	/* The command names its pids as soon as the escaped one is up; 3 s leaves
+	 * time to see them alive under ASan on two busy cores. */
+	o.timeout_ms = 3000;
 	o.kill_grace_ms = 200;
-	ck_assert_int_eq(asp_exec(&r, sb, "setsid sh -c 'echo $$ > escaped.pid; exec sleep 30' & sleep 30",
+	o.on_output = see_pids;
+	o.userdata = &ps;
+	ck_assert_int_eq(asp_exec(&r, sb,
+				  "setsid sh -c 'echo $$ > escaped.pid; exec sleep 30' & "
+				  "while [ ! -s escaped.pid ]; do sleep 0.05; done; "
+				  "sleep 30 & echo \"pids $$ $! $(cat escaped.pid)\"; wait",
 				  &o, &e),
 			 ASP_OK);
 	ck_assert(asp_exec_result_timed_out(r));
 	asp_exec_result_free(r);
-	snprintf(path, sizeof(path), "%s/escaped.pid", fx.workspace);
-	for (int i = 0; i < 50 && !(text = fx_read_file(path, NULL)); i++)
-		usleep(20000);
-	ck_assert_ptr_nonnull(text);
-	pid = atoi(text);
-	free(text);
-	ck_assert_int_gt(pid, 1);
-	alive = kill(pid, 0) == 0;
-	kill(pid, SIGKILL); /* the test's own escaped process, by its id */
+	escaped = ps.npids == 3 ? ps.pids[2] : 0;
+	ck_assert_msg(ps.npids == 3 && ps.alive == 3,
+		      "saw %d of the %d pids (shell, sleep, escaped sleep) alive before the timeout",
+		      ps.alive, ps.npids);
+	ck_assert_msg(wait_gone(ps.pids[0], 10000), "the shell survived the timeout");
+	ck_assert_msg(wait_gone(ps.pids[1], 10000), "the shell's sleep survived the timeout");
+	alive = kill(escaped, 0) == 0 && pid_alive(escaped);
+	if (escaped > 1)
+		kill(escaped, SIGKILL); /* the test's own escaped process, by its id */
 	ck_assert_msg(alive, "the setsid process was killed too: update docs/SECURITY.md");
 	asp_close(sb);
 }

@@ -29,6 +29,56 @@ after(async () => {
 		await fx.stop();
 });
 
+/* A local process (the fixture's sshd runs on this machine) exists and is not a zombie. */
+function procAlive(pid) {
+	let stat;
+	try {
+		stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+	} catch {
+		return false;
+	}
+	const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+	return state !== 'Z' && state !== 'X';
+}
+
+async function waitDead(pid, ms = 10_000) {
+	for (const end = Date.now() + ms; Date.now() < end; await new Promise((r) => setTimeout(r, 50))) {
+		if (!procAlive(pid))
+			return true;
+	}
+	return !procAlive(pid);
+}
+
+/*
+ * The positive control of a kill check: an onData callback that reads the
+ * command's "pids: A B ..." line and sees each of them alive as it comes,
+ * then runs then() (which may abort or throw). Every process later asserted
+ * dead was first seen alive.
+ */
+function groupWatch(then) {
+	const w = { buf: '', pids: [], alive: [], seen: false };
+	w.onData = (stream, chunk) => {
+		if (stream !== 'stdout' || w.seen)
+			return;
+		w.buf += chunk.toString('latin1');
+		const m = /pids:((?: \d+)+)\n/.exec(w.buf);
+		if (!m)
+			return;
+		w.pids = m[1].trim().split(' ').map(Number);
+		w.alive = w.pids.map(procAlive);
+		w.seen = true;
+		if (then)
+			then();
+	};
+	w.assertAliveThenDead = async (n) => {
+		assert.equal(w.pids.length, n, `pids line: ${JSON.stringify(w.buf)}`);
+		assert.deepEqual(w.alive, Array(n).fill(true), `not all of ${w.pids} seen alive first`);
+		for (const pid of w.pids)
+			assert.ok(await waitDead(pid), `process ${pid} of the group survived`);
+	};
+	return w;
+}
+
 /* A name no other test (or other process of asp-test) uses. */
 function unique(prefix) {
 	return `${prefix}-${crypto.randomBytes(6).toString('hex')}`;
@@ -406,21 +456,26 @@ describe('exec', () => {
 	});
 
 	it('maxOutput keeps head and tail', async () => {
-		const r = await sb.exec("head -c 100000 /dev/zero | tr '\\0' a; printf END", { maxOutput: 1000 });
+		const r = await sb.exec('seq 1 30000; printf END', { maxOutput: 1000 });
+		const full = Buffer.from(`${Array.from({ length: 30000 }, (_, k) => `${k + 1}\n`).join('')}END`);
 		assert.equal(r.stdout.length, 1000);
-		assert.equal(r.stdoutTotal, 100003);
+		assert.equal(r.stdoutTotal, full.length);
 		assert.equal(r.truncated, true);
-		assert.ok(r.stdout.toString().endsWith('END'));
+		/* exactly the first 500 bytes and the last 500 */
+		assert.deepEqual(r.stdout, Buffer.concat([full.subarray(0, 500), full.subarray(full.length - 500)]));
 	});
 
 	it('timeout kills the command and reports timedOut', async () => {
+		const watch = groupWatch();
 		const t0 = Date.now();
-		const r = await sb.exec('sleep 20', { timeout: 300 });
+		/* 3 s: time to see the group alive first on two busy cores */
+		const r = await sb.exec('sleep 20 & echo "pids: $$ $!"; sleep 20', { timeout: 3000, onData: watch.onData });
 		assert.equal(r.timedOut, true);
 		assert.equal(r.cancelled, false);
 		assert.equal(r.exitCode, null);
 		assert.ok(r.signal);
-		assert.ok(Date.now() - t0 < 10_000);
+		assert.ok(Date.now() - t0 < 15_000);
+		await watch.assertAliveThenDead(2);
 	});
 
 	it('the event loop keeps ticking during a long exec', async () => {
@@ -455,13 +510,15 @@ describe('cancel', () => {
 	it('an AbortSignal kills the remote command and everything it started', async () => {
 		const tag = `31.${crypto.randomInt(1e6, 1e7)}`;
 		const ac = new AbortController();
+		const watch = groupWatch(() => ac.abort()); /* abort once the group was seen alive */
 		const t0 = Date.now();
-		setTimeout(() => ac.abort(), 500);
-		const r = await sb.exec(`sleep ${tag} & sleep ${tag}; wait`, { signal: ac.signal });
+		const r = await sb.exec(`sleep ${tag} & a=$!; sleep ${tag} & echo "pids: $$ $a $!"; wait`,
+			{ signal: ac.signal, onData: watch.onData });
 		assert.equal(r.cancelled, true);
 		assert.equal(r.timedOut, false);
 		assert.equal(r.exitCode, null);
-		assert.ok(Date.now() - t0 < 10_000);
+		assert.ok(Date.now() - t0 < 30_000);
+		await watch.assertAliveThenDead(3);
 		assert.deepEqual(await survivors(tag), []);
 	});
 
@@ -473,8 +530,12 @@ describe('cancel', () => {
 	});
 
 	it('AbortSignal.timeout works too', async () => {
-		const r = await sb.exec('sleep 20', { signal: AbortSignal.timeout(300) });
+		const watch = groupWatch();
+		/* 3 s: time to see the group alive first on two busy cores */
+		const r = await sb.exec('sleep 20 & echo "pids: $$ $!"; sleep 20',
+			{ signal: AbortSignal.timeout(3000), onData: watch.onData });
 		assert.equal(r.cancelled, true);
+		await watch.assertAliveThenDead(2);
 	});
 });
 
@@ -533,11 +594,13 @@ describe('onData', () => {
 	it('an exception in onData stops the command and rejects with it', async () => {
 		const tag = `32.${crypto.randomInt(1e6, 1e7)}`;
 		const boom = new Error('boom');
-		await assert.rejects(sb.exec(`echo go; sleep ${tag}`, {
-			onData: () => {
-				throw boom;
-			},
+		const watch = groupWatch(() => {
+			throw boom;
+		});
+		await assert.rejects(sb.exec(`sleep ${tag} & echo "pids: $$ $!"; sleep ${tag}`, {
+			onData: watch.onData,
 		}), (e) => e === boom);
+		await watch.assertAliveThenDead(2);
 		assert.deepEqual(await survivors(tag), []);
 	});
 });

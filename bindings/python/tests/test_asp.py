@@ -65,6 +65,37 @@ def wait_dead(pid, timeout=10.0):
     return False
 
 
+class GroupWatch:
+    """An on_output callback that reads a command's "pids: A B ..." line and sees each alive.
+
+    The positive control of a kill check: every process later asserted dead is first seen
+    alive, while the command runs. `then` (if set) runs once they are seen, and its return
+    value is the callback's (True stops the command). `seen` is set once the line came.
+    """
+
+    def __init__(self, then=None):
+        self.buf, self.pids, self.alive, self.then = b"", [], [], then
+        self.seen = threading.Event()
+
+    def __call__(self, stream, data):
+        if stream != asp.STDOUT or self.seen.is_set():
+            return None
+        self.buf += data
+        m = re.search(rb"pids:((?: [0-9]+)+)\n", self.buf)
+        if not m:
+            return None
+        self.pids = [int(x) for x in m.group(1).split()]
+        self.alive = [proc_alive(pid) for pid in self.pids]
+        self.seen.set()
+        return self.then() if self.then else None
+
+    def assert_alive_then_dead(self, test, n):
+        test.assertEqual(len(self.pids), n, f"pids line: {self.buf!r}")
+        test.assertEqual(self.alive, [True] * n, f"not all of {self.pids} seen alive first")
+        for pid in self.pids:
+            test.assertTrue(wait_dead(pid), f"process {pid} of the group survived")
+
+
 def closed_port():
     """A port on 127.0.0.1 with nothing listening."""
     return sshd_fixture.free_port()
@@ -701,16 +732,18 @@ class TestExec(SandboxTest):
             self.sb.exec("true", cwd=self.p("nope"))
 
     def test_timeout_is_a_result(self):
+        watch = GroupWatch()
         t0 = time.monotonic()
-        r = self.sb.exec(f"echo $$ > {self.p('pid')}; echo started; sleep 30", timeout=1,
-                         kill_grace=0.5)
-        self.assertLess(time.monotonic() - t0, 10)
+        # 3 s: time to see the group alive first on two busy cores.
+        r = self.sb.exec('sleep 30 & echo "pids: $$ $!"; echo started; sleep 30', timeout=3,
+                         kill_grace=0.5, on_output=watch)
+        self.assertLess(time.monotonic() - t0, 15)
         self.assertTrue(r.timed_out)
         self.assertFalse(r.cancelled)
-        self.assertEqual(r.stdout, b"started\n")  # the output so far
+        self.assertEqual(r.stdout, b"pids: %d %d\nstarted\n" % tuple(watch.pids[:2]))  # so far
         self.assertEqual(r.exit_code, -1)
         self.assertIn(r.signal, (9, 15))
-        self.assertTrue(wait_dead(int(self.sb.read(self.p("pid")))))
+        watch.assert_alive_then_dead(self, 2)
 
     def test_max_output_keeps_head_and_tail(self):
         r = self.sb.exec("seq 1 100000; seq 1 1000 >&2", max_output=100)
@@ -725,19 +758,19 @@ class TestExec(SandboxTest):
     def test_cancel_from_another_thread(self):
         with asp.Cancel() as cancel:
             self.assertFalse(cancel.triggered)
-            pidfile = self.p("pid")
-            timer = threading.Timer(0.5, cancel.trigger)
+            watch = GroupWatch()
+            # The other thread cancels once the group was seen alive (or gives up after 30 s).
+            timer = threading.Thread(target=lambda: (watch.seen.wait(30), cancel.trigger()))
             timer.start()
             t0 = time.monotonic()
-            r = self.sb.exec(f"echo $$ > {pidfile}; sleep 30 & sleep 30; wait", cancel=cancel,
-                             kill_grace=0.5)
+            r = self.sb.exec('sleep 30 & a=$!; sleep 30 & echo "pids: $$ $a $!"; wait',
+                             cancel=cancel, kill_grace=0.5, on_output=watch)
             timer.join()
-            self.assertLess(time.monotonic() - t0, 10)
+            self.assertLess(time.monotonic() - t0, 40)
             self.assertTrue(r.cancelled)
             self.assertFalse(r.timed_out)
             self.assertTrue(cancel.triggered)
-            pid = int(self.sb.read(pidfile))
-            self.assertTrue(wait_dead(pid))
+            watch.assert_alive_then_dead(self, 3)
             # A token already triggered: nothing runs.
             with self.assertRaises(asp.Cancelled) as cm:
                 self.sb.exec(f"touch {self.p('ran')}", cancel=cancel)
@@ -752,17 +785,20 @@ class TestExec(SandboxTest):
     def test_cancel_close_while_in_use_is_deferred(self):
         cancel = asp.Cancel()
         result = []
+        watch = GroupWatch()
         t = threading.Thread(target=lambda: result.append(
-            self.sb.exec("sleep 30", cancel=cancel, kill_grace=0.5)))
+            self.sb.exec('sleep 30 & echo "pids: $$ $!"; wait', cancel=cancel, kill_grace=0.5,
+                         on_output=watch)))
         t.start()
-        time.sleep(0.3)
+        self.assertTrue(watch.seen.wait(30), "the command never started")  # the call is running
         with self.assertRaises(RuntimeError):
             cancel.reset()
         cancel.trigger()
         cancel.close()  # the running exec still holds the token
-        t.join(10)
+        t.join(30)
         self.assertTrue(result and result[0].cancelled)
         self.assertIsNone(cancel._handle)
+        watch.assert_alive_then_dead(self, 2)
 
     def test_on_output_streams_as_it_arrives(self):
         seen = []
@@ -782,8 +818,11 @@ class TestExec(SandboxTest):
         self.assertEqual({s for _, s, _ in seen}, {asp.STDOUT, asp.STDERR})
 
     def test_on_output_returning_true_stops_the_command(self):
-        r = self.sb.exec("echo go; sleep 30", on_output=lambda s, d: True, kill_grace=0.5)
+        watch = GroupWatch(then=lambda: True)
+        r = self.sb.exec('sleep 30 & echo "pids: $$ $!"; sleep 30', on_output=watch,
+                         kill_grace=0.5)
         self.assertTrue(r.cancelled)
+        watch.assert_alive_then_dead(self, 2)
         r = self.sb.exec("echo go", on_output=lambda s, d: len(d))  # truthy non-True: ignored
         self.assertFalse(r.cancelled)
 
@@ -791,18 +830,19 @@ class TestExec(SandboxTest):
         class Boom(Exception):
             pass
 
-        def on_output(stream, data):
-            raise Boom(data)
+        def boom():
+            raise Boom(watch.buf)
 
+        watch = GroupWatch(then=boom)
         t0 = time.monotonic()
         with self.assertRaises(Boom) as cm:
-            self.sb.exec(f"echo $$ > {self.p('pid')}; echo first; sleep 30", on_output=on_output,
+            self.sb.exec('sleep 30 & echo "pids: $$ $!"; sleep 30', on_output=watch,
                          kill_grace=0.5)
         self.assertLess(time.monotonic() - t0, 10)
-        self.assertEqual(cm.exception.args[0], b"first\n")
+        self.assertEqual(cm.exception.args[0], b"pids: %d %d\n" % tuple(watch.pids[:2]))
         if sys.version_info >= (3, 11):  # exception notes
             self.assertTrue(any("on_output" in n for n in cm.exception.__notes__))
-        self.assertTrue(wait_dead(int(self.sb.read(self.p("pid")))))  # the command was killed
+        watch.assert_alive_then_dead(self, 2)  # the command was killed, all of it
         self.assertEqual(self.sb.exec("echo still fine").stdout, b"still fine\n")
 
     def test_keyboard_interrupt_in_on_output_propagates(self):
