@@ -487,7 +487,7 @@ typedef struct pids_seen {
 	int npids, alive;
 } pids_seen;
 
-static int see_pids(int stream, const unsigned char *data, size_t len, void *userdata)
+static int see_pids(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
 {
 	pids_seen *ps = userdata;
 	const char *line;
