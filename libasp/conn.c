@@ -369,47 +369,14 @@ static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, in
 	return 0;
 }
 
-/*
- * x-asp-proxy-command: OpenSSH ProxyCommand semantics. %h, %p and %r are
- * replaced by the host, port and user, each single-quoted so that no value
- * from the config can inject shell syntax; %% is a literal %.
- */
-static int proxy_script(asp_buf *out, const asp_config *cfg)
-{
-	const char *p;
-	char port[16];
-
-	snprintf(port, sizeof(port), "%u", cfg->port);
-	for (p = cfg->proxy_command; *p; p++) {
-		int rc = 0;
-		if (*p == '%' && p[1]) {
-			p++;
-			if (*p == 'h')
-				rc = asp__quote(out, cfg->host);
-			else if (*p == 'p')
-				rc = asp__buf_puts(out, port);
-			else if (*p == 'r')
-				rc = asp__quote(out, cfg->user);
-			else if (*p == '%')
-				rc = asp__buf_put(out, "%", 1);
-			else
-				return ASP_EINVAL;
-		} else {
-			rc = asp__buf_put(out, p, 1);
-		}
-		if (rc)
-			return ASP_ENOMEM;
-	}
-	return 0;
-}
-
 static int proxy_connect(asp_conn *c, const asp_config *cfg, asp_error *err)
 {
 	asp_buf script = { 0 };
 	int sv[2], rc;
 	pid_t pid;
 
-	if ((rc = proxy_script(&script, cfg)))
+	rc = asp__proxy_script(&script, cfg->proxy_command, cfg->host, cfg->port, cfg->user);
+	if (rc)
 		return asp__error(err, rc == ASP_EINVAL ? ASP_ECONFIG : rc,
 				  "%s: connection.x-asp-proxy-command: unknown %%-escape (use %%h, %%p, %%r or %%%%)",
 				  cfg->path);

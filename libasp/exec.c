@@ -622,9 +622,7 @@ static int check_cut(run *x, asp_error *err)
 	if (x->pgid <= 0) /* the marker always carries the shell's $$; never signal group 0 */
 		return asp__error(err, ASP_EPROTO, "%s: the command wrapper reported no process id",
 				  x->c->where);
-	if (asp__buf_printf(&script, "if kill -s 0 %ld 2>/dev/null; then echo running >&2; ",
-			    x->pgid) || asp__kill_script(&script, x->pgid, grace) ||
-	    asp__buf_puts(&script, "; else echo gone >&2; fi")) {
+	if (asp__cut_check_script(&script, x->pgid, grace)) {
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
