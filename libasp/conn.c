@@ -376,10 +376,12 @@ static int proxy_connect(asp_conn *c, const asp_config *cfg, asp_error *err)
 	pid_t pid;
 
 	rc = asp__proxy_script(&script, cfg->proxy_command, cfg->host, cfg->port, cfg->user);
-	if (rc)
+	if (rc) {
+		asp__buf_free(&script);
 		return asp__error(err, rc == ASP_EINVAL ? ASP_ECONFIG : rc,
 				  "%s: connection.x-asp-proxy-command: unknown %%-escape (use %%h, %%p, %%r or %%%%)",
 				  cfg->path);
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ECONNECT, "%s: socketpair: %s", c->where, strerror(errno));
