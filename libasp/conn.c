@@ -23,6 +23,7 @@
 #include <openssl/crypto.h>
 
 #include "quote.h"
+#include "sftp.h"
 
 /* ------------------------------------------------------------ init */
 
@@ -731,10 +732,7 @@ void asp__conn_close(asp_conn *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	proxy_reap(c);
-	asp__buf_free(&c->sftp.in);
-	asp__buf_free(&c->sftp.out);
-	asp__free(c->sftp.expect);
-	asp__free(c->sftp.discard);
+	asp__sftp_free_state(c);
 	asp__free(c->where);
 	asp__free(c);
 }
