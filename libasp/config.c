@@ -16,7 +16,7 @@
  */
 #include "config.h"
 #include "discover.h"
-#include "hostkey.h"
+#include "pin.h"
 
 #include <errno.h>
 #include <fcntl.h>
