@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,28 +317,10 @@ asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *h
 
 /* ------------------------------------------------------------- store path */
 
-static int home_dir(char **out)
-{
-	const char *home = getenv("HOME");
-	struct passwd pw, *res = NULL;
-	char buf[4096];
-
-	if (home && home[0] == '/') {
-		*out = asp__strdup(home);
-		return *out ? 0 : ASP_ENOMEM;
-	}
-	if (getpwuid_r(getuid(), &pw, buf, sizeof(buf), &res) || !res || !pw.pw_dir ||
-	    pw.pw_dir[0] != '/')
-		return ASP_ECONFIG;
-	*out = asp__strdup(pw.pw_dir);
-	return *out ? 0 : ASP_ENOMEM;
-}
-
 int asp__known_hosts_path(char **out, const char *explicit_path, asp_error *err)
 {
-	const char *env;
-	char *home = NULL;
-	int rc;
+	const char *env, *home;
+	char buf[PATH_MAX];
 
 	ASP_ASSERT_ARG(out);
 	*out = NULL;
@@ -353,14 +334,11 @@ int asp__known_hosts_path(char **out, const char *explicit_path, asp_error *err)
 		/* The XDG spec says relative values are invalid and must be ignored. */
 		*out = asp__sprintf("%s/asp/known_hosts", env);
 	} else {
-		if ((rc = home_dir(&home)) == ASP_ENOMEM)
-			return asp__error(err, rc, "out of memory");
-		if (rc)
+		if (!(home = asp__home_dir(buf, sizeof(buf))))
 			return asp__error(err, ASP_ECONFIG,
 					  "cannot find the known_hosts file: set ASP_KNOWN_HOSTS, "
 					  "XDG_CONFIG_HOME or HOME");
 		*out = asp__sprintf("%s/.config/asp/known_hosts", home);
-		asp__free(home);
 	}
 	return *out ? 0 : asp__error(err, ASP_ENOMEM, "out of memory");
 }
