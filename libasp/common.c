@@ -1,9 +1,11 @@
 /*
- * common.c - allocation, error filling, buffers, clock, base64, randomness.
+ * common.c - allocation, error filling, buffers, clock, base64, randomness,
+ * the home directory.
  */
 #include "common.h"
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -497,4 +499,19 @@ size_t asp__longest_component(const char *path)
 			best = cur;
 	}
 	return best;
+}
+
+const char *asp__home_dir(char *buf, size_t size)
+{
+	const char *home = getenv("HOME");
+	struct passwd pw, *res = NULL;
+	char tmp[4096];
+
+	if (home && home[0] == '/')
+		return home;
+	if (getpwuid_r(getuid(), &pw, tmp, sizeof(tmp), &res) || !res || !pw.pw_dir ||
+	    pw.pw_dir[0] != '/' || strlen(pw.pw_dir) >= size)
+		return NULL;
+	memcpy(buf, pw.pw_dir, strlen(pw.pw_dir) + 1);
+	return buf;
 }

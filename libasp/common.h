@@ -122,6 +122,14 @@ const char *asp__path_show(char out[ASP_PATH_SHOW_MAX + 4], const char *path);
  */
 const char *asp__show_text(char *out, size_t cap, const void *data, size_t len);
 
+/*
+ * The user's home directory: $HOME when it is an absolute path, else the
+ * password database's entry (copied into buf, size bytes) when that is
+ * absolute and fits. NULL when there is none. The one rule for "~" and the
+ * known_hosts default alike.
+ */
+const char *asp__home_dir(char *buf, size_t size);
+
 /* The length of the longest '/'-separated component of path. */
 size_t asp__longest_component(const char *path);
 

@@ -1,17 +1,16 @@
 /*
- * conn.c - one SSH connection: TCP connect, handshake, host-key check
- * before any credential, authentication, keepalive, and waiting on the
- * non-blocking session with deadlines.
+ * conn.c - one SSH connection: TCP connect (or x-asp-proxy-command),
+ * handshake, host-key check before any credential, authentication,
+ * keepalive, idle checks and close. The session helpers it drives (waiting,
+ * the error map, libssh2's callbacks) are in session.c.
  */
 #include "ssh.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,180 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
 #include "quote.h"
-
-/* ------------------------------------------------------------ init */
-
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_rc;
-
-static void ssh_init(void)
-{
-	init_rc = libssh2_init(0);
-}
-
-int asp__ssh_global_init(asp_error *err)
-{
-	pthread_once(&init_once, ssh_init);
-	if (init_rc)
-		return asp__error(err, ASP_ERROR, "libssh2_init failed (%d)", init_rc);
-	return 0;
-}
-
-/* ------------------------------------------------------------ errors */
-
-static int is_transport_error(int rc)
-{
-	switch (rc) {
-	case LIBSSH2_ERROR_SOCKET_NONE:
-	case LIBSSH2_ERROR_SOCKET_SEND:
-	case LIBSSH2_ERROR_SOCKET_RECV:
-	case LIBSSH2_ERROR_SOCKET_DISCONNECT:
-	case LIBSSH2_ERROR_SOCKET_TIMEOUT:
-	case LIBSSH2_ERROR_BAD_SOCKET:
-	case LIBSSH2_ERROR_INVALID_MAC:
-	case LIBSSH2_ERROR_DECRYPT:
-	case LIBSSH2_ERROR_ENCRYPT:
-	case LIBSSH2_ERROR_PROTO:
-	case LIBSSH2_ERROR_TIMEOUT:
-	case LIBSSH2_ERROR_KEX_FAILURE:
-	case LIBSSH2_ERROR_BANNER_RECV:
-	case LIBSSH2_ERROR_BANNER_SEND:
-	case LIBSSH2_ERROR_KEY_EXCHANGE_FAILURE:
-		return 1;
-	default:
-		return 0;
-	}
-}
-
-int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what)
-{
-	char *msg = NULL;
-	int code;
-
-	if (c && c->session)
-		libssh2_session_last_error(c->session, &msg, NULL, 0);
-	if (!msg || !*msg)
-		msg = (char *)"unknown libssh2 error";
-	if ((c && c->alloc_failed) || rc == LIBSSH2_ERROR_ALLOC) {
-		/* libssh2 reports some allocation failures as other errors (a failed kex, a lost channel). */
-		if (c)
-			c->dead = 1;
-		code = ASP_ENOMEM;
-		if (c && c->alloc_failed)
-			msg = (char *)"out of memory inside libssh2";
-	} else if (is_transport_error(rc)) {
-		if (c)
-			c->dead = 1;
-		code = ASP_ECONNLOST;
-	} else if (rc == LIBSSH2_ERROR_AUTHENTICATION_FAILED ||
-		   rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED || rc == LIBSSH2_ERROR_FILE) {
-		code = ASP_EAUTH;
-	} else if (rc == LIBSSH2_ERROR_HOSTKEY_INIT || rc == LIBSSH2_ERROR_HOSTKEY_SIGN) {
-		code = ASP_EHOSTKEY;
-	} else if (rc == LIBSSH2_ERROR_CHANNEL_CLOSED || rc == LIBSSH2_ERROR_CHANNEL_EOF_SENT) {
-		code = ASP_ECONNLOST;
-	} else {
-		code = ASP_EPROTO;
-	}
-	return asp__error(err, code, "%s: %s%s%s (libssh2 %d)", c && c->where ? c->where : "ssh",
-			  what, *what ? ": " : "", msg, rc);
-}
-
-/* ------------------------------------------------------------ memory */
-
-/*
- * libssh2 allocates through libasp's allocator, so an allocation failure
- * inside libssh2 is seen here whatever libssh2 then reports: the session is
- * given up (dead), waits on it stop at once and asp__ssh_error says
- * ASP_ENOMEM. *abstract is the session's abstract pointer, our asp_conn.
- */
-static void note_alloc_failure(void **abstract)
-{
-	asp_conn *c = abstract ? *abstract : NULL;
-
-	if (c) {
-		c->alloc_failed = 1;
-		c->dead = 1;
-	}
-}
-
-static LIBSSH2_ALLOC_FUNC(ssh_alloc)
-{
-	void *p = asp__malloc(count);
-
-	if (!p)
-		note_alloc_failure(abstract);
-	return p;
-}
-
-/* A move by realloc() would leave the old block unwiped: move it ourselves. */
-static LIBSSH2_REALLOC_FUNC(ssh_realloc)
-{
-	size_t old = ptr ? malloc_usable_size(ptr) : 0;
-	void *p = asp__malloc(count);
-
-	if (!p) {
-		note_alloc_failure(abstract);
-		return NULL;
-	}
-	if (ptr) {
-		memcpy(p, ptr, old < count ? old : count);
-		OPENSSL_cleanse(ptr, old);
-		asp__free(ptr);
-	}
-	return p;
-}
-
-/*
- * Everything libssh2 frees is wiped first: it does not always clear what it
- * held (libssh2 1.10 frees a copy of the private key's seed as is, found by
- * tests/secrets/wipe.c), and its packets hold decrypted session data.
- */
-static LIBSSH2_FREE_FUNC(ssh_free)
-{
-	(void)abstract;
-	if (ptr)
-		OPENSSL_cleanse(ptr, malloc_usable_size(ptr));
-	asp__free(ptr);
-}
-
-/* ------------------------------------------------------------ waiting */
-
-/* libssh2 sends keepalives at whole-second intervals of at least 2 s. */
-static uint64_t keepalive_ms(const asp_conn *c)
-{
-	return (uint64_t)(c->keepalive_s < 2 ? 2 : c->keepalive_s) * 1000u;
-}
-
-/* Stamping sent bytes tells asp__ssh_wait since when a reply is due. */
-static LIBSSH2_SEND_FUNC(conn_send)
-{
-	asp_conn *c = *abstract;
-	ssize_t n = send(socket, buffer, length, flags);
-
-	if (n > 0) {
-		c->last_tx_ms = asp__now_ms();
-		c->tx_bytes += (uint64_t)n;
-		return n;
-	}
-	return n < 0 ? -errno : 0;
-}
-
-/* Counting received bytes is how we notice a silent peer (see asp__ssh_wait). */
-static LIBSSH2_RECV_FUNC(conn_recv)
-{
-	asp_conn *c = *abstract;
-	ssize_t n = recv(socket, buffer, length, flags);
-
-	if (n > 0) {
-		c->last_rx_ms = asp__now_ms();
-		return n;
-	}
-	return n < 0 ? -errno : 0;
-}
+#include "sftp.h"
 
 void asp__conn_begin_op(asp_conn *c, uint64_t deadline, int cancel_fd)
 {
@@ -204,95 +31,6 @@ void asp__conn_begin_op(asp_conn *c, uint64_t deadline, int cancel_fd)
 void asp__conn_end_op(asp_conn *c)
 {
 	asp__conn_begin_op(c, 0, -1);
-}
-
-int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
-		  int nextra, int mode, asp_error *err)
-{
-	struct pollfd pfd[8];
-	uint64_t now = asp__now_ms(), limit, silence;
-	int n = 0, i, dirs, timeout, rc, op_deadline = 0, op_cancel = 0;
-
-	if (c->alloc_failed)
-		return asp__error(err, ASP_ENOMEM, "%s: out of memory inside libssh2", c->where);
-	if (mode == ASP_WAIT_REPLY && c->op_deadline && (!deadline || c->op_deadline <= deadline)) {
-		deadline = c->op_deadline;
-		op_deadline = 1;
-	}
-	if (mode == ASP_WAIT_REPLY && cancel_fd < 0 && c->op_cancel_fd >= 0) {
-		cancel_fd = c->op_cancel_fd;
-		op_cancel = 1;
-	}
-	if (deadline && now >= deadline) {
-		if (!op_deadline)
-			return asp__error(err, ASP_ETIMEOUT, "%s: deadline passed", c->where);
-		c->dead = 1; /* a reply is still due: the connection cannot be reused */
-		return asp__error(err, ASP_ETIMEOUT, "%s: the call's deadline passed", c->where);
-	}
-	if (mode == ASP_WAIT_REPLY) {
-		/* A reply is due since we last sent something (or heard something, if later). */
-		uint64_t since = c->last_tx_ms > c->last_rx_ms ? c->last_tx_ms : c->last_rx_ms;
-		silence = since + c->io_timeout_ms;
-		if (now >= silence) {
-			c->dead = 1;
-			return asp__error(err, ASP_ETIMEOUT, "%s: no answer from the server for %u ms",
-					  c->where, c->io_timeout_ms);
-		}
-	} else {
-		/*
-		 * A quiet command: after keepalive_s of silence ask the server for a
-		 * reply (libssh2 paces the keepalives itself, in whole seconds, at
-		 * least 2 s apart), and give up when nothing at all comes back.
-		 */
-		uint64_t ka = keepalive_ms(c);
-		silence = c->last_rx_ms + ka + 1000 + c->io_timeout_ms;
-		if (now >= silence) {
-			c->dead = 1;
-			return asp__error(err, ASP_ECONNLOST, "%s: no sign of life from the server for %llu ms",
-					  c->where, (unsigned long long)(now - c->last_rx_ms));
-		}
-		if (now >= c->last_rx_ms + ka) {
-			int next = 0;
-			libssh2_keepalive_config(c->session, 1, (unsigned int)(ka / 1000));
-			rc = libssh2_keepalive_send(c->session, &next);
-			if (rc && rc != LIBSSH2_ERROR_EAGAIN)
-				return asp__ssh_error(c, rc, err, "sending keepalive");
-			if (now + 1000 < silence)
-				silence = now + 1000; /* look again soon: libssh2 decides when one is due */
-		} else {
-			silence = c->last_rx_ms + ka; /* wake up when a keepalive is due */
-		}
-	}
-	limit = silence;
-	if (deadline && deadline < limit)
-		limit = deadline;
-
-	dirs = libssh2_session_block_directions(c->session);
-	pfd[n].fd = c->sock;
-	pfd[n].events = (short)(((dirs & LIBSSH2_SESSION_BLOCK_INBOUND) || !dirs ? POLLIN : 0) |
-				((dirs & LIBSSH2_SESSION_BLOCK_OUTBOUND) ? POLLOUT : 0));
-	pfd[n++].revents = 0;
-	if (cancel_fd >= 0) {
-		pfd[n].fd = cancel_fd;
-		pfd[n].events = POLLIN;
-		pfd[n++].revents = 0;
-	}
-	for (i = 0; i < nextra && n < 8; i++) {
-		extra[i].revents = 0;
-		pfd[n++] = extra[i];
-	}
-	timeout = limit > now ? (int)(limit - now > 60000 ? 60000 : limit - now) : 0;
-	rc = poll(pfd, (nfds_t)n, timeout);
-	if (rc < 0 && errno != EINTR)
-		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, strerror(errno));
-	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
-		if (op_cancel)
-			c->dead = 1; /* a reply is still due: the connection cannot be reused */
-		return asp__error(err, ASP_ECANCELLED, "%s: cancelled", c->where);
-	}
-	for (i = 0; i < nextra && i + 1 + (cancel_fd >= 0) < n; i++)
-		extra[i].revents = pfd[i + 1 + (cancel_fd >= 0)].revents;
-	return 0;
 }
 
 /* ------------------------------------------------------------ connect */
@@ -369,50 +107,19 @@ static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, in
 	return 0;
 }
 
-/*
- * x-asp-proxy-command: OpenSSH ProxyCommand semantics. %h, %p and %r are
- * replaced by the host, port and user, each single-quoted so that no value
- * from the config can inject shell syntax; %% is a literal %.
- */
-static int proxy_script(asp_buf *out, const asp_config *cfg)
-{
-	const char *p;
-	char port[16];
-
-	snprintf(port, sizeof(port), "%u", cfg->port);
-	for (p = cfg->proxy_command; *p; p++) {
-		int rc = 0;
-		if (*p == '%' && p[1]) {
-			p++;
-			if (*p == 'h')
-				rc = asp__quote(out, cfg->host);
-			else if (*p == 'p')
-				rc = asp__buf_puts(out, port);
-			else if (*p == 'r')
-				rc = asp__quote(out, cfg->user);
-			else if (*p == '%')
-				rc = asp__buf_put(out, "%", 1);
-			else
-				return ASP_EINVAL;
-		} else {
-			rc = asp__buf_put(out, p, 1);
-		}
-		if (rc)
-			return ASP_ENOMEM;
-	}
-	return 0;
-}
-
 static int proxy_connect(asp_conn *c, const asp_config *cfg, asp_error *err)
 {
 	asp_buf script = { 0 };
 	int sv[2], rc;
 	pid_t pid;
 
-	if ((rc = proxy_script(&script, cfg)))
+	rc = asp__proxy_script(&script, cfg->proxy_command, cfg->host, cfg->port, cfg->user);
+	if (rc) {
+		asp__buf_free(&script);
 		return asp__error(err, rc == ASP_EINVAL ? ASP_ECONFIG : rc,
 				  "%s: connection.x-asp-proxy-command: unknown %%-escape (use %%h, %%p, %%r or %%%%)",
 				  cfg->path);
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ECONNECT, "%s: socketpair: %s", c->where, strerror(errno));
@@ -535,7 +242,8 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 	 */
 	if (rc == LIBSSH2_ERROR_PROTO && c->tx_bytes == tx_before && !c->alloc_failed)
 		rc = LIBSSH2_ERROR_FILE;
-	if (rc < 0 && !is_transport_error(rc) && rc != LIBSSH2_ERROR_ALLOC && !c->alloc_failed) {
+	if (rc < 0 && !asp__ssh_is_transport_error(rc) && rc != LIBSSH2_ERROR_ALLOC &&
+	    !c->alloc_failed) {
 		/* KEYFILE_AUTH_FAILED: an encrypted key without (or with a wrong) passphrase. */
 		if (rc == LIBSSH2_ERROR_FILE || rc == LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED
 #ifdef LIBSSH2_ERROR_KEYFILE_AUTH_FAILED
@@ -589,7 +297,7 @@ static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods
 		tried++;
 		SSH_LOOP(c, rc, wrc, libssh2_agent_userauth(agent, p->cfg->user, id), deadline, cancel_fd,
 			 err);
-		if (rc == 0 || wrc || is_transport_error(rc))
+		if (rc == 0 || wrc || asp__ssh_is_transport_error(rc))
 			break;
 		prev = id;
 	}
@@ -601,7 +309,7 @@ static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods
 		c->info.auth = ASP_AUTH_AGENT;
 		return 0;
 	}
-	if (is_transport_error(rc))
+	if (asp__ssh_is_transport_error(rc))
 		return asp__ssh_error(c, rc, err, "authenticating with ssh-agent");
 	return asp__error(err, ASP_EAUTH,
 			  "%s: the server rejected all %d key(s) from ssh-agent for the user named by "
@@ -635,19 +343,6 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 		return 0;
 	}
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
-}
-
-static void set_io_callbacks(LIBSSH2_SESSION *session)
-{
-	LIBSSH2_RECV_FUNC((*rfn)) = conn_recv;
-	LIBSSH2_SEND_FUNC((*sfn)) = conn_send;
-	void *cb;
-
-	/* libssh2 takes callbacks as void *; ISO C has no cast for that, memcpy is the portable way. */
-	memcpy(&cb, &rfn, sizeof(cb));
-	libssh2_session_callback_set(session, LIBSSH2_CALLBACK_RECV, cb);
-	memcpy(&cb, &sfn, sizeof(cb));
-	libssh2_session_callback_set(session, LIBSSH2_CALLBACK_SEND, cb);
 }
 
 static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
@@ -688,11 +383,10 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 	rc = cfg->proxy_command ? proxy_connect(c, cfg, err) : tcp_connect(c, cfg, deadline, cancel_fd, err);
 	if (rc)
 		goto fail;
-	if (!(c->session = libssh2_session_init_ex(ssh_alloc, ssh_free, ssh_realloc, c))) {
+	if (!(c->session = asp__ssh_session_new(c))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory creating an SSH session");
 		goto fail;
 	}
-	set_io_callbacks(c->session);
 	libssh2_session_set_blocking(c->session, 0);
 	set_host_key_preference(c, p->pin);
 	c->last_rx_ms = asp__now_ms();
@@ -719,7 +413,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 	if ((rc = authenticate(c, p, deadline, cancel_fd, err)))
 		goto fail;
 	c->io_timeout_ms = p->io_timeout_ms;
-	libssh2_keepalive_config(c->session, 1, (unsigned int)(keepalive_ms(c) / 1000));
+	libssh2_keepalive_config(c->session, 1, (unsigned int)(asp__ssh_keepalive_ms(c) / 1000));
 	c->last_used_ms = asp__now_ms();
 	*out = c;
 	return 0;
@@ -762,10 +456,7 @@ void asp__conn_close(asp_conn *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	proxy_reap(c);
-	asp__buf_free(&c->sftp.in);
-	asp__buf_free(&c->sftp.out);
-	asp__free(c->sftp.expect);
-	asp__free(c->sftp.discard);
+	asp__sftp_free_state(c);
 	asp__free(c->where);
 	asp__free(c);
 }
@@ -827,7 +518,7 @@ int asp__conn_keepalive(asp_conn *c)
 	 * No reply wanted: nobody reads an idle connection, and unread replies
 	 * would hide a closed stream from asp__conn_check_idle's peek.
 	 */
-	libssh2_keepalive_config(c->session, 0, (unsigned int)(keepalive_ms(c) / 1000));
+	libssh2_keepalive_config(c->session, 0, (unsigned int)(asp__ssh_keepalive_ms(c) / 1000));
 	rc = libssh2_keepalive_send(c->session, &next);
 	if (rc && rc != LIBSSH2_ERROR_EAGAIN) {
 		c->dead = 1;

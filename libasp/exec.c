@@ -11,79 +11,13 @@
 #include "exec.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "quote.h"
 #include "ssh.h"
-
-/* ------------------------------------------------------------ cancel */
-
-struct asp_cancel {
-	atomic_int triggered;
-	int fds[2];
-};
-
-int asp_cancel_new(asp_cancel **out, asp_error *err)
-{
-	asp_cancel *c;
-
-	ASP_ASSERT_ARG(out);
-	if (!(c = asp__calloc(1, sizeof(*c))))
-		return asp__error(err, ASP_ENOMEM, "out of memory");
-	if (pipe2(c->fds, O_CLOEXEC | O_NONBLOCK)) {
-		asp__free(c);
-		return asp__error(err, ASP_ERROR, "cannot create a cancel token: %s", strerror(errno));
-	}
-	atomic_init(&c->triggered, 0);
-	*out = c;
-	return 0;
-}
-
-void asp_cancel_trigger(asp_cancel *c)
-{
-	char b = 1;
-	ssize_t n;
-
-	/* Async-signal-safe: an atomic store and a write(2). */
-	if (c && !atomic_exchange(&c->triggered, 1))
-		n = write(c->fds[1], &b, 1);
-	(void)n;
-}
-
-int asp_cancel_is_triggered(const asp_cancel *c)
-{
-	return c ? atomic_load(&((asp_cancel *)c)->triggered) : 0;
-}
-
-void asp_cancel_reset(asp_cancel *c)
-{
-	char b[16];
-
-	if (!c)
-		return;
-	while (read(c->fds[0], b, sizeof(b)) > 0)
-		;
-	atomic_store(&c->triggered, 0);
-}
-
-void asp_cancel_free(asp_cancel *c)
-{
-	if (!c)
-		return;
-	close(c->fds[0]);
-	close(c->fds[1]);
-	asp__free(c);
-}
-
-int asp__cancel_fd(const asp_cancel *c)
-{
-	return c ? c->fds[0] : -1;
-}
 
 /* ------------------------------------------------------------ capture */
 
@@ -445,7 +379,7 @@ static void kill_step(run *x)
 	if (!x->kill_wanted || !x->pgid || x->kill_state == 4)
 		return;
 	if (x->kill_state == 0) {
-		unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : 2000;
+		unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : ASP_KILL_GRACE_DEFAULT_MS;
 		if (asp__kill_script(&x->kscript, x->pgid, grace)) {
 			x->kill_state = 4;
 			return;
@@ -486,7 +420,8 @@ static void start_kill(run *x, int timed_out)
 		x->r->timed_out = 1;
 	else
 		x->r->cancelled = 1;
-	x->kill_deadline = asp__now_ms() + (x->o->kill_grace_ms ? x->o->kill_grace_ms : 2000) +
+	x->kill_deadline = asp__now_ms() +
+			   (x->o->kill_grace_ms ? x->o->kill_grace_ms : ASP_KILL_GRACE_DEFAULT_MS) +
 			   x->c->io_timeout_ms + 1000;
 }
 
@@ -680,16 +615,14 @@ static int no_marker(run *x, asp_error *err)
  */
 static int check_cut(run *x, asp_error *err)
 {
-	unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : 2000;
+	unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : ASP_KILL_GRACE_DEFAULT_MS;
 	asp_buf script = { 0 }, said = { 0 };
 	int status = 0, rc;
 
 	if (x->pgid <= 0) /* the marker always carries the shell's $$; never signal group 0 */
 		return asp__error(err, ASP_EPROTO, "%s: the command wrapper reported no process id",
 				  x->c->where);
-	if (asp__buf_printf(&script, "if kill -s 0 %ld 2>/dev/null; then echo running >&2; ",
-			    x->pgid) || asp__kill_script(&script, x->pgid, grace) ||
-	    asp__buf_puts(&script, "; else echo gone >&2; fi")) {
+	if (asp__cut_check_script(&script, x->pgid, grace)) {
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}

@@ -1,13 +1,14 @@
 /*
- * exec.h - running one command on one connection, and the cancel token.
+ * exec.h - running one command on one connection.
  */
 #ifndef ASP_EXEC_H
 #define ASP_EXEC_H
 
+#include "cancel.h"
 #include "conn.h"
 
-/* The read end of the token's wake-up pipe: readable once triggered. */
-int asp__cancel_fd(const asp_cancel *c);
+/* SIGTERM, then SIGKILL after this long, when asp_exec_options.kill_grace_ms is 0 (docs/api.md). */
+#define ASP_KILL_GRACE_DEFAULT_MS 2000u
 
 /*
  * Run `command` in `cwd` (absolute) on connection c, filling a new result

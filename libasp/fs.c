@@ -2,7 +2,8 @@
  * fs.c - read, write (atomic), stat, mkdir, list, remove, rename over the
  * pipelining SFTP engine. Each operation sends what it can without waiting:
  * a small read is OPEN, then READs, with the CLOSE's reply left for later;
- * an atomic write is LSTAT+OPEN, then WRITEs+FSETSTAT+CLOSE+RENAME.
+ * an atomic write is LSTAT+OPEN, then WRITEs+FSETSTAT+CLOSE+RENAME. A
+ * tree is removed by one remote `rm -rf`, run as a command (exec.c).
  */
 #include "fs.h"
 
@@ -11,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "exec.h"
+#include "quote.h"
 #include "sftp.h"
 
 /* A path for a message, escaped and shortened (asp__path_show); valid to the end of the statement's block. */
@@ -1095,6 +1098,50 @@ int asp__fs_remove(asp_conn *c, const char *path, asp_error *err)
 	rc = asp__sftp_fail(&r, isdir ? ASP_ENOTEMPTY : ASP_EIO, err, "remove", path);
 	if (rc == ASP_ENOTEMPTY)
 		asp__error(err, rc, "remove %s: directory not empty (use recursive)", SHOW(path));
+	return rc;
+}
+
+/*
+ * A tree goes in one `rm -rf` (not a round trip per entry), run like any
+ * command: in its own process group, so that the call's cancel token and
+ * deadline stop the remote rm too, not only the wait for it.
+ */
+int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint64_t deadline,
+			unsigned int timeout_ms, int *started, asp_error *err)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r = NULL;
+	asp_buf script = { 0 };
+	uint64_t now = asp__now_ms();
+	char shown[ASP_PATH_SHOW_MAX + 4], said[256];
+	const unsigned char *errout;
+	size_t errlen;
+	int rc;
+
+	if (asp__rm_rf_script(&script, path))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	o.cancel = cancel;
+	o.timeout_ms = deadline > now ? (unsigned int)(deadline - now) : 1;
+	o.max_output = 4096;
+	rc = asp__exec_run(&r, c, (const char *)script.data, "/", &o, started, err);
+	asp__buf_free(&script);
+	if (rc)
+		return rc;
+	asp__path_show(shown, path);
+	errout = asp_exec_result_output(r, ASP_STDERR, &errlen);
+	if (asp_exec_result_cancelled(r))
+		rc = asp__error(err, ASP_ECANCELLED, "remove %s: cancelled; the remote rm was stopped "
+				"and may have removed part of the tree", shown);
+	else if (asp_exec_result_timed_out(r))
+		rc = asp__error(err, ASP_ETIMEOUT, "remove %s: the call did not finish within its "
+				"deadline of %u ms; the remote rm was stopped and may have removed part "
+				"of the tree", shown, timeout_ms);
+	else if (asp_exec_result_exit_code(r))
+		rc = asp__error(err, errlen && memmem(errout, errlen, "ermission denied", 16)
+					     ? ASP_EACCES : ASP_EIO,
+				"remove %s: %s", shown,
+				errlen ? asp__show_text(said, sizeof(said), errout, errlen) : "rm -rf failed");
+	asp_exec_result_free(r);
 	return rc;
 }
 

@@ -67,6 +67,14 @@ int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, 
 int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err);
 /* Remove a file or an empty directory. */
 int asp__fs_remove(asp_conn *c, const char *path, asp_error *err);
+/*
+ * Remove a directory tree with one remote `rm -rf`, run as a command, so
+ * that cancel (may be NULL) and the call's deadline (asp__now_ms clock;
+ * timeout_ms is the call's timeout, for the message) stop the remote rm
+ * too. *started as for asp__exec_run.
+ */
+int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint64_t deadline,
+			unsigned int timeout_ms, int *started, asp_error *err);
 int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err);
 /* At most max entries: a directory with more is ASP_ELIMIT. */
 int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,

@@ -1,7 +1,7 @@
 /*
- * hostkey.h - host-key pins, fingerprints, and the trust-on-first-use store
- * (OpenSSH known_hosts format). Parsing does no I/O; asp__known_hosts_verify
- * is the only function here that touches files.
+ * hostkey.h - the trust-on-first-use store (OpenSSH known_hosts format).
+ * Parsing does no I/O; asp__known_hosts_verify is the only function here
+ * that touches files. Pins and fingerprints are in pin.h.
  */
 #ifndef ASP_HOSTKEY_H
 #define ASP_HOSTKEY_H
@@ -9,38 +9,7 @@
 #include <stddef.h>
 
 #include "common.h"
-
-/* "SHA256:" + unpadded base64 of SHA-256 (43 chars) + NUL fits in 64. */
-#define ASP_FINGERPRINT_MAX 64
-
-/* OpenSSH-style fingerprint of a raw public key blob: "SHA256:xxxx". */
-int asp__fingerprint(char out[ASP_FINGERPRINT_MAX], const unsigned char *blob, size_t len);
-
-/*
- * The key type named inside a public key blob (its first SSH string), e.g.
- * "ssh-ed25519". ASP_EINVAL when the blob is malformed or the type does not fit.
- */
-int asp__blob_type(char *out, size_t outlen, const unsigned char *blob, size_t len);
-
-/* A parsed connection.host_key. */
-typedef struct asp_pin {
-	int is_fingerprint;        /* 1: only sha256 is known; 0: full key */
-	char type[32];             /* key type for a full key, "" for a fingerprint */
-	unsigned char *blob;       /* full key blob, or NULL */
-	size_t blob_len;
-	unsigned char sha256[32];  /* SHA-256 of the blob */
-} asp_pin;
-
-/*
- * Parse "ssh-ed25519 AAAA... [comment]" or "SHA256:<base64>". The type in
- * the line must agree with the type inside the blob. ASP_ECONFIG on error
- * with a message saying what is wrong (field name supplied by the caller).
- */
-int asp__pin_parse(asp_pin *out, const char *text, asp_error *err);
-void asp__pin_clear(asp_pin *pin);
-
-/* 1 when the received blob matches the pin. */
-int asp__pin_matches(const asp_pin *pin, const unsigned char *blob, size_t len);
+#include "pin.h"
 
 /* The outcome of looking a host up in known_hosts text. */
 typedef enum asp_kh_status {

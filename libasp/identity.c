@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,26 +29,16 @@ typedef struct key_origin {
 	const char *path; /* the expanded path (shown only when var is NULL) */
 } key_origin;
 
-static const char *home_dir(void)
-{
-	const char *home = getenv("HOME");
-	struct passwd *pw;
-
-	if (home && *home)
-		return home;
-	pw = getpwuid(getuid());
-	return pw ? pw->pw_dir : NULL;
-}
-
 /* "~/x" -> $HOME/x; "x" -> <config dir>/x; "/x" -> "/x". */
 static char *expand_path(const char *path, const asp_config *cfg)
 {
 	const char *home;
+	char buf[PATH_MAX];
 
 	if (path[0] == '/')
 		return asp__strdup(path);
 	if (path[0] == '~' && (path[1] == '/' || path[1] == '\0')) {
-		if (!(home = home_dir()))
+		if (!(home = asp__home_dir(buf, sizeof(buf))))
 			return NULL;
 		return asp__sprintf("%s%s", home, path + 1);
 	}
@@ -250,7 +239,7 @@ static int from_env(asp_identity *id, const key_origin *base, const char *value,
 {
 	key_origin o = *base;
 	size_t len = strlen(value), size, s = 0, e;
-	char reason[160], *copy, *path;
+	char reason[160], home[PATH_MAX], *copy, *path;
 	int rc;
 
 	if (len > KEY_MAX) {
@@ -276,7 +265,8 @@ static int from_env(asp_identity *id, const key_origin *base, const char *value,
 		copy[e] = value[e]; /* normalisation wants the whole value back */
 		return take_key_text(id, &o, copy, len, size, err);
 	}
-	if (copy[s] == '~' && (copy[s + 1] == '/' || copy[s + 1] == '\0') && !home_dir()) {
+	if (copy[s] == '~' && (copy[s + 1] == '/' || copy[s + 1] == '\0') &&
+	    !asp__home_dir(home, sizeof(home))) {
 		asp__free_secret(copy, size);
 		return key_error(&o, err, "names a path under ~, but there is no home directory ($HOME)");
 	}
@@ -297,7 +287,7 @@ int asp__identity_resolve(asp_identity **out, const asp_config *cfg, asp_error *
 	asp_identity *id;
 	const char *spec = cfg->identity, *value = NULL;
 	key_origin o = { .cfg = cfg };
-	char *path = NULL;
+	char *path = NULL, home[PATH_MAX];
 	int rc;
 
 	ASP_ASSERT_ARG(out && cfg && cfg->identity);
@@ -314,7 +304,7 @@ int asp__identity_resolve(asp_identity **out, const asp_config *cfg, asp_error *
 	}
 	if (!(path = expand_path(spec, cfg))) {
 		/* Only "~" without a home directory cannot be expanded; anything else is memory. */
-		if (spec[0] != '~' || (spec[1] != '/' && spec[1] != '\0') || home_dir())
+		if (spec[0] != '~' || (spec[1] != '/' && spec[1] != '\0') || asp__home_dir(home, sizeof(home)))
 			rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		else
 			rc = asp__error(err, ASP_ECONFIG, "%s: connection.identity: cannot expand \"%s\"",

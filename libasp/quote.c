@@ -3,6 +3,7 @@
  */
 #include "quote.h"
 
+#include <stdio.h>
 #include <string.h>
 
 int asp__quote(asp_buf *out, const char *s)
@@ -136,6 +137,49 @@ int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms)
 int asp__rm_rf_script(asp_buf *out, const char *path)
 {
 	if (asp__buf_puts(out, "rm -rf -- ") || asp__quote(out, path))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+/*
+ * x-asp-proxy-command: OpenSSH ProxyCommand semantics. %h, %p and %r are
+ * replaced by the host, port and user, each single-quoted so that no value
+ * from the config can inject shell syntax; %% is a literal %.
+ */
+int asp__proxy_script(asp_buf *out, const char *command, const char *host, unsigned int port,
+		      const char *user)
+{
+	const char *p;
+	char port_text[16];
+
+	snprintf(port_text, sizeof(port_text), "%u", port);
+	for (p = command; *p; p++) {
+		int rc = 0;
+		if (*p == '%' && p[1]) {
+			p++;
+			if (*p == 'h')
+				rc = asp__quote(out, host);
+			else if (*p == 'p')
+				rc = asp__buf_puts(out, port_text);
+			else if (*p == 'r')
+				rc = asp__quote(out, user);
+			else if (*p == '%')
+				rc = asp__buf_put(out, "%", 1);
+			else
+				return ASP_EINVAL;
+		} else {
+			rc = asp__buf_put(out, p, 1);
+		}
+		if (rc)
+			return ASP_ENOMEM;
+	}
+	return 0;
+}
+
+int asp__cut_check_script(asp_buf *out, long pgid, unsigned int grace_ms)
+{
+	if (asp__buf_printf(out, "if kill -s 0 %ld 2>/dev/null; then echo running >&2; ", pgid) ||
+	    asp__kill_script(out, pgid, grace_ms) || asp__buf_puts(out, "; else echo gone >&2; fi"))
 		return ASP_ENOMEM;
 	return 0;
 }

@@ -39,4 +39,20 @@ int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms);
 /* Remove a path recursively (rm -rf -- PATH). */
 int asp__rm_rf_script(asp_buf *out, const char *path);
 
+/*
+ * The connection.x-asp-proxy-command line for /bin/sh -c: command with %h
+ * and %r replaced by host and user, single-quoted, %p by the port and %% by
+ * '%' (OpenSSH ProxyCommand tokens; a '%' at the very end stays as is).
+ * ASP_EINVAL for any other %-escape; ASP_ENOMEM.
+ */
+int asp__proxy_script(asp_buf *out, const char *command, const char *host, unsigned int port,
+		      const char *user);
+
+/*
+ * After a command's channel was cut: "is the wrapper's shell (pid pgid)
+ * still running?" It writes "running" to stderr and kills the group as
+ * asp__kill_script does, or writes "gone". 0 or ASP_ENOMEM.
+ */
+int asp__cut_check_script(asp_buf *out, long pgid, unsigned int grace_ms);
+
 #endif

@@ -659,49 +659,6 @@ int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, unsigned int
 	return run_path_op(sb, path, NULL, "mkdir", do_mkdir, &x, parents, opts, err);
 }
 
-/*
- * A tree goes in one `rm -rf` (not a round trip per entry), run like any
- * command: in its own process group, so that the call's cancel token and
- * deadline stop the remote rm too, not only the wait for it.
- */
-static int remove_tree(asp_conn *c, path_ctx *x, int *started, asp_error *err)
-{
-	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
-	asp_exec_result *r = NULL;
-	asp_buf script = { 0 };
-	uint64_t now = asp__now_ms();
-	char shown[ASP_PATH_SHOW_MAX + 4], said[256];
-	const unsigned char *errout;
-	size_t errlen;
-	int rc;
-
-	if (asp__rm_rf_script(&script, x->path))
-		return asp__error(err, ASP_ENOMEM, "out of memory");
-	o.cancel = x->cl->cancel;
-	o.timeout_ms = x->cl->deadline > now ? (unsigned int)(x->cl->deadline - now) : 1;
-	o.max_output = 4096;
-	rc = asp__exec_run(&r, c, (const char *)script.data, "/", &o, started, err);
-	asp__buf_free(&script);
-	if (rc)
-		return rc;
-	asp__path_show(shown, x->path);
-	errout = asp_exec_result_output(r, ASP_STDERR, &errlen);
-	if (asp_exec_result_cancelled(r))
-		rc = asp__error(err, ASP_ECANCELLED, "remove %s: cancelled; the remote rm was stopped "
-				"and may have removed part of the tree", shown);
-	else if (asp_exec_result_timed_out(r))
-		rc = asp__error(err, ASP_ETIMEOUT, "remove %s: the call did not finish within its "
-				"deadline of %u ms; the remote rm was stopped and may have removed part "
-				"of the tree", shown, x->cl->timeout_ms);
-	else if (asp_exec_result_exit_code(r))
-		rc = asp__error(err, errlen && memmem(errout, errlen, "ermission denied", 16)
-					     ? ASP_EACCES : ASP_EIO,
-				"remove %s: %s", shown,
-				errlen ? asp__show_text(said, sizeof(said), errout, errlen) : "rm -rf failed");
-	asp_exec_result_free(r);
-	return rc;
-}
-
 static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
 {
 	path_ctx *x = ctx;
@@ -715,7 +672,8 @@ static int do_remove(asp_conn *c, void *ctx, int *started, asp_error *err)
 		return rc;
 	if (st.type != ASP_TYPE_DIR)
 		return asp__fs_remove(c, x->path, err);
-	return remove_tree(c, x, started, err);
+	return asp__fs_remove_tree(c, x->path, x->cl->cancel, x->cl->deadline, x->cl->timeout_ms,
+				   started, err);
 }
 
 int asp_remove(asp_sandbox *sb, const char *path, unsigned int flags,

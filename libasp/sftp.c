@@ -485,3 +485,11 @@ int asp__sftp_has_posix_rename(const asp_conn *c)
 {
 	return c->sftp.posix_rename;
 }
+
+void asp__sftp_free_state(asp_conn *c)
+{
+	asp__buf_free(&c->sftp.in);
+	asp__buf_free(&c->sftp.out);
+	asp__free(c->sftp.expect);
+	asp__free(c->sftp.discard);
+}

@@ -58,6 +58,12 @@ typedef struct asp_sftp_attrs {
 /* Open the SFTP channel and do INIT/VERSION if not done yet on this connection. */
 int asp__sftp_ensure(asp_conn *c, asp_error *err);
 
+/*
+ * Free the engine's buffers, when the connection is closed (the channel
+ * goes with the session).
+ */
+void asp__sftp_free_state(asp_conn *c);
+
 /* Does the server offer posix-rename@openssh.com? (after asp__sftp_ensure) */
 int asp__sftp_has_posix_rename(const asp_conn *c);
 

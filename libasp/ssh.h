@@ -1,8 +1,8 @@
 /*
- * ssh.h - the SSH layer's shared internals (conn.c, sftp.c, exec.c):
- * the connection structure, waiting on a non-blocking session with
- * deadlines, and the single libssh2 -> asp error map. Only these three
- * files include libssh2.h.
+ * ssh.h - the SSH layer's shared internals (session.c, conn.c, sftp.c,
+ * exec.c): the connection structure, the session helpers of session.c
+ * (creating a session, waiting on it with deadlines, the single libssh2 ->
+ * asp error map). Only these four files include libssh2.h.
  */
 #ifndef ASP_SSH_H
 #define ASP_SSH_H
@@ -79,10 +79,24 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 		  int nextra, int mode, asp_error *err);
 
 /*
+ * A non-blocking-ready session for c: libssh2 allocates through libasp's
+ * allocator (what it frees is wiped; an allocation failure marks c dead)
+ * and sends/receives through callbacks that stamp c's traffic times.
+ * *abstract is c. NULL when out of memory.
+ */
+LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c);
+
+/* The keepalive interval libssh2 is given: keepalive_s, at least 2 s, in ms. */
+uint64_t asp__ssh_keepalive_ms(const asp_conn *c);
+
+/*
  * The single libssh2 -> asp error map. rc is a libssh2 error code; `what`
  * says what was being done ("opening a channel"). Transport failures mark
  * the connection dead and map to ASP_ECONNLOST.
  */
 int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what);
+
+/* 1 when a libssh2 error code means the transport failed (the map's ASP_ECONNLOST). */
+int asp__ssh_is_transport_error(int rc);
 
 #endif

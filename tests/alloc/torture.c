@@ -4,7 +4,7 @@
  * Built against build-alloc/libasp.a: the library compiled with
  * -DASP_ALLOC_TEST and ASan+UBSan (`make check-alloc`). With that define,
  * common.c counts every allocation made through asp__malloc / calloc /
- * realloc / strdup / strndup / sprintf -- and libssh2's, which conn.c routes
+ * realloc / strdup / strndup / sprintf -- and libssh2's, which session.c routes
  * through the same functions in every build -- and asp__alloc_test_arm(n, s)
  * makes the n-th allocation from now fail: only that one ("once": recovery,
  * e.g. the retry on a fresh connection, gets its chance) or, "sticky", that
@@ -19,7 +19,7 @@
  *  - a run in which an allocation failed returns that same code with a
  *    correct result, or ASP_ENOMEM -- nothing else. This holds for libssh2's
  *    internal failures too: libssh2 reports some of them as other errors (a
- *    failed key exchange, a closed channel), but conn.c's allocator callback
+ *    failed key exchange, a closed channel), but session.c's allocator callback
  *    sees every one, gives the session up and makes the error ASP_ENOMEM;
  *  - a failure fills the caller's asp_error (code and a message);
  *  - nothing leaks (LeakSanitizer runs after every run, not only at exit).

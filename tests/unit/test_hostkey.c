@@ -779,6 +779,25 @@ START_TEST(test_kh_path_resolution)
 }
 END_TEST
 
+/* The one home-directory rule (known_hosts default and "~" in connection.identity). */
+START_TEST(test_home_dir_rule)
+{
+	struct passwd *pw = getpwuid(getuid());
+	char buf[PATH_MAX], tiny[2];
+
+	ck_assert_ptr_nonnull(pw);
+	setenv("HOME", "/home/someone", 1);
+	ck_assert_str_eq(asp__home_dir(buf, sizeof(buf)), "/home/someone");
+	/* A relative or empty $HOME is not a home: the password database's entry is. */
+	setenv("HOME", "relative/home", 1);
+	ck_assert_str_eq(asp__home_dir(buf, sizeof(buf)), pw->pw_dir);
+	setenv("HOME", "", 1);
+	ck_assert_str_eq(asp__home_dir(buf, sizeof(buf)), pw->pw_dir);
+	/* An entry that does not fit the caller's buffer is none. */
+	ck_assert_ptr_null(asp__home_dir(tiny, sizeof(tiny)));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ verify */
 
 static void assert_mode(const char *path, mode_t want)
@@ -1378,6 +1397,7 @@ Suite *suite_hostkey(void)
 	tcase_add_test(store, test_verify_lock_symlink_planted);
 	tcase_add_test(store, test_verify_lock_foreign_owner);
 	tcase_add_test(store, test_verify_lock_held_gives_up);
+	tcase_add_test(store, test_home_dir_rule);
 	suite_add_tcase(s, store);
 	return s;
 }
