@@ -42,6 +42,9 @@ STATIC      := $(BUILD)/libasp.a
 UNIT_SRC    := $(wildcard tests/unit/test_*.c)
 INTEG_SRC   := $(wildcard tests/integration/test_*.c)
 FIXTURE_SRC := $(filter-out tests/fixture/fixture_main.c,$(wildcard tests/fixture/*.c))
+# Shared by the integration suites: tests/helpers.h (assertions, sandbox helpers) and
+# tests/integration/cli_run.h (running asp-exec, its masters, for the test_cli*.c suites).
+INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
 
 # Every target that is not a file, in one place.
 .PHONY: all lib tools tests check check-all check-san check-valgrind check-alloc \
@@ -159,9 +162,9 @@ $(BUILD)/tests/test-unit: tests/main.c $(UNIT_SRC) $(BUILD)/tests/unit_suites.h 
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"unit_suites.h"' -o $@ tests/main.c $(UNIT_SRC) \
 	    $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
-$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(STATIC) $(wildcard tests/*.h tests/fixture/*.h)
+$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(INTEG_LIB_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(STATIC) $(wildcard tests/*.h tests/integration/*.h tests/fixture/*.h)
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"integration_suites.h"' -o $@ tests/main.c $(INTEG_SRC) \
-	    $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
+	    $(INTEG_LIB_SRC) $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/config-lint: tests/tools/config_lint.c $(STATIC) | $(BUILD)/tests
 	$(CC) $(CFLAGS_ALL) $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) -o $@
@@ -268,14 +271,16 @@ check-san:
 # short soak and every integration suite (the list comes from the files)
 # except those that measure deadlines and timeouts, which run plain and under
 # ASan instead:
-#   pool      waits for a free connection, connect and keepalive deadlines
-#   faults    fault injection through a delaying proxy, per-call deadlines
-#   cli       asp-exec's timeouts, signals and the master's idle exit
-#   deadline  per-call deadlines and cancel
-#   limits    output caps reached under timeouts
+#   pool       waits for a free connection, connect and keepalive deadlines
+#   faults     fault injection through a delaying proxy, per-call deadlines
+#   cli        asp-exec's timeouts and signals
+#   cli_files  asp-exec --read cancelled by a signal
+#   cli_master the master's idle exit, --persist, a killed client's command
+#   deadline   per-call deadlines and cancel
+#   limits     output caps reached under timeouts
 # Each excluded name must still be a file: a renamed suite fails the run.
 INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli deadline limits
+VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits
 VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak

@@ -30,13 +30,12 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 #include "fixture/proxy.h"
 
 #define BIG_LEN (64u * 1024 * 1024)
 #define KILL_AT (8u * 1024 * 1024)
 
-#define ASSERT_OK(rc, e)                                                                  \
-	ck_assert_msg((rc) == ASP_OK, "line %d: %s: %s", __LINE__, asp_error_name(rc), (e).message)
 
 static fx_sshd fx;
 static fx_proxy px;
@@ -53,16 +52,6 @@ static void teardown(void)
 {
 	fx_proxy_stop(&px);
 	fx_sshd_stop(&fx);
-}
-
-static void sha256_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-
-	ck_assert(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32);
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 static unsigned char *make_data(size_t len, uint64_t seed)
@@ -100,7 +89,7 @@ static void write_text(asp_sandbox *sb, const char *path, const char *text)
 	asp_error err = { 0 };
 	int rc = asp_write(sb, path, text, strlen(text), NULL, &err);
 
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_write");
 }
 
 /* How many entries of dir look like an atomic write's temp file of `name` (NULL: any). */
@@ -198,7 +187,7 @@ static void crash_mid_write(asp_sandbox *sb, char old_sha[65])
 	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
 	sha256_hex(old, 1u << 20, old_sha);
 	rc = asp_write(sb, "torn.bin", old, 1u << 20, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_write");
 	atomic_init(&k.stop, 0);
 	ck_assert_int_eq(pthread_create(&th, NULL, kill_when_half_way, &k), 0);
 	rc = asp_write(sb, "torn.bin", big, BIG_LEN, NULL, &err);
@@ -227,7 +216,7 @@ START_TEST(test_crash_then_same_handle_next_call)
 	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
 	ck_assert_int_ge(count_temps(fx.workspace, "torn.bin"), 1);
 	rc = asp_stat(&st, sb, "torn.bin", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_stat");
 	ck_assert_uint_eq(st.size, 1u << 20);
 	ck_assert_int_eq(count_temps(fx.workspace, NULL), 0);
 	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
@@ -386,7 +375,7 @@ START_TEST(test_sweep_spares_live_writer_and_foreign_names)
 	{
 		asp_error err = { 0 };
 		int rc = asp_mkdir(b, "live", 0755, 0, NULL, &err);
-		ASSERT_OK(rc, err);
+		ASSERT_OK(rc, err, "asp_mkdir");
 	}
 	write_text(a, "live/big.bin", "old\n");
 	snprintf(dir, sizeof(dir), "%s/live", fx.workspace);
@@ -425,7 +414,7 @@ START_TEST(test_sweep_spares_live_writer_and_foreign_names)
 
 	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_PASS, 0), 0);
 	pthread_join(th, NULL);
-	ASSERT_OK(w.rc, w.err);
+	ASSERT_OK(w.rc, w.err, "asp_write of live/big.bin (the writer thread)");
 	snprintf(path, sizeof(path), "%s/big.bin", dir);
 	sha256_hex(big, BIG_LEN, sha);
 	expect_sha(path, sha);

@@ -35,6 +35,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 #include "fixture/netns.h"
 #include "fixture/proxy.h"
 
@@ -45,23 +46,11 @@
 
 /* ---------------------------------------------------------------- helpers */
 
-#define ASSERT_OK(rc, e)                                                                  \
-	ck_assert_msg((rc) == ASP_OK, "line %d: %s: %s", __LINE__, asp_error_name(rc), (e).message)
 
 /* A failure a dead link may cause: the documented connection errors. */
 static int is_link_error(int rc)
 {
 	return rc == ASP_ETIMEOUT || rc == ASP_ECONNLOST || rc == ASP_ECONNECT;
-}
-
-static void sha256_hex(const void *data, size_t len, char out[65])
-{
-	unsigned char md[32];
-	unsigned int mdlen = 0;
-
-	ck_assert(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) == 1 && mdlen == 32);
-	for (int i = 0; i < 32; i++)
-		snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 /* Deterministic bytes that differ per seed. */
@@ -186,7 +175,7 @@ static void expect_read(asp_sandbox *sb, const char *path, const char *want)
 	size_t len = 0;
 	int rc = asp_read(&data, &len, sb, path, 0, ASP_READ_ALL, NULL, &err);
 
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_read");
 	ck_assert_uint_eq(len, strlen(want));
 	ck_assert(memcmp(data, want, len) == 0);
 	asp_free(data);
@@ -200,7 +189,7 @@ static void expect_exec(asp_sandbox *sb, const char *cmd, const char *want_stdou
 	size_t len;
 	int rc = asp_exec(&r, sb, cmd, NULL, &err);
 
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_exec");
 	ck_assert_int_eq(asp_exec_result_exit_code(r), 0);
 	out = asp_exec_result_output(r, ASP_STDOUT, &len);
 	ck_assert_msg(len == strlen(want_stdout) && memcmp(out, want_stdout, len) == 0,
@@ -213,7 +202,7 @@ static void write_text(asp_sandbox *sb, const char *path, const char *text)
 	asp_error err = { 0 };
 	int rc = asp_write(sb, path, text, strlen(text), NULL, &err);
 
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_write");
 }
 
 /* Every call on a dead link fails with a connection error, within the bound. */
@@ -246,7 +235,7 @@ START_TEST(test_blackhole_ops_fail_fast_then_recover)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 1500, 1, 1500, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	write_text(E.sb, "bh.txt", "before\n");
 	expect_read(E.sb, "bh.txt", "before\n");
 
@@ -262,7 +251,7 @@ START_TEST(test_blackhole_ops_fail_fast_then_recover)
 	set_mode(FX_PROXY_PASS, 0);
 	expect_read(E.sb, "bh.txt", "before\n");
 	rc = asp_stat(&st, E.sb, "bh.txt", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_stat");
 	ck_assert_uint_eq(st.size, 7);
 	write_text(E.sb, "bh.txt", "after\n");
 	expect_read(E.sb, "bh.txt", "after\n");
@@ -298,7 +287,7 @@ START_TEST(test_blackhole_running_command_detected_by_keepalive)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 1500, 1, 1500, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	/* No timeout: only the keepalive can tell a dead link from a quiet command. */
 	eo.on_output = blackhole_when_started;
 	eo.userdata = &s;
@@ -338,7 +327,7 @@ START_TEST(test_blackhole_connect_fails_fast)
 	EXPECT_LINK_ERROR("open", env_open(&sb, 1500, 1, 1500, 0, &e_));
 	ck_assert(sb == NULL);
 	rc = env_open(&E.sb, 1500, 1, 1500, ASP_OPEN_LAZY, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	EXPECT_LINK_ERROR("read", asp_read(&data, &len, E.sb, "x", 0, ASP_READ_ALL, NULL, &e_));
 
 	set_mode(FX_PROXY_PASS, 0);
@@ -367,7 +356,7 @@ START_TEST(test_cancel_during_blackholed_connect)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 1500, 1, 10000, ASP_OPEN_LAZY, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	set_mode(FX_PROXY_BLACKHOLE, 0);
 	ck_assert_int_eq(asp_cancel_new(&cancel, &err), 0);
 	eo.cancel = cancel;
@@ -413,7 +402,7 @@ START_TEST(test_silent_server_during_auth_is_not_eauth)
 	/* Control: the same server does accept the key when given the time. */
 	t0 = fx_now_ms();
 	rc = env_open(&E.sb, 30000, 15, 30000, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	fprintf(stderr, "faults: patient open with the slow key lookup took %lld ms\n", fx_now_ms() - t0);
 }
 END_TEST
@@ -464,7 +453,7 @@ START_TEST(test_blackhole_mid_atomic_write)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 1500, 1, 1500, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	write_text(E.sb, "target.txt", "old content\n");
 	ck_assert_int_eq(pthread_create(&th, NULL, blackhole_after_bytes, &h), 0);
 	t0 = fx_now_ms();
@@ -502,7 +491,7 @@ START_TEST(test_reset_while_idle_reconnects)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 5000, 15, 5000, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	write_text(E.sb, "idle.txt", "one\n");
 	expect_read(E.sb, "idle.txt", "one\n");
 	s0 = proxy_stats();
@@ -517,11 +506,11 @@ START_TEST(test_reset_while_idle_reconnects)
 	write_text(E.sb, "idle.txt", "two\n");
 	ck_assert_int_eq(fx_proxy_cut(&E.px), 0);
 	rc = asp_stat(&st, E.sb, "idle.txt", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_stat");
 	ck_assert_uint_eq(st.size, 4);
 	ck_assert_int_eq(fx_proxy_cut(&E.px), 0);
 	rc = asp_rename(E.sb, "idle.txt", "idle2.txt", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_rename");
 	expect_read(E.sb, "idle2.txt", "two\n");
 
 	s1 = proxy_stats();
@@ -545,9 +534,9 @@ START_TEST(test_idle_longer_than_io_timeout_is_not_silence)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 1000, 15, 5000, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	rc = asp_mkdir(E.sb, "a", 0755, 0, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_mkdir");
 	s0 = proxy_stats();
 	fx_sleep_ms(1600);
 	/* Not idempotent: a failure here would not be hidden by a retry. */
@@ -573,18 +562,18 @@ START_TEST(test_recursive_remove_does_not_wait_for_io_timeout)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 10000, 15, 5000, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	rc = asp_mkdir(E.sb, "t/u/v", 0755, ASP_MKDIR_PARENTS, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_mkdir");
 	write_text(E.sb, "t/u/v/f.txt", "x\n");
 	t0 = fx_now_ms();
 	rc = asp_remove(E.sb, "t", ASP_REMOVE_RECURSIVE, NULL, &err);
 	dt = fx_now_ms() - t0;
 	fprintf(stderr, "faults: recursive remove -> %s after %lld ms\n", asp_error_name(rc), dt);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_remove");
 	ck_assert_msg(dt < 5000, "recursive remove took %lld ms (io_timeout_ms is 10000)", dt);
 	rc = asp_mkdir(E.sb, "t", 0755, 0, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_mkdir");
 }
 END_TEST
 
@@ -637,7 +626,7 @@ START_TEST(test_cut_mid_atomic_write)
 
 	env_start(NULL);
 	rc = env_open(&E.sb, 10000, 15, 5000, 0, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "env_open");
 	snprintf(path, sizeof(path), "%s/big.bin", E.fx.workspace);
 	memset(&w, 0, sizeof(w));
 	w.path = path;
@@ -645,7 +634,7 @@ START_TEST(test_cut_mid_atomic_write)
 	sha256_hex(big, BIG_LEN, w.new_sha);
 
 	rc = asp_write(E.sb, "big.bin", old, 1u << 20, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_write");
 	text = fx_read_file(path, &len);
 	ck_assert(text != NULL);
 	sha256_hex(text, len, sha);
@@ -692,7 +681,7 @@ START_TEST(test_cut_mid_atomic_write)
 
 	/* And the big write itself goes through, replacing the target whole. */
 	rc = asp_write(E.sb, "big.bin", big, BIG_LEN, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_write");
 	text = fx_read_file(path, &len);
 	ck_assert(text != NULL);
 	ck_assert_uint_eq(len, BIG_LEN);
@@ -752,30 +741,30 @@ START_TEST(test_netns_everything_works_without_egress)
 	if (ns_skip)
 		return;
 	rc = ns_open(&sb, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "ns_open");
 
 	wo.mkdirs = 1;
 	rc = asp_write(sb, "dir/a.txt", "hello\n", 6, &wo, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_write");
 	expect_read(sb, "dir/a.txt", "hello\n");
 	rc = asp_stat(&st, sb, "dir/a.txt", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_stat");
 	ck_assert_uint_eq(st.size, 6);
 	ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
 	rc = asp_mkdir(sb, "d2", 0755, 0, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_mkdir");
 	rc = asp_mkdir(sb, "t/u/v", 0755, ASP_MKDIR_PARENTS, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_mkdir");
 	write_text(sb, "t/u/v/f.txt", "deep\n");
 	rc = asp_list_dir(&l, sb, ".", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_list_dir");
 	ck_assert_uint_eq(asp_list_count(l), 3);
 	ck_assert_str_eq(asp_list_name(l, 0), "d2");
 	ck_assert_str_eq(asp_list_name(l, 1), "dir");
 	ck_assert_str_eq(asp_list_name(l, 2), "t");
 	asp_list_free(l);
 	rc = asp_rename(sb, "dir/a.txt", "d2/b.txt", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_rename");
 	ck_assert_int_eq(asp_stat(&st, sb, "dir/a.txt", NULL, &err), ASP_ENOENT);
 	expect_read(sb, "d2/b.txt", "hello\n");
 	expect_exec(sb, "cat d2/b.txt && id -un", "hello\nasp-test\n");
@@ -787,15 +776,15 @@ START_TEST(test_netns_everything_works_without_egress)
 	expect_exec(sb, "readlink /proc/self/ns/net", want);
 
 	rc = asp_remove(sb, "d2/b.txt", 0, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_remove");
 	rc = asp_remove(sb, "d2", 0, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_remove");
 	rc = asp_remove(sb, "t", ASP_REMOVE_RECURSIVE, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_remove");
 	rc = asp_remove(sb, "dir", 0, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_remove");
 	rc = asp_list_dir(&l, sb, ".", NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_list_dir");
 	ck_assert_uint_eq(asp_list_count(l), 0);
 	asp_list_free(l);
 
@@ -870,7 +859,7 @@ static int sandbox_probe(asp_sandbox *sb, int port)
 
 	snprintf(cmd, sizeof(cmd), "timeout 3 bash -c 'echo hi > /dev/tcp/%s/%d'", NS.host_addr, port);
 	rc = asp_exec(&r, sb, cmd, NULL, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "asp_exec");
 	code = asp_exec_result_exit_code(r);
 	e = asp_exec_result_output(r, ASP_STDERR, &len);
 	fprintf(stderr, "faults: sandbox probe to %s:%d -> exit %d %.*s", NS.host_addr, port, code,
@@ -890,7 +879,7 @@ START_TEST(test_netns_egress_is_blocked)
 	if (ns_skip)
 		return;
 	rc = ns_open(&sb, &err);
-	ASSERT_OK(rc, err);
+	ASSERT_OK(rc, err, "ns_open");
 	lfd = host_listener(&port);
 
 	/* Blocked: the probe fails and nothing reaches our listener. */

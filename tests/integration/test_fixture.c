@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "fixture/fixture.h"
+#include "helpers.h"
 
 #define SSH_OPTS                                                                       \
 	"-F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o ConnectTimeout=5 "     \
@@ -76,33 +77,6 @@ static int wait_exit(pid_t pid, long ms)
 		fx_sleep_ms(10);
 	}
 	return -1;
-}
-
-/* The process exists and is not a zombie. */
-static int pid_alive(pid_t pid)
-{
-	char path[64], *stat;
-	const char *paren;
-	int alive;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	stat = fx_read_file(path, NULL);
-	if (!stat)
-		return 0;
-	paren = strrchr(stat, ')');
-	alive = paren && paren[2] != 'Z' && paren[2] != 'X';
-	free(stat);
-	return alive;
-}
-
-static int wait_gone(pid_t pid, long ms)
-{
-	for (long waited = 0; waited <= ms; waited += 10) {
-		if (!pid_alive(pid))
-			return 1;
-		fx_sleep_ms(10);
-	}
-	return 0;
 }
 
 /* Wait for a file to appear and read the number in it. */

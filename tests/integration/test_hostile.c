@@ -26,6 +26,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 
 #define GiB (1024ull * 1024ull * 1024ull)
 
@@ -44,19 +45,6 @@ static void hostile_teardown(void)
 
 /* ---------------------------------------------------------------- helpers */
 
-static asp_sandbox *sb_open(void)
-{
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-	asp_sandbox *sb = NULL;
-	asp_error e = { 0 };
-	int rc;
-
-	o.config_path = fx.config;
-	rc = asp_open(&sb, &o, &e);
-	ck_assert_msg(rc == ASP_OK, "asp_open: %s: %s", asp_error_name(rc), e.message);
-	return sb;
-}
-
 /* A printable rendering of bytes for failure messages. */
 static const char *show(const void *data, size_t len)
 {
@@ -73,7 +61,7 @@ static const char *show(const void *data, size_t len)
 	return b;
 }
 
-static void put(asp_sandbox *sb, const char *path, const void *data, size_t len)
+static void put_shown(asp_sandbox *sb, const char *path, const void *data, size_t len)
 {
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 	asp_error e = { 0 };
@@ -120,7 +108,7 @@ static void expect_range(asp_sandbox *sb, const char *path, uint64_t offset, uin
 	asp_free(d);
 }
 
-static asp_exec_result *run(asp_sandbox *sb, const char *cmd, const asp_exec_options *o)
+static asp_exec_result *run_shown(asp_sandbox *sb, const char *cmd, const asp_exec_options *o)
 {
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
@@ -132,10 +120,10 @@ static asp_exec_result *run(asp_sandbox *sb, const char *cmd, const asp_exec_opt
 }
 
 /* Run cmd; expect exit 0 and exactly `want` on stdout. */
-static void expect_stdout(asp_sandbox *sb, const char *cmd, const asp_exec_options *o,
+static void expect_stdout_shown(asp_sandbox *sb, const char *cmd, const asp_exec_options *o,
 			  const void *want, size_t wlen)
 {
-	asp_exec_result *r = run(sb, cmd, o);
+	asp_exec_result *r = run_shown(sb, cmd, o);
 	size_t n = 0, en = 0;
 	const unsigned char *out = asp_exec_result_output(r, ASP_STDOUT, &n);
 	const unsigned char *err = asp_exec_result_output(r, ASP_STDERR, &en);
@@ -146,7 +134,7 @@ static void expect_stdout(asp_sandbox *sb, const char *cmd, const asp_exec_optio
 	asp_exec_result_free(r);
 }
 
-static int local_exists(const char *rel)
+static int ws_exists(const char *rel)
 {
 	char path[PATH_MAX];
 	struct stat st;
@@ -172,7 +160,7 @@ static void expect_err(int line, int rc, const asp_error *e, int want, const cha
 /* Every byte 1..255 in an env value, alone and between other text, arrives exactly. */
 START_TEST(test_exec_env_value_every_byte)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 
 	for (int b = 1; b < 256; b++) {
@@ -182,9 +170,9 @@ START_TEST(test_exec_env_value_every_byte)
 
 		snprintf(entry, sizeof(entry), "ASP_V=%s", want);
 		o.env = env;
-		expect_stdout(sb, "printf '%s' \"$ASP_V\"", &o, want, (size_t)wl);
+		expect_stdout_shown(sb, "printf '%s' \"$ASP_V\"", &o, want, (size_t)wl);
 	}
-	ck_assert(!local_exists("pwned"));
+	ck_assert(!ws_exists("pwned"));
 	asp_close(sb);
 }
 END_TEST
@@ -192,7 +180,7 @@ END_TEST
 /* Every byte that cannot be in a variable name makes the name invalid: EINVAL, nothing runs. */
 START_TEST(test_exec_env_name_every_byte)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 
 	for (int b = 1; b < 256; b++) {
@@ -241,7 +229,7 @@ static void sq(char *out, const unsigned char *s, size_t n)
 /* Every byte 1..255 in the command text reaches the shell unchanged. */
 START_TEST(test_exec_command_every_byte)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 
 	for (int b = 1; b < 256; b++) {
 		unsigned char word[3] = { 'a', (unsigned char)b, 'z' };
@@ -250,11 +238,11 @@ START_TEST(test_exec_command_every_byte)
 		/* As a quoted word. */
 		sq(q, word, 3);
 		snprintf(cmd, sizeof(cmd), "printf '%%s' %s", q);
-		expect_stdout(sb, cmd, NULL, word, 3);
+		expect_stdout_shown(sb, cmd, NULL, word, 3);
 		/* Raw, in a here-document with a quoted delimiter (no expansion at all). */
 		snprintf(cmd, sizeof(cmd), "cat <<'ASP_EOF'\nA%cZ\nASP_EOF", b);
 		snprintf(want, sizeof(want), "A%cZ\n", b);
-		expect_stdout(sb, cmd, NULL, want, 4);
+		expect_stdout_shown(sb, cmd, NULL, want, 4);
 	}
 	asp_close(sb);
 }
@@ -263,26 +251,26 @@ END_TEST
 /* Output with NUL bytes, and a command named like an option, pass through. */
 START_TEST(test_exec_output_nul_and_dash_command)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_result *r;
 	const unsigned char *d;
 	size_t n;
 
-	expect_stdout(sb, "printf 'a\\000b\\000'", NULL, "a\0b\0", 4);
-	r = run(sb, "printf '\\000x' >&2", NULL);
+	expect_stdout_shown(sb, "printf 'a\\000b\\000'", NULL, "a\0b\0", 4);
+	r = run_shown(sb, "printf '\\000x' >&2", NULL);
 	d = asp_exec_result_output(r, ASP_STDERR, &n);
 	ck_assert_msg(n == 2 && d[0] == 0 && d[1] == 'x', "stderr [%s]", show(d, n));
 	asp_exec_result_free(r);
 
-	put(sb, "dashcmd/sentinel", "keep", 4);
+	put_shown(sb, "dashcmd/sentinel", "keep", 4);
 	{
 		asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 		o.cwd = "dashcmd";
-		r = run(sb, "-rf *", &o); /* a command named "-rf": not found, nothing removed */
+		r = run_shown(sb, "-rf *", &o); /* a command named "-rf": not found, nothing removed */
 		ck_assert_int_eq(asp_exec_result_exit_code(r), 127);
 		asp_exec_result_free(r);
 	}
-	ck_assert(local_exists("dashcmd/sentinel"));
+	ck_assert(ws_exists("dashcmd/sentinel"));
 	asp_close(sb);
 }
 END_TEST
@@ -294,17 +282,17 @@ static const char *const dash_names[] = { "-rf", "--help", "-", "--", "-n", "-e"
 
 START_TEST(test_leading_dash_names)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	asp_stat_info st;
 	asp_error e = { 0 };
 	asp_list *l = NULL;
 	char path[256], moved[256];
 
-	put(sb, "dash/sentinel", "keep", 4);
+	put_shown(sb, "dash/sentinel", "keep", 4);
 	for (size_t i = 0; i < N_DASH; i++) {
 		snprintf(path, sizeof(path), "dash/%s", dash_names[i]);
-		put(sb, path, dash_names[i], strlen(dash_names[i]));
+		put_shown(sb, path, dash_names[i], strlen(dash_names[i]));
 		expect_content(sb, path, dash_names[i], strlen(dash_names[i]));
 		ck_assert_int_eq(asp_stat(&st, sb, path, NULL, &e), ASP_OK);
 		ck_assert_uint_eq(st.size, strlen(dash_names[i]));
@@ -320,7 +308,7 @@ START_TEST(test_leading_dash_names)
 		const char *env[] = { entry, NULL };
 		snprintf(entry, sizeof(entry), "F=%s", dash_names[i]);
 		o.env = env;
-		expect_stdout(sb, "cat < \"$F\"", &o, dash_names[i], strlen(dash_names[i]));
+		expect_stdout_shown(sb, "cat < \"$F\"", &o, dash_names[i], strlen(dash_names[i]));
 	}
 
 	/* Rename and remove each; the directory and its sentinel survive. */
@@ -330,16 +318,16 @@ START_TEST(test_leading_dash_names)
 		ck_assert_msg(asp_rename(sb, path, moved, NULL, &e) == ASP_OK, "rename %s: %s", path, e.message);
 		ck_assert_msg(asp_remove(sb, moved, 0, NULL, &e) == ASP_OK, "remove %s: %s", moved, e.message);
 	}
-	ck_assert(local_exists("dash/sentinel"));
+	ck_assert(ws_exists("dash/sentinel"));
 
 	/* Directories named like rm's options, removed recursively: only they go. */
-	put(sb, "dash/-rf/inner/file", "x", 1);
-	put(sb, "dash/--no-preserve-root/file", "x", 1);
+	put_shown(sb, "dash/-rf/inner/file", "x", 1);
+	put_shown(sb, "dash/--no-preserve-root/file", "x", 1);
 	ck_assert_int_eq(asp_remove(sb, "dash/-rf", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
 	ck_assert_int_eq(asp_remove(sb, "dash/--no-preserve-root", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
-	ck_assert(!local_exists("dash/-rf"));
-	ck_assert(!local_exists("dash/--no-preserve-root"));
-	ck_assert(local_exists("dash/sentinel"));
+	ck_assert(!ws_exists("dash/-rf"));
+	ck_assert(!ws_exists("dash/--no-preserve-root"));
+	ck_assert(ws_exists("dash/sentinel"));
 	asp_close(sb);
 }
 END_TEST
@@ -348,7 +336,7 @@ END_TEST
 START_TEST(test_exec_cwd_leading_dash)
 {
 	static const char *const cwds[] = { "-x", "--help", "-", "-P", "-L" };
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	asp_error e = { 0 };
 
@@ -358,7 +346,7 @@ START_TEST(test_exec_cwd_leading_dash)
 		ck_assert_int_eq(asp_mkdir(sb, dir, 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 		snprintf(want, sizeof(want), "%s/%s\n", fx.workspace, dir);
 		o.cwd = dir;
-		expect_stdout(sb, "pwd", &o, want, strlen(want));
+		expect_stdout_shown(sb, "pwd", &o, want, strlen(want));
 	}
 	/* A bare relative "-x" too. */
 	ck_assert_int_eq(asp_mkdir(sb, "-x", 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
@@ -366,7 +354,7 @@ START_TEST(test_exec_cwd_leading_dash)
 	{
 		char want[PATH_MAX];
 		snprintf(want, sizeof(want), "%s/-x\n", fx.workspace);
-		expect_stdout(sb, "pwd", &o, want, strlen(want));
+		expect_stdout_shown(sb, "pwd", &o, want, strlen(want));
 	}
 	asp_close(sb);
 }
@@ -382,7 +370,7 @@ START_TEST(test_names_every_byte)
 		"~", "~root", "\xc0\xaf", "\xed\xa0\x80", "\xe2\x82", "\x80", "\xff\xfe", "caf\xc3\xa9",
 		"a\nb\nc", "end\n", ".hidden", "...", "-", "semi;colon", "a|b", "a&b", "<x>", "#hash",
 	};
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_error e = { 0 };
 	asp_list *l = NULL;
 	char path[64];
@@ -393,7 +381,7 @@ START_TEST(test_names_every_byte)
 		if (b == '/')
 			continue;
 		snprintf(path, sizeof(path), "bytes/n%cn", b);
-		put(sb, path, path, strlen(path));
+		put_shown(sb, path, path, strlen(path));
 	}
 	ck_assert_int_eq(asp_list_dir(&l, sb, "bytes", NULL, &e), ASP_OK);
 	ck_assert_uint_eq(asp_list_count(l), 254);
@@ -414,7 +402,7 @@ START_TEST(test_names_every_byte)
 
 	for (i = 0; i < n_awk; i++) {
 		snprintf(path, sizeof(path), "awk/%s", awkward[i]);
-		put(sb, path, awkward[i], strlen(awkward[i]));
+		put_shown(sb, path, awkward[i], strlen(awkward[i]));
 		expect_content(sb, path, awkward[i], strlen(awkward[i]));
 	}
 	ck_assert_int_eq(asp_list_dir(&l, sb, "awk", NULL, &e), ASP_OK);
@@ -429,13 +417,13 @@ START_TEST(test_names_every_byte)
 			const char *env[] = { entry, NULL };
 			snprintf(entry, sizeof(entry), "F=%s", awkward[i]);
 			o.env = env;
-			expect_stdout(sb, "cat < \"$F\"", &o, awkward[i], strlen(awkward[i]));
+			expect_stdout_shown(sb, "cat < \"$F\"", &o, awkward[i], strlen(awkward[i]));
 		}
 	}
 	ck_assert_int_eq(asp_remove(sb, "bytes", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
 	ck_assert_int_eq(asp_remove(sb, "awk", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
-	ck_assert(!local_exists("bytes") && !local_exists("awk"));
-	ck_assert(!local_exists("pwned"));
+	ck_assert(!ws_exists("bytes") && !ws_exists("awk"));
+	ck_assert(!ws_exists("pwned"));
 	asp_close(sb);
 }
 END_TEST
@@ -480,7 +468,7 @@ static char *nested_path(size_t total, size_t comp)
 /* A 300-byte name is more than any Linux file system allows: a clear EINVAL everywhere. */
 START_TEST(test_name_too_long)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 	asp_exec_options xo = ASP_EXEC_OPTIONS_INIT;
 	asp_exec_result *r = NULL;
@@ -515,11 +503,11 @@ START_TEST(test_name_too_long)
 	xo.cwd = path;
 	rc = asp_exec(&r, sb, "touch cwd-too-long-ran", &xo, &e);
 	EXPECT_ERR(rc, e, ASP_ENOENT, "too long");
-	ck_assert(!local_exists("cwd-too-long-ran"));
+	ck_assert(!ws_exists("cwd-too-long-ran"));
 
 	/* 255 bytes is the limit, and works. */
 	snprintf(path, sizeof(path), "long/%s", ok);
-	put(sb, path, "ok", 2);
+	put_shown(sb, path, "ok", 2);
 	expect_content(sb, path, "ok", 2);
 	ck_assert_int_eq(asp_remove(sb, path, 0, NULL, &e), ASP_OK);
 	free(name);
@@ -531,7 +519,7 @@ END_TEST
 /* A 4000-byte path of nested directories works end to end. */
 START_TEST(test_path_4000_bytes)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_options xo = ASP_EXEC_OPTIONS_INIT;
 	asp_stat_info st;
 	asp_error e = { 0 };
@@ -542,7 +530,7 @@ START_TEST(test_path_4000_bytes)
 	ck_assert_int_gt(asprintf(&path, "deep/%s", rel), 0);
 	plen = strlen(fx.workspace) + 1 + strlen(path);
 	ck_assert_uint_eq(plen, 4000);
-	put(sb, path, "deep content", 12);
+	put_shown(sb, path, "deep content", 12);
 	expect_content(sb, path, "deep content", 12);
 	ck_assert_int_eq(asp_stat(&st, sb, path, NULL, &e), ASP_OK);
 	ck_assert_uint_eq(st.size, 12);
@@ -553,9 +541,9 @@ START_TEST(test_path_4000_bytes)
 	asp_list_free(l);
 	/* The shell can go there too. */
 	xo.cwd = dir;
-	expect_stdout(sb, "cat ./*", &xo, "deep content", 12);
+	expect_stdout_shown(sb, "cat ./*", &xo, "deep content", 12);
 	ck_assert_int_eq(asp_remove(sb, "deep", ASP_REMOVE_RECURSIVE, NULL, &e), ASP_OK);
-	ck_assert(!local_exists("deep"));
+	ck_assert(!ws_exists("deep"));
 	free(rel);
 	free(path);
 	free(dir);
@@ -567,7 +555,7 @@ END_TEST
 START_TEST(test_path_longer_than_path_max)
 {
 	static const size_t sizes[] = { 5000, 64 * 1024, 300 * 1024 };
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 
 	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
 		char *path = nested_path(sizes[i], 200);
@@ -595,8 +583,8 @@ START_TEST(test_path_longer_than_path_max)
 		free(path);
 	}
 	/* The handle still works, and nothing was created. */
-	expect_stdout(sb, "echo fine", NULL, "fine\n", 5);
-	ck_assert(!local_exists("dddd"));
+	expect_stdout_shown(sb, "echo fine", NULL, "fine\n", 5);
+	ck_assert(!ws_exists("dddd"));
 	asp_close(sb);
 }
 END_TEST
@@ -608,7 +596,7 @@ END_TEST
  */
 START_TEST(test_exec_long_command)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
@@ -621,7 +609,7 @@ START_TEST(test_exec_long_command)
 	n = (size_t)sprintf(cmd, "printf '%%s' '");
 	memset(cmd + n, 'c', 30000);
 	strcpy(cmd + n + 30000, "' | wc -c");
-	expect_stdout(sb, cmd, NULL, "30000\n", 6);
+	expect_stdout_shown(sb, cmd, NULL, "30000\n", 6);
 
 	/* 40000 bytes: ASP_EINVAL, and the handle keeps working. */
 	memset(cmd + n, 'c', 40000);
@@ -629,7 +617,7 @@ START_TEST(test_exec_long_command)
 	rc = asp_exec(&r, sb, cmd, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "stdin_data");
 	ck_assert_ptr_null(r);
-	ck_assert(!local_exists("long-cmd-ran"));
+	ck_assert(!ws_exists("long-cmd-ran"));
 
 	/* The same through an env value. */
 	ck_assert_int_gt(asprintf(&env_entry, "BIG=%s", val), 0);
@@ -638,13 +626,13 @@ START_TEST(test_exec_long_command)
 	o.env = env;
 	rc = asp_exec(&r, sb, "touch long-env-ran", &o, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "stdin_data");
-	ck_assert(!local_exists("long-env-ran"));
+	ck_assert(!ws_exists("long-env-ran"));
 
 	/* Long text goes through stdin instead. */
 	o.env = NULL;
 	o.stdin_data = (const unsigned char *)val;
 	o.stdin_len = 40000;
-	expect_stdout(sb, "wc -c", &o, "40000\n", 6);
+	expect_stdout_shown(sb, "wc -c", &o, "40000\n", 6);
 	free(env_entry);
 	free(val);
 	free(cmd);
@@ -656,20 +644,20 @@ END_TEST
 
 START_TEST(test_zero_byte_files)
 {
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 	asp_stat_info st;
 	asp_error e = { 0 };
 	asp_list *l = NULL;
 
-	put(sb, "empty/a", NULL, 0);
-	put(sb, "empty/b", "", 0);
+	put_shown(sb, "empty/a", NULL, 0);
+	put_shown(sb, "empty/b", "", 0);
 	wo.in_place = 1;
 	ck_assert_int_eq(asp_write(sb, "empty/c", NULL, 0, &wo, &e), ASP_OK);
 	/* Shrinking a file to nothing, both ways. */
-	put(sb, "empty/d", "not yet empty", 13);
-	put(sb, "empty/d", NULL, 0);
-	put(sb, "empty/e", "not yet empty", 13);
+	put_shown(sb, "empty/d", "not yet empty", 13);
+	put_shown(sb, "empty/d", NULL, 0);
+	put_shown(sb, "empty/e", "not yet empty", 13);
 	ck_assert_int_eq(asp_write(sb, "empty/e", "", 0, &wo, &e), ASP_OK);
 	for (const char *p = "abcde"; *p; p++) {
 		char path[16];
@@ -688,7 +676,7 @@ START_TEST(test_zero_byte_files)
 		ck_assert_uint_eq(st.size, 0);
 	}
 	asp_list_free(l);
-	expect_stdout(sb, "cat empty/a empty/b empty/c empty/d empty/e | wc -c", NULL, "0\n", 2);
+	expect_stdout_shown(sb, "cat empty/a empty/b empty/c empty/d empty/e | wc -c", NULL, "0\n", 2);
 	asp_close(sb);
 }
 END_TEST
@@ -697,9 +685,9 @@ END_TEST
 START_TEST(test_read_extreme_offsets)
 {
 	const uint64_t i63 = (uint64_t)INT64_MAX, u64 = UINT64_MAX;
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 
-	put(sb, "edge/ten", "0123456789", 10);
+	put_shown(sb, "edge/ten", "0123456789", 10);
 	expect_range(sb, "edge/ten", i63 - 5, 10, "", 0);
 	expect_range(sb, "edge/ten", i63, u64 - 1, "", 0);
 	expect_range(sb, "edge/ten", i63 + 1, 1, "", 0);
@@ -724,14 +712,14 @@ START_TEST(test_sparse_5gib)
 {
 	const uint64_t size = 5 * GiB;
 	static unsigned char zeros[16];
-	asp_sandbox *sb = sb_open();
+	asp_sandbox *sb = sb_open(fx.config);
 	asp_stat_info st;
 	asp_error e = { 0 };
 	asp_list *l = NULL;
 	asp_exec_result *r;
 
 	ck_assert_int_eq(asp_mkdir(sb, "sparse", 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
-	r = run(sb, "truncate -s 5G sparse/big && printf 0123456789 | "
+	r = run_shown(sb, "truncate -s 5G sparse/big && printf 0123456789 | "
 		    "dd of=sparse/big bs=1 seek=$((5*1024*1024*1024-10)) conv=notrunc status=none && "
 		    "printf ab | dd of=sparse/big bs=1 seek=$((4*1024*1024*1024-1)) conv=notrunc status=none",
 		NULL);

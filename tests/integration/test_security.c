@@ -36,6 +36,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 
 static fx_sshd fx;
 static char tmp[256];
@@ -454,30 +455,6 @@ START_TEST(test_wrapper_not_run_is_eproto)
 END_TEST
 
 /* -------------------------------------------------------------- documented limits */
-
-/* A local process (the fixture's sandbox is this machine) exists and is not a zombie. */
-static int pid_alive(int pid)
-{
-	char path[64], *stat;
-	const char *paren;
-	int alive;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	if (!(stat = fx_read_file(path, NULL)))
-		return 0;
-	paren = strrchr(stat, ')');
-	alive = paren && paren[2] != 'Z' && paren[2] != 'X';
-	free(stat);
-	return alive;
-}
-
-static int wait_gone(int pid, long ms)
-{
-	for (long long end = fx_now_ms() + ms; fx_now_ms() < end; fx_sleep_ms(10))
-		if (!pid_alive(pid))
-			return 1;
-	return !pid_alive(pid);
-}
 
 /* Reads "pids A B C\n" from stdout and sees each of them alive as it comes. */
 typedef struct pids_seen {

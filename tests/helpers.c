@@ -1,0 +1,352 @@
+/*
+ * helpers.c - the shared test helpers declared in helpers.h.
+ */
+#include "helpers.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture/fixture.h"
+
+
+/* rc and err.code are `want`, and the message mentions `needle` (when not NULL). */
+void check_err(int line, int rc, const asp_error *e, int want, const char *needle)
+{
+	ck_assert_msg(rc == want, "line %d: expected %s, got %s (message: %s)", line,
+		      asp_error_name(want), asp_error_name(rc), e->message);
+	ck_assert_msg(e->code == want, "line %d: err.code is %s, expected %s", line,
+		      asp_error_name(e->code), asp_error_name(want));
+	ck_assert_msg(e->message[0] != '\0', "line %d: empty error message", line);
+	if (needle)
+		ck_assert_msg(strstr(e->message, needle) != NULL,
+			      "line %d: message \"%s\" does not mention \"%s\"", line, e->message,
+			      needle);
+}
+
+asp_sandbox *sb_open(const char *config)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	int rc;
+
+	o.config_path = config;
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", config, asp_error_name(rc), e.message);
+	ck_assert_ptr_nonnull(sb);
+	return sb;
+}
+
+const char *ws_path(const char *workspace, const char *rel)
+{
+	static char bufs[8][PATH_MAX];
+	static unsigned int next;
+	char *b = bufs[next++ % 8];
+	int n = snprintf(b, PATH_MAX, "%s/%s", workspace, rel);
+
+	ck_assert(n > 0 && n < PATH_MAX);
+	return b;
+}
+
+int local_exists(const char *path)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0;
+}
+
+struct stat local_lstat(const char *path)
+{
+	struct stat st;
+
+	ck_assert_msg(lstat(path, &st) == 0, "lstat %s failed", path);
+	return st;
+}
+
+/* Exact byte comparison that reports where the first difference is. */
+void assert_bytes(const char *what, const void *got, size_t glen, const void *want,
+			 size_t wlen)
+{
+	const unsigned char *g = got, *w = want;
+	size_t i, n = glen < wlen ? glen : wlen;
+
+	for (i = 0; i < n && g[i] == w[i]; i++)
+		;
+	if (i == n && glen == wlen)
+		return;
+	ck_abort_msg("%s: %zu bytes, expected %zu; first difference at offset %zu "
+		     "(got 0x%02x, want 0x%02x)",
+		     what, glen, wlen, i, i < glen ? g[i] : 0, i < wlen ? w[i] : 0);
+}
+
+void sha256_hex(const void *data, size_t len, char out[65])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int mdlen = 0, i;
+
+	ck_assert_int_eq(EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL), 1);
+	ck_assert_uint_eq(mdlen, 32);
+	for (i = 0; i < mdlen; i++)
+		snprintf(out + 2 * i, 3, "%02x", md[i]);
+	out[64] = '\0';
+}
+
+/* Deterministic pseudo-random bytes (xorshift64). */
+unsigned char *random_bytes(size_t len, uint64_t seed)
+{
+	unsigned char *p = malloc(len ? len : 1);
+	uint64_t x = seed | 1;
+	size_t i;
+
+	ck_assert_ptr_nonnull(p);
+	for (i = 0; i < len; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		p[i] = (unsigned char)(x >> 24);
+	}
+	return p;
+}
+
+/* `reps` copies of the bytes 0x00..0xff. */
+unsigned char *all_bytes(size_t reps, size_t *len)
+{
+	unsigned char *p = malloc(256 * reps);
+	size_t i;
+
+	ck_assert_ptr_nonnull(p);
+	for (i = 0; i < 256 * reps; i++)
+		p[i] = (unsigned char)i;
+	*len = 256 * reps;
+	return p;
+}
+
+/* -------------------------------------------------- sandbox operations */
+
+void put_opts(asp_sandbox *sb, const char *path, const void *data, size_t len,
+		     const asp_write_options *o)
+{
+	asp_error e = { 0 };
+	int rc = asp_write(sb, path, data, len, o, &e);
+
+	ck_assert_msg(rc == ASP_OK, "write %s: %s: %s", path, asp_error_name(rc), e.message);
+}
+
+void put(asp_sandbox *sb, const char *path, const char *text)
+{
+	put_opts(sb, path, text, strlen(text), NULL);
+}
+
+/* Read the whole file; checks the documented NUL terminator too. */
+unsigned char *get(asp_sandbox *sb, const char *path, size_t *len)
+{
+	unsigned char *buf = NULL;
+	asp_error e = { 0 };
+	int rc = asp_read(&buf, len, sb, path, 0, ASP_READ_ALL, NULL, &e);
+
+	ck_assert_msg(rc == ASP_OK, "read %s: %s: %s", path, asp_error_name(rc), e.message);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_msg(buf[*len] == '\0', "read %s: buffer is not NUL-terminated", path);
+	return buf;
+}
+
+void assert_content(asp_sandbox *sb, const char *path, const void *want, size_t wlen)
+{
+	size_t len;
+	unsigned char *buf = get(sb, path, &len);
+
+	assert_bytes(path, buf, len, want, wlen);
+	asp_free(buf);
+}
+
+void assert_local_content(const char *local, const void *want, size_t wlen)
+{
+	size_t len;
+	char *buf = fx_read_file(local, &len);
+
+	ck_assert_msg(buf != NULL, "cannot read %s locally", local);
+	assert_bytes(local, buf, len, want, wlen);
+	free(buf);
+}
+
+asp_stat_info stat_ok(asp_sandbox *sb, const char *path)
+{
+	asp_stat_info st;
+	asp_error e = { 0 };
+	int rc;
+
+	memset(&st, 0xa5, sizeof(st));
+	rc = asp_stat(&st, sb, path, NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "stat %s: %s: %s", path, asp_error_name(rc), e.message);
+	return st;
+}
+
+void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int parents)
+{
+	asp_error e = { 0 };
+	int rc = asp_mkdir(sb, path, mode, parents ? ASP_MKDIR_PARENTS : 0, NULL, &e);
+
+	ck_assert_msg(rc == ASP_OK, "mkdir %s: %s: %s", path, asp_error_name(rc), e.message);
+}
+
+void remove_ok(asp_sandbox *sb, const char *path, int recursive)
+{
+	asp_error e = { 0 };
+	int rc = asp_remove(sb, path, recursive ? ASP_REMOVE_RECURSIVE : 0, NULL, &e);
+
+	ck_assert_msg(rc == ASP_OK, "remove %s: %s: %s", path, asp_error_name(rc), e.message);
+}
+
+void rename_ok(asp_sandbox *sb, const char *from, const char *to)
+{
+	asp_error e = { 0 };
+	int rc = asp_rename(sb, from, to, NULL, &e);
+
+	ck_assert_msg(rc == ASP_OK, "rename %s: %s: %s", from, asp_error_name(rc), e.message);
+}
+
+/* asp_stat says ENOENT, naming the path (control bytes, '\\' and, in these names, bytes >= 0x80 (not UTF-8) escaped as \\xNN). */
+void assert_missing(asp_sandbox *sb, const char *path)
+{
+	asp_stat_info st;
+	asp_error e = { 0 };
+	char shown[1024];
+	size_t o = 0;
+	int rc = asp_stat(&st, sb, path, NULL, &e);
+
+	for (const unsigned char *p = (const unsigned char *)path; *p && o + 5 < sizeof(shown); p++)
+		o += (size_t)snprintf(shown + o, sizeof(shown) - o,
+				      *p < 0x20 || *p >= 0x7f || *p == '\\' ? "\\x%02x" : "%c", *p);
+	shown[o] = '\0';
+	ASSERT_ERR(rc, e, ASP_ENOENT, shown);
+}
+
+asp_exec_result *run_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options *o)
+{
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	int rc = asp_exec(&r, sb, cmd, o, &e);
+
+	ck_assert_msg(rc == ASP_OK, "exec `%s`: %s: %s", cmd, asp_error_name(rc), e.message);
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+asp_exec_result *run(asp_sandbox *sb, const char *cmd)
+{
+	return run_opts(sb, cmd, NULL);
+}
+
+void assert_stream(const asp_exec_result *r, asp_stream stream, const void *want, size_t wlen)
+{
+	size_t len = 0;
+	const unsigned char *d = asp_exec_result_output(r, stream, &len);
+
+	ck_assert_msg(d != NULL || len == 0, "output pointer is NULL with %zu bytes", len);
+	assert_bytes(stream == ASP_STDOUT ? "stdout" : "stderr", d, len, want, wlen);
+	ck_assert_uint_eq(asp_exec_result_output_total(r, stream), wlen);
+	ck_assert_int_eq(asp_exec_result_truncated(r, stream), 0);
+}
+
+void assert_exited(const asp_exec_result *r, int code)
+{
+	size_t len = 0;
+	const unsigned char *err = asp_exec_result_output(r, ASP_STDERR, &len);
+
+	ck_assert_msg(asp_exec_result_exit_code(r) == code && asp_exec_result_signal(r) == 0,
+		      "exit code %d signal %d, expected exit %d (stderr: %.*s)",
+		      asp_exec_result_exit_code(r), asp_exec_result_signal(r), code,
+		      (int)(len > 300 ? 300 : len), err ? (const char *)err : "");
+}
+
+/* Run with options; expect exit 0, exactly `want` on stdout and nothing on stderr. */
+void expect_stdout_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options *o,
+			       const void *want, size_t wlen)
+{
+	asp_exec_result *r = run_opts(sb, cmd, o);
+
+	assert_exited(r, 0);
+	assert_stream(r, ASP_STDOUT, want, wlen);
+	assert_stream(r, ASP_STDERR, "", 0);
+	asp_exec_result_free(r);
+}
+
+void expect_stdout(asp_sandbox *sb, const char *cmd, const char *want)
+{
+	expect_stdout_opts(sb, cmd, NULL, want, strlen(want));
+}
+
+/* Does the listing of `dir` contain exactly `name`? Returns its index or -1. */
+long list_find(const asp_list *l, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < asp_list_count(l); i++)
+		if (!strcmp(asp_list_name(l, i), name))
+			return (long)i;
+	return -1;
+}
+
+asp_list *list_ok(asp_sandbox *sb, const char *path)
+{
+	asp_list *l = NULL;
+	asp_error e = { 0 };
+	int rc = asp_list_dir(&l, sb, path, NULL, &e);
+
+	ck_assert_msg(rc == ASP_OK, "list %s: %s: %s", path, asp_error_name(rc), e.message);
+	ck_assert_ptr_nonnull(l);
+	return l;
+}
+
+/* No atomic-write temporary file (".asp-") is left in `dir`, checked remotely and locally. */
+void assert_no_temp_files(asp_sandbox *sb, const char *workspace, const char *dir)
+{
+	asp_list *l = list_ok(sb, dir);
+	struct dirent *de;
+	DIR *d;
+	size_t i;
+
+	for (i = 0; i < asp_list_count(l); i++)
+		ck_assert_msg(!strstr(asp_list_name(l, i), ".asp-"), "temp file left in %s: %s", dir,
+			      asp_list_name(l, i));
+	asp_list_free(l);
+	d = opendir(ws_path(workspace, dir));
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)) != NULL)
+		ck_assert_msg(!strstr(de->d_name, ".asp-"), "temp file left in %s: %s", dir, de->d_name);
+	closedir(d);
+}
+
+/* No file named prefix1..prefix4 appeared anywhere in the workspace (injection probes). */
+void assert_not_injected(const char *workspace, const char *prefix)
+{
+	ck_assert_int_eq(fx_run("[ -z \"$(find '%s' -name '%s[0-9]')\" ]", workspace, prefix), 0);
+}
+
+/* ============================================================ read/write */
+int pid_alive(pid_t pid)
+{
+	char path[64], *stat;
+	const char *paren;
+	int alive;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(stat = fx_read_file(path, NULL)))
+		return 0;
+	paren = strrchr(stat, ')');
+	alive = paren && paren[2] != 'Z' && paren[2] != 'X';
+	free(stat);
+	return alive;
+}
+
+int wait_gone(pid_t pid, long ms)
+{
+	for (long long end = fx_now_ms() + ms; fx_now_ms() < end; fx_sleep_ms(10))
+		if (!pid_alive(pid))
+			return 1;
+	return !pid_alive(pid);
+}

@@ -1,0 +1,88 @@
+/*
+ * helpers.h - assertions and sandbox helpers shared by the integration
+ * suites (tests/helpers.c; linked into build/tests/test-integration).
+ * Every helper fails the calling test through check, naming the path,
+ * command or call involved and the library's message.
+ */
+#ifndef ASP_TESTS_HELPERS_H
+#define ASP_TESTS_HELPERS_H
+
+#include <check.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "asp.h"
+
+/* rc is ASP_OK; otherwise fail naming the line, `what` (a string), the code and err.message. */
+#define ASSERT_OK(rc, err, what)                                                            \
+	ck_assert_msg((rc) == ASP_OK, "line %d: %s: expected ASP_OK, got %s: %s", __LINE__,   \
+		      (what), asp_error_name(rc), (err).message)
+
+/* rc and err.code are `want`, and the message mentions `needle` (when not NULL). */
+void check_err(int line, int rc, const asp_error *e, int want, const char *needle);
+#define ASSERT_ERR(rc, e, want, needle) check_err(__LINE__, (rc), &(e), (want), (needle))
+
+/* asp_open with only config_path set; fails the test when it does not return ASP_OK. */
+asp_sandbox *sb_open(const char *config);
+
+/* SHA-256 of data as 64 lowercase hex digits and a NUL. */
+void sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ------------------------------------------------------ local processes */
+
+/* A local process (the fixture's sandbox is this machine) exists and is not a zombie. */
+int pid_alive(pid_t pid);
+/* Waits up to ms for pid to be gone (or a zombie); 1 when it is. */
+int wait_gone(pid_t pid, long ms);
+
+/* ------------------------------------------------------ local files and bytes */
+
+/* workspace/rel in one of 8 rotating static buffers (tests are single-threaded). */
+const char *ws_path(const char *workspace, const char *rel);
+int local_exists(const char *path);
+struct stat local_lstat(const char *path);
+/* Exact byte comparison that reports where the first difference is. */
+void assert_bytes(const char *what, const void *got, size_t glen, const void *want, size_t wlen);
+/* Deterministic pseudo-random bytes (xorshift64); malloc'd. */
+unsigned char *random_bytes(size_t len, uint64_t seed);
+/* `reps` copies of the bytes 0x00..0xff; malloc'd. */
+unsigned char *all_bytes(size_t reps, size_t *len);
+void assert_local_content(const char *local, const void *want, size_t wlen);
+
+/* ------------------------------------------------------ sandbox operations that must succeed */
+
+void put_opts(asp_sandbox *sb, const char *path, const void *data, size_t len,
+	      const asp_write_options *o);
+void put(asp_sandbox *sb, const char *path, const char *text);
+/* Read the whole file; checks the documented NUL terminator too. Free with asp_free. */
+unsigned char *get(asp_sandbox *sb, const char *path, size_t *len);
+void assert_content(asp_sandbox *sb, const char *path, const void *want, size_t wlen);
+asp_stat_info stat_ok(asp_sandbox *sb, const char *path);
+void mkdir_ok(asp_sandbox *sb, const char *path, unsigned int mode, int parents);
+void remove_ok(asp_sandbox *sb, const char *path, int recursive);
+void rename_ok(asp_sandbox *sb, const char *from, const char *to);
+/* asp_stat says ENOENT, naming the path (bytes < 0x20, >= 0x7f and '\\' shown as \\xNN). */
+void assert_missing(asp_sandbox *sb, const char *path);
+/* The index of `name` in the listing, or -1. */
+long list_find(const asp_list *l, const char *name);
+asp_list *list_ok(asp_sandbox *sb, const char *path);
+/* No atomic-write temporary file (".asp-") in `dir` (relative to workspace), remotely and locally. */
+void assert_no_temp_files(asp_sandbox *sb, const char *workspace, const char *dir);
+/* No file named prefix plus one digit appeared anywhere in the workspace (injection probes). */
+void assert_not_injected(const char *workspace, const char *prefix);
+
+/* ------------------------------------------------------ exec */
+
+asp_exec_result *run_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options *o);
+asp_exec_result *run(asp_sandbox *sb, const char *cmd);
+/* The stream is exactly want, its total is wlen, and it is not truncated. */
+void assert_stream(const asp_exec_result *r, asp_stream stream, const void *want, size_t wlen);
+void assert_exited(const asp_exec_result *r, int code);
+/* Run with options; expect exit 0, exactly `want` on stdout and nothing on stderr. */
+void expect_stdout_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options *o,
+			const void *want, size_t wlen);
+void expect_stdout(asp_sandbox *sb, const char *cmd, const char *want);
+
+#endif
