@@ -350,3 +350,18 @@ int wait_gone(pid_t pid, long ms)
 			return 1;
 	return !pid_alive(pid);
 }
+
+void suite_sshd_start(fx_sshd *fx)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	int rc;
+
+	memset(fx, 0, sizeof(*fx));
+	ck_assert_msg(fx_sshd_start(fx) == 0, "the sshd fixture did not start");
+	o.config_path = fx->config;
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", fx->config, asp_error_name(rc), e.message);
+	asp_close(sb);
+}

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "asp.h"
+#include "fixture/fixture.h"
 
 /* rc is ASP_OK; otherwise fail naming the line, `what` (a string), the code and err.message. */
 #define ASSERT_OK(rc, err, what)                                                            \
@@ -26,6 +27,12 @@ void check_err(int line, int rc, const asp_error *e, int want, const char *needl
 
 /* asp_open with only config_path set; fails the test when it does not return ASP_OK. */
 asp_sandbox *sb_open(const char *config);
+
+/*
+ * A suite's unchecked fixture: start the sshd fixture into *fx and open its
+ * config once, so that a broken fixture fails early and once.
+ */
+void suite_sshd_start(fx_sshd *fx);
 
 /* SHA-256 of data as 64 lowercase hex digits and a NUL. */
 void sha256_hex(const void *data, size_t len, char out[65]);

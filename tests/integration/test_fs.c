@@ -28,18 +28,7 @@ static fx_sshd fx;
 
 static void fs_setup(void)
 {
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-	asp_sandbox *sb = NULL;
-	asp_error e = { 0 };
-	int rc;
-
-	memset(&fx, 0, sizeof(fx));
-	ck_assert_msg(fx_sshd_start(&fx) == 0, "the sshd fixture did not start");
-	/* Fail early (and once) when the fixture's config cannot be opened. */
-	o.config_path = fx.config;
-	rc = asp_open(&sb, &o, &e);
-	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", fx.config, asp_error_name(rc), e.message);
-	asp_close(sb);
+	suite_sshd_start(&fx);
 }
 
 static void fs_teardown(void)
