@@ -337,7 +337,9 @@ ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int ver
  * Write `len` bytes to `path`, creating or replacing it. Binary-safe.
  * Errors: ASP_ENOENT (parent missing and mkdirs not set), ASP_EISDIR,
  * ASP_EACCES, ASP_ENOSPC, ASP_EINVAL, connection errors. A failed atomic
- * (not in_place) write leaves the target untouched and no temporary file behind.
+ * (not in_place) write leaves the target untouched; its temporary file is
+ * removed at once, or, when the connection died, by the handle's next call
+ * or asp_close, or by a later write into that directory once it is stale.
  */
 ASP_EXTERN(int) asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 			  const asp_write_options *opts, asp_error *err);
