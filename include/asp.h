@@ -381,7 +381,7 @@ typedef struct asp_exec_options {
 	void *userdata;
 	/* Keep at most this many bytes of each stream in the result (half from
 	 * the head, half from the tail); 0 means the handle's max_output
-	 * (asp_open_options, default 64 MiB). on_output still sees every byte. */
+	 * (asp_open_options, default 64 MiB). on_output sees the dropped bytes too. */
 	size_t max_output;
 	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
 	unsigned int kill_grace_ms;
