@@ -319,12 +319,19 @@ char *read_line(int fd, long ms)
 	return NULL;
 }
 
+/* Generous: asp-exec and its core start slowly under ASan on two busy cores. */
+#define PID_LINE_MS 30000
+
 pid_t read_pid(int fd)
 {
-	char *line = read_line(fd, 10000);
+	long long t0 = fx_now_ms();
+	char *line = read_line(fd, PID_LINE_MS);
 	pid_t pid = line ? atoi(line) : 0;
 
-	ck_assert_msg(pid > 0, "no pid line from the command");
+	ck_assert_msg(pid > 0, "no pid line from the command: %s after %lld ms",
+		      line ? "a line that is not a pid" :
+		      fx_now_ms() - t0 >= PID_LINE_MS ? "nothing came" : "its output ended",
+		      fx_now_ms() - t0);
 	free(line);
 	return pid;
 }
