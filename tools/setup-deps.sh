@@ -9,7 +9,10 @@ set -eu
 PACKAGES="build-essential pkg-config libssh2-1-dev libcjson-dev libssl-dev check
 openssh-server openssh-client python3 python3-jsonschema python3-asyncssh
 python3-paramiko nftables iproute2 valgrind procps util-linux
-podman runc ripgrep clang libclang-rt-dev"
+podman runc ripgrep clang libclang-rt-dev
+dropbear-bin tinysshd ucspi-tcp busybox dash zsh fish
+docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs
+gnuplot-nox tmux bsdutils"
 
 # The unprivileged login user of the integration tests' sshd.
 TEST_USER=asp-test
@@ -46,6 +49,9 @@ missing_packages() {
 	# Node (bindings/node, examples/node): any node >= 18 with npm will do;
 	# take Debian's only when the machine has none.
 	command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || printf 'nodejs npm '
+	# kubectl: Debian's kubernetes-client, unless a kubectl is already there
+	# (another package providing /usr/bin/kubectl would conflict with it).
+	command -v kubectl >/dev/null 2>&1 || printf 'kubernetes-client '
 }
 
 install_packages() {
