@@ -145,6 +145,18 @@ typedef struct asp_sandbox asp_sandbox;
 /* Do not connect in asp_open; the first operation connects. */
 #define ASP_OPEN_LAZY 0x1u
 
+/*
+ * How file calls (asp_read, asp_write, asp_stat, asp_list_dir, asp_mkdir,
+ * asp_remove, asp_rename) reach the sandbox's files: in
+ * asp_open_options.file_transport and asp_sandbox_info.file_transport.
+ */
+typedef enum asp_file_transport {
+	ASP_FILES_AUTO = 0, /* SFTP when the server offers it, else shell commands;
+			     * decided once per connection */
+	ASP_FILES_SFTP = 1, /* SFTP only */
+	ASP_FILES_EXEC = 2  /* POSIX shell commands on exec channels, never SFTP */
+} asp_file_transport;
+
 typedef struct asp_open_options {
 	unsigned int version;
 	/* Configuration file to use; NULL means discovery (asp_config_find). */
@@ -182,10 +194,13 @@ typedef struct asp_open_options {
 	/* Most entries one asp_list_dir returns; a larger directory fails with
 	 * ASP_ELIMIT; 0 means 100000. */
 	unsigned int max_list_entries;
+	/* An asp_file_transport value; 0 (ASP_FILES_AUTO) means SFTP when the
+	 * server has it, else shell commands. Other values are ASP_EINVAL. */
+	unsigned int file_transport;
 } asp_open_options;
 
 #define ASP_OPEN_OPTIONS_VERSION 1
-#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);
@@ -234,10 +249,20 @@ typedef struct asp_sandbox_info {
 	char host_key_type[32];          /* e.g. "ssh-ed25519" */
 	char host_key_fingerprint[64];   /* "SHA256:..." */
 	char known_hosts[1024];          /* the store consulted (empty when pinned) */
+	/* What the key exchange negotiated, as libssh2 names them; cipher and
+	 * mac read "A" when both directions agree, else "A (client to server),
+	 * B (server to client)". */
+	char kex[64];                    /* e.g. "curve25519-sha256" */
+	char cipher[128];                /* e.g. "aes128-ctr" */
+	char mac[128];                   /* e.g. "hmac-sha2-256" */
+	char server_banner[256];         /* e.g. "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3" */
+	/* ASP_FILES_SFTP or ASP_FILES_EXEC once a file call on this connection
+	 * has decided; ASP_FILES_AUTO (0) before. */
+	int file_transport;
 } asp_sandbox_info;
 
 #define ASP_SANDBOX_INFO_VERSION 1
-#define ASP_SANDBOX_INFO_INIT { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "" }
+#define ASP_SANDBOX_INFO_INIT { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "", "", "", "", "", 0 }
 
 /* Zero *out and set its version; version must be ASP_SANDBOX_INFO_VERSION. */
 ASP_EXTERN(int) asp_sandbox_info_init(asp_sandbox_info *out, unsigned int version);

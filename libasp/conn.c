@@ -176,6 +176,31 @@ static void proxy_reap(asp_conn *c)
 		}                                                                        \
 	} while (0)
 
+/* "A" when both directions negotiated the same method, else "A (client to server), B (...)". */
+static void record_pair(asp_conn *c, char *out, size_t size, int cs_type, int sc_type)
+{
+	const char *cs = libssh2_session_methods(c->session, cs_type);
+	const char *sc = libssh2_session_methods(c->session, sc_type);
+
+	if (!cs || !sc || !strcmp(cs, sc))
+		snprintf(out, size, "%s", cs ? cs : sc ? sc : "");
+	else
+		snprintf(out, size, "%s (client to server), %s (server to client)", cs, sc);
+}
+
+/* What the handshake negotiated, for asp_sandbox_info and `asp-exec --check`. */
+static void record_methods(asp_conn *c)
+{
+	const char *kex = libssh2_session_methods(c->session, LIBSSH2_METHOD_KEX);
+	const char *banner = libssh2_session_banner_get(c->session);
+
+	snprintf(c->info.kex, sizeof(c->info.kex), "%s", kex ? kex : "");
+	record_pair(c, c->info.cipher, sizeof(c->info.cipher), LIBSSH2_METHOD_CRYPT_CS,
+		    LIBSSH2_METHOD_CRYPT_SC);
+	record_pair(c, c->info.mac, sizeof(c->info.mac), LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC);
+	snprintf(c->info.server_banner, sizeof(c->info.server_banner), "%s", banner ? banner : "");
+}
+
 static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err)
 {
 	size_t len = 0;
@@ -408,6 +433,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 			err->code = rc;
 		goto fail;
 	}
+	record_methods(c);
 	if ((rc = verify_host_key(c, p, err)))
 		goto fail;
 	if ((rc = authenticate(c, p, deadline, cancel_fd, err)))

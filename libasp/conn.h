@@ -22,6 +22,7 @@ typedef struct asp_conn_params {
 	unsigned int connect_timeout_ms;
 	unsigned int io_timeout_ms;
 	unsigned int keepalive_s;
+	unsigned int file_transport; /* an asp_file_transport value */
 } asp_conn_params;
 
 /* Process-wide libssh2 initialisation, once, thread-safe. */

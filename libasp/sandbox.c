@@ -151,6 +151,9 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	if (o.flags & ~ASP_OPEN_LAZY)
 		return asp__error(err, ASP_EINVAL, "asp_open_options.flags 0x%x has unknown bits 0x%x",
 				  o.flags, o.flags & ~ASP_OPEN_LAZY);
+	if (o.file_transport > ASP_FILES_EXEC)
+		return asp__error(err, ASP_EINVAL, "asp_open_options.file_transport %u is not an "
+				  "asp_file_transport value (0 auto, 1 sftp, 2 exec)", o.file_transport);
 	if ((rc = asp__ssh_global_init(err)))
 		return rc;
 	if (!(sb = asp__calloc(1, sizeof(*sb))))
@@ -167,6 +170,7 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000;
 	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000;
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
+	sb->params.file_transport = o.file_transport;
 	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
 	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
 	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;

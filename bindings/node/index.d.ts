@@ -69,6 +69,8 @@ export interface OpenOptions {
 	maxOutput?: number;
 	/** Most entries one list returns (more: ELIMIT); default 100000. */
 	maxListEntries?: number;
+	/** How file calls reach the files: 'auto' (default: SFTP when offered, else shell commands), 'sftp' or 'exec'. */
+	fileTransport?: 'auto' | 'sftp' | 'exec';
 }
 
 /** Options every file call takes. */
@@ -177,6 +179,16 @@ export interface SandboxInfo {
 	hostKeyFingerprint: string;
 	/** The trust-on-first-use store consulted; '' when the key is pinned. */
 	knownHosts: string;
+	/** Negotiated key exchange, e.g. 'curve25519-sha256'. */
+	kex: string;
+	/** Negotiated cipher, e.g. 'aes128-ctr' ("A (client to server), B (server to client)" when they differ). */
+	cipher: string;
+	/** Negotiated MAC, e.g. 'hmac-sha2-256'. */
+	mac: string;
+	/** The server's identification string, e.g. 'SSH-2.0-OpenSSH_9.2p1 ...'. */
+	serverBanner: string;
+	/** How file calls reach the files on this connection; null until a file call decided. */
+	fileTransport: 'sftp' | 'exec' | null;
 }
 
 /** An open sandbox: a validated configuration and a pool of SSH connections. */

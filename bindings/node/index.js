@@ -47,6 +47,8 @@ const MIN_ASYNC_STACK_SIZE = 1024 * 1024;
 const TYPE_NAMES = { 1: 'file', 2: 'directory', 3: 'symlink', 4: 'other' };
 const TRUST_NAMES = { 1: 'pinned', 2: 'known', 3: 'first-use' };
 const AUTH_NAMES = { 1: 'none', 2: 'publickey', 3: 'agent' };
+const FILES_NAMES = { 0: null, 1: 'sftp', 2: 'exec' };
+const FILES_BY_NAME = { auto: 0, sftp: 1, exec: 2 };
 
 /* ------------------------------------------------------------ errors */
 
@@ -114,6 +116,7 @@ function bind(handle) {
 		max_read_bytes: 'uint64_t',
 		max_output: 'size_t',
 		max_list_entries: 'uint',
+		file_transport: 'uint',
 	});
 	t.callOptions = koffi.struct('asp_call_options', {
 		version: 'uint',
@@ -158,6 +161,11 @@ function bind(handle) {
 		host_key_type: 'char[32]',
 		host_key_fingerprint: 'char[64]',
 		known_hosts: 'char[1024]',
+		kex: 'char[64]',
+		cipher: 'char[128]',
+		mac: 'char[128]',
+		server_banner: 'char[256]',
+		file_transport: 'int',
 	});
 
 	/*
@@ -761,6 +769,7 @@ class Sandbox {
 			const info = {
 				version: SANDBOX_INFO_VERSION, trust: 0, auth: 0,
 				host_key_type: '', host_key_fingerprint: '', known_hosts: '',
+				kex: '', cipher: '', mac: '', server_banner: '', file_transport: 0,
 			};
 			const err = newErr();
 			const rc = await callAsync(lib.infoGet, info, h, err);
@@ -772,6 +781,11 @@ class Sandbox {
 				hostKeyType: info.host_key_type,
 				hostKeyFingerprint: info.host_key_fingerprint,
 				knownHosts: info.known_hosts,
+				kex: info.kex,
+				cipher: info.cipher,
+				mac: info.mac,
+				serverBanner: info.server_banner,
+				fileTransport: FILES_NAMES[info.file_transport] ?? String(info.file_transport),
 			};
 		});
 	}
@@ -798,6 +812,14 @@ class Sandbox {
 
 /* ------------------------------------------------------------ module API */
 
+function fileTransport(v) {
+	if (v === undefined || v === null)
+		return 0;
+	if (!Object.prototype.hasOwnProperty.call(FILES_BY_NAME, v))
+		throw new TypeError(`fileTransport must be 'auto', 'sftp' or 'exec', not ${JSON.stringify(v)}`);
+	return FILES_BY_NAME[v];
+}
+
 /** Open a sandbox: find and validate .asp.json, and connect (unless `lazy`). */
 async function open(opts = {}) {
 	load();
@@ -816,6 +838,7 @@ async function open(opts = {}) {
 		max_read_bytes: u64(opts.maxReadBytes, 'maxReadBytes', 0n),
 		max_output: uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER),
 		max_list_entries: uint(opts.maxListEntries, 'maxListEntries'),
+		file_transport: fileTransport(opts.fileTransport),
 	};
 	const out = [null];
 	const err = newErr();

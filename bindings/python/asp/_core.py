@@ -314,6 +314,8 @@ class Cancel:
 
 _TRUST = {1: "pinned", 2: "known", 3: "first-use"}
 _AUTH = {1: "none", 2: "publickey", 3: "agent"}
+_FILES = {0: None, 1: "sftp", 2: "exec"}
+_FILES_BY_NAME = {"auto": 0, "sftp": 1, "exec": 2}
 
 
 class _CallOptions:
@@ -437,7 +439,10 @@ class Sandbox:
 
         {'trust': 'pinned'|'known'|'first-use', 'auth': 'none'|'publickey'|'agent',
          'host_key_type': 'ssh-ed25519', 'host_key_fingerprint': 'SHA256:...',
-         'known_hosts': path or None (None when the key is pinned)}
+         'known_hosts': path or None (None when the key is pinned),
+         'kex': 'curve25519-sha256', 'cipher': 'aes128-ctr', 'mac': 'hmac-sha2-256',
+         'server_banner': 'SSH-2.0-OpenSSH_9.2p1 ...',
+         'file_transport': 'sftp'|'exec'|None (None until a file call decided)}
         """
         out = _lib.asp_sandbox_info()
         err = _lib.asp_error()
@@ -455,6 +460,11 @@ class Sandbox:
             "host_key_type": out.host_key_type.decode("ascii", "replace"),
             "host_key_fingerprint": out.host_key_fingerprint.decode("ascii", "replace"),
             "known_hosts": known or None,
+            "kex": _decode(out.kex),
+            "cipher": _decode(out.cipher),
+            "mac": _decode(out.mac),
+            "server_banner": _decode(out.server_banner),
+            "file_transport": _FILES.get(out.file_transport, str(out.file_transport)),
         }
 
     # -- read / write ---------------------------------------------------
@@ -752,7 +762,8 @@ def _result(r):
 
 def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
          connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False,
-         op_timeout=None, max_read_bytes=None, max_output=None, max_list_entries=None):
+         op_timeout=None, max_read_bytes=None, max_output=None, max_list_entries=None,
+         file_transport="auto"):
     """Open a sandbox -> Sandbox.
 
     config: the .asp.json to use; None means discovery ($ASP_CONFIG, else
@@ -771,6 +782,8 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
     max_read_bytes: most bytes one read returns (default 256 MiB).
     max_output: bytes of each exec stream kept by default (default 64 MiB).
     max_list_entries: most entries one list returns (default 100000).
+    file_transport: how file calls reach the files: "auto" (SFTP when the
+        server offers it, else shell commands), "sftp" or "exec".
     """
     opts = _lib.asp_open_options()
     err = _lib.asp_error()
@@ -796,6 +809,10 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
         opts.max_output = _int(max_output, "max_output", 1, _lib.SIZE_MAX)
     if max_list_entries is not None:
         opts.max_list_entries = _int(max_list_entries, "max_list_entries", 1, _lib.UINT_MAX)
+    if file_transport not in _FILES_BY_NAME:
+        raise ValueError("file_transport must be one of %s, not %r"
+                         % (", ".join(repr(k) for k in _FILES_BY_NAME), file_transport))
+    opts.file_transport = _FILES_BY_NAME[file_transport]
     handle = _lib.sandbox_p()
     rc = lib.asp_open(byref(handle), byref(opts), byref(err))
     _check(rc, err, config)

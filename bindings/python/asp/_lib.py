@@ -90,6 +90,7 @@ class asp_open_options(Structure):
         ("max_read_bytes", c_uint64),
         ("max_output", c_size_t),
         ("max_list_entries", c_uint),
+        ("file_transport", c_uint),
     ]
 
 
@@ -109,6 +110,11 @@ class asp_sandbox_info(Structure):
         ("host_key_type", c_char * 32),
         ("host_key_fingerprint", c_char * 64),
         ("known_hosts", c_char * 1024),
+        ("kex", c_char * 64),
+        ("cipher", c_char * 128),
+        ("mac", c_char * 128),
+        ("server_banner", c_char * 256),
+        ("file_transport", c_int),
     ]
 
 
