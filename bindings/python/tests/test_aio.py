@@ -436,7 +436,8 @@ class TestStream(AioTest):
                 if stable >= 5:
                     break
             self.assertGreaterEqual(stable, 5, f"the writer never stopped ({last} blocks)")
-            self.assertLess(last, 1024, "more than 64 MiB were written for a stopped reader")
+            # In flight: the buffer, SSH windows and pipes (about 4 MiB on loopback).
+            self.assertLess(last, 256, "more than 16 MiB were written for a stopped reader")
             with it._cond:
                 self.assertLessEqual(it._pending, buffer + 65536)
         self.assertTrue(it.result.cancelled)
