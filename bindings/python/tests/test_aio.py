@@ -411,7 +411,8 @@ class TestStream(AioTest):
         progress = os.path.join(self.local, "progress")
         # 64 KiB blocks, each counted in a file, for up to 1 GiB.
         cmd = (f'echo "pids: $$"; i=0; while [ $i -lt 16384 ]; do head -c 65536 /dev/zero; '
-               f'i=$((i+1)); echo $i > {self.p("progress")}; done')
+               f'i=$((i+1)); echo $i > {self.p("p.tmp")}; mv {self.p("p.tmp")} {self.p("progress")}; '
+               'done')
         watch = GroupWatch()
 
         def count():
@@ -431,7 +432,7 @@ class TestStream(AioTest):
             for _ in range(100):
                 await asyncio.sleep(0.1)
                 n = count()
-                stable = stable + 1 if n == last else 0
+                stable = stable + 1 if n == last and n > 0 else 0
                 last = n
                 if stable >= 5:
                     break
