@@ -76,7 +76,7 @@ class AsyncSandbox:
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, "asp-aio")
         self._calls = set()
         self._closing = False
-        self._closed = False
+        self._closed = None  # an asyncio.Event once close() began
 
     # -- running calls -----------------------------------------------------
 
@@ -111,10 +111,10 @@ class AsyncSandbox:
     async def close(self):
         """Cancel the calls in flight, wait for them, close the handle. Idempotent."""
         if self._closing:
-            while not self._closed:
-                await asyncio.sleep(0.01)
+            await self._closed.wait()
             return
         self._closing = True
+        self._closed = asyncio.Event()
         try:
             calls = list(self._calls)
             for call in calls:
@@ -124,7 +124,7 @@ class AsyncSandbox:
             await asyncio.wrap_future(self._pool.submit(self.sandbox.close))
         finally:
             self._pool.shutdown(wait=False)
-            self._closed = True
+            self._closed.set()
 
     @property
     def closed(self):
@@ -210,28 +210,24 @@ class AsyncSandbox:
         if not callable(on_output):
             raise TypeError("on_output must be callable")
         loop = asyncio.get_running_loop()
+        call = _Call(Cancel(), None)
         caught = []
-        stop = []  # the call's token, once known (deliver runs on the loop, after _run set it)
 
         def deliver(stream, data):
             if caught:
                 return
             try:
-                if on_output(stream, data) is True and stop:
-                    stop[0].trigger()
+                if on_output(stream, data) is True:
+                    call.token.trigger()
             except BaseException as e:  # raised by exec once the command has returned
                 caught.append(e)
-                if stop:
-                    stop[0].trigger()
+                call.token.trigger()
 
         def in_thread(stream, data):
             loop.call_soon_threadsafe(deliver, stream, data)
 
-        def run(*args, cancel, **kw):
-            stop.append(cancel)
-            return self.sandbox.exec(*args, cancel=cancel, **kw)
-
-        result = await self._run(run, command, on_output=in_thread, cancel=cancel, **kwargs)
+        result = await self._run(self.sandbox.exec, command, on_output=in_thread, cancel=cancel,
+                                 call=call, **kwargs)
         if caught:  # every chunk was delivered before the result's callback ran
             exc = caught[0]
             exc.add_note("raised in asp.aio exec's on_output callback; the remote command "
@@ -257,49 +253,65 @@ class AsyncSandbox:
         return Stream(self, command, buffer, cancel, kwargs)
 
 
+class _Buffer:
+    """Chunks between the worker thread and the consumer, at most about `limit` bytes.
+
+    Apart from Stream so that the running call does not keep the Stream alive: an
+    iterator dropped unfinished is collected, and its __del__ stops the command."""
+
+    def __init__(self, limit, loop):
+        self.limit, self.loop = limit, loop
+        self.cond = threading.Condition()
+        self.chunks = collections.deque()
+        self.pending = 0
+        self.abandoned = False
+        self.wake = asyncio.Event()
+
+    def put(self, stream, data):  # on the worker thread, as exec's on_output
+        with self.cond:
+            while self.pending >= self.limit and not self.abandoned:
+                self.cond.wait()
+            if self.abandoned:
+                return True  # stop the command
+            self.chunks.append((stream, data))
+            self.pending += len(data)
+        self.loop.call_soon_threadsafe(self.wake.set)
+        return None
+
+    def take(self):
+        with self.cond:
+            if not self.chunks:
+                return None
+            stream, data = self.chunks.popleft()
+            self.pending -= len(data)
+            self.cond.notify_all()
+            return stream, data
+
+    def abandon(self):
+        with self.cond:
+            self.abandoned = True
+            self.cond.notify_all()
+
+
 class Stream:
     """The output of one command as an async iterator of (stream, chunk); see AsyncSandbox.stream."""
 
     def __init__(self, asb, command, buffer, cancel, kwargs):
         self._asb, self._command, self._buffer = asb, command, buffer
         self._cancel, self._kwargs = cancel, kwargs
-        self._cond = threading.Condition()
-        self._chunks = collections.deque()
-        self._pending = 0
-        self._abandoned = False
+        self._buf = None
+        self._call = None
         self._task = None
-        self._wake = None
-        self._loop = None
-        self._call = _Call(Cancel(), self._abandon)
         self.result = None
 
-    # -- the worker thread's side -------------------------------------------
-
-    def _put(self, stream, data):
-        with self._cond:
-            while self._pending >= self._buffer and not self._abandoned:
-                self._cond.wait()
-            if self._abandoned:
-                return True  # stop the command
-            self._chunks.append((stream, data))
-            self._pending += len(data)
-        self._loop.call_soon_threadsafe(self._wake.set)
-        return None
-
-    def _abandon(self):
-        with self._cond:
-            self._abandoned = True
-            self._cond.notify_all()
-
-    # -- the loop's side -------------------------------------------------------
-
     def _start(self):
-        self._loop = asyncio.get_running_loop()
-        self._wake = asyncio.Event()
-        self._task = self._loop.create_task(self._asb._run(
-            self._asb.sandbox.exec, self._command, on_output=self._put, cancel=self._cancel,
+        loop = asyncio.get_running_loop()
+        buf = self._buf = _Buffer(self._buffer, loop)
+        self._call = _Call(Cancel(), buf.abandon)
+        self._task = loop.create_task(self._asb._run(
+            self._asb.sandbox.exec, self._command, on_output=buf.put, cancel=self._cancel,
             call=self._call, **self._kwargs))
-        self._task.add_done_callback(lambda _: self._wake.set())
+        self._task.add_done_callback(lambda _: buf.wake.set())
 
     def __aiter__(self):
         return self
@@ -308,18 +320,15 @@ class Stream:
         if self._task is None:
             self._start()
         while True:
-            self._wake.clear()
-            with self._cond:
-                if self._chunks:
-                    stream, data = self._chunks.popleft()
-                    self._pending -= len(data)
-                    self._cond.notify_all()
-                    return stream, data
+            self._buf.wake.clear()
+            chunk = self._buf.take()
+            if chunk is not None:
+                return chunk
             if self._task.done():
                 self.result = self._task.result()  # an error of the call is raised here
                 raise StopAsyncIteration
             try:
-                await self._wake.wait()
+                await self._buf.wake.wait()
             except asyncio.CancelledError:
                 await self.aclose()
                 raise
@@ -328,9 +337,9 @@ class Stream:
         """Stop the command if it still runs and wait until it has returned; then
         ``result`` is its ExecResult (cancelled=True if it was stopped), unless the
         call failed."""
-        self._call.stop()
         if self._task is None:
             return
+        self._call.stop()
         await _settle(self._task)
         if not self._task.cancelled() and self._task.exception() is None:
             self.result = self._task.result()
@@ -342,8 +351,9 @@ class Stream:
         await self.aclose()
 
     def __del__(self):
-        if self._task is not None and not self._task.done():
-            self._call.stop()  # unblocks the worker; the command is stopped
+        call, task = getattr(self, "_call", None), getattr(self, "_task", None)
+        if task is not None and not task.done():
+            call.stop()  # unblocks the worker; the command is killed
 
 
 class _Opening:

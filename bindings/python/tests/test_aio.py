@@ -4,6 +4,7 @@
 """
 
 import asyncio
+import gc
 import os
 import re
 import shutil
@@ -439,11 +440,26 @@ class TestStream(AioTest):
             self.assertGreaterEqual(stable, 5, f"the writer never stopped ({last} blocks)")
             # In flight: the buffer, SSH windows and pipes (about 4 MiB on loopback).
             self.assertLess(last, 256, "more than 16 MiB were written for a stopped reader")
-            with it._cond:
-                self.assertLessEqual(it._pending, buffer + 65536)
+            with it._buf.cond:
+                self.assertLessEqual(it._buf.pending, buffer + 65536)
         self.assertTrue(it.result.cancelled)
         watch.assert_alive_then_dead(self, 1)
         self.assertLess(count(), 16384)
+
+
+    async def test_a_dropped_stream_stops_its_command(self):
+        watch = GroupWatch()
+        it = self.sb.stream(GROUP, buffer=1, kill_grace=0.5)
+        async for stream, chunk in it:
+            watch(stream, chunk)
+            if watch.seen.is_set():
+                break
+        task = it._task
+        del it  # no aclose(): the iterator is garbage now
+        gc.collect()
+        r = await finished(self, task, "the dropped stream's exec")
+        self.assertTrue(r.cancelled)
+        watch.assert_alive_then_dead(self, 2)
 
 
 class TestClose(unittest.IsolatedAsyncioTestCase):
@@ -464,7 +480,9 @@ class TestClose(unittest.IsolatedAsyncioTestCase):
         await swatch.wait_seen(self)
         queued = asyncio.create_task(sb.read("aio-close-never.txt"))  # no thread is free
         await asyncio.sleep(0.1)
-        await finished(self, sb.close(), "close() with calls in flight")
+        closing = asyncio.create_task(sb.close())
+        await asyncio.sleep(0)  # it began: a second close() waits for the same end
+        await finished(self, asyncio.gather(closing, sb.close()), "close() with calls in flight")
         self.assertTrue(sb.closed)
         self.assertEqual(sb._calls, set())
         r = await running
