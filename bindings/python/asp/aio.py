@@ -294,7 +294,7 @@ class _Buffer:
 
 
 class Stream:
-    """The output of one command as an async iterator of (stream, chunk); see AsyncSandbox.stream."""
+    """One command's output as an async iterator of (stream, chunk); see AsyncSandbox.stream."""
 
     def __init__(self, asb, command, buffer, cancel, kwargs):
         self._asb, self._command, self._buffer = asb, command, buffer

@@ -411,9 +411,9 @@ class TestStream(AioTest):
         buffer = 64 << 10
         progress = os.path.join(self.local, "progress")
         # 64 KiB blocks, each counted in a file, for up to 1 GiB.
+        tmp, count_file = self.p("p.tmp"), self.p("progress")
         cmd = (f'echo "pids: $$"; i=0; while [ $i -lt 16384 ]; do head -c 65536 /dev/zero; '
-               f'i=$((i+1)); echo $i > {self.p("p.tmp")}; mv {self.p("p.tmp")} {self.p("progress")}; '
-               'done')
+               f'i=$((i+1)); echo $i > {tmp}; mv {tmp} {count_file}; done')
         watch = GroupWatch()
 
         def count():
