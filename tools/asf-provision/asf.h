@@ -5,7 +5,9 @@
  *   up.c      `up`: keys, files, network, container, firewall, config; rollback
  *   manage.c  `down`, `status`, `list`
  *   verify.c  `verify`: evidence that the sandbox is what `up` promised
- *   podman.c  argv builders and process spawning (fork/execvp, never a shell)
+ *   podman.c  argv builders and process spawning (fork/execvp, never a shell);
+ *             the container engine (podman or docker) and its few differences
+ *   kube.c    the Kubernetes backend: manifest, apply, teardown
  *   keys.c    ed25519 host and client keys (ssh-keygen)
  *   state.c   the state directory, state.json, small file helpers
  *
@@ -29,6 +31,7 @@
 #define ASF_CTR_ETC       "/etc/asf"
 #define ASF_USER          "agent"
 #define ASF_NFT_TABLE     "asf_egress"
+#define ASF_GATE          ".egress-blocked" /* docker: sshd waits for this file in ASF_CTR_ETC */
 
 /* The capabilities sshd needs as root in the container; why: docs/SECURITY.md. */
 #define ASF_CAPS          "CAP_SETGID,CAP_SETUID,CAP_SYS_CHROOT"
@@ -79,10 +82,17 @@ int asf_run(asf_out *o, char *const *argv, int timeout_s, asf_err *e);
 /* Absolute path of `prog` in $PATH into out (size outlen); -1 if not found. */
 int asf_which(const char *prog, char *out, size_t outlen);
 
-/* The podman binary, found once per process (absolute path) */
+/* The engine's binary (podman or docker), found once per process (absolute path) */
 extern char asf_podman[4096];
+/* "podman" (default) or "docker": --engine, or the engine recorded in state.json. */
+extern char asf_engine[16];
+int engine_docker(void);
+/* Set the engine; -1 with e set for anything but podman or docker. */
+int engine_set(const char *name, asf_err *e);
+/* Does the container or network `name` exist (labelled or not)? */
+int engine_exists(const char *kind, const char *name);
 
-/* Find podman and check it answers (`podman version`). */
+/* Find the engine and check it answers (`ENGINE version`). */
 int podman_ready(asf_err *e);
 
 /*

@@ -15,7 +15,7 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: asf-provision [--state-dir DIR] COMMAND ...\n"
+	fputs("usage: asf-provision [--state-dir DIR] [--engine podman|docker] COMMAND ...\n"
 	      "\n"
 	      "  up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
 	      "     [--runtime runc|crun|krun] [--egress none] [--ingress publish|exec]\n"
@@ -26,6 +26,8 @@ static void usage(FILE *f)
 	      "  list [--json]\n"
 	      "  down N [--json]\n"
 	      "\n"
+	      "--engine: the container engine (default podman); verify, status and down\n"
+	      "use the one recorded when the sandbox was made.\n"
 	      "State: --state-dir, $ASF_STATE_DIR, /var/lib/asf-provision (root) or\n"
 	      "$XDG_STATE_HOME/asf-provision. See asf-provision(1).\n", f);
 }
@@ -117,9 +119,38 @@ static int parse_simple(const char *cmd, int argc, char **argv, const char **nam
 	return 0;
 }
 
+/*
+ * A sandbox is handled by the engine that made it (state.json "engine");
+ * --engine naming another one is an error. Without state (an orphan found
+ * by label), --engine or the default says where to look.
+ */
+static int engine_of(const char *cmd, const char *name, const char *given)
+{
+	asf_err e = { "" };
+	const char *rec;
+	cJSON *st;
+
+	if (!name_valid(name) || !state_exists(name) || !(st = state_load(name, &e)))
+		return 0;
+	rec = js(st, "engine") ? js(st, "engine") : "podman";
+	if (given && strcmp(given, rec)) {
+		fprintf(stderr, "asf-provision: %s: sandbox %s was made with --engine %s, not %s\n", cmd,
+			name, rec, given);
+		cJSON_Delete(st);
+		return 2;
+	}
+	if (engine_set(rec, &e)) {
+		fprintf(stderr, "asf-provision: %s: %s: state.json \"engine\": %s\n", cmd, name, e.msg);
+		cJSON_Delete(st);
+		return 2;
+	}
+	cJSON_Delete(st);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	const char *state = NULL, *cmd, *name = NULL, *report = NULL, *v;
+	const char *state = NULL, *engine = NULL, *cmd, *name = NULL, *report = NULL, *v;
 	asf_err e = { "" };
 	int i = 1, json = 0, rc;
 
@@ -130,6 +161,8 @@ int main(int argc, char **argv)
 		}
 		if ((v = optval(argc, argv, &i, "--state-dir")))
 			state = v;
+		else if ((v = optval(argc, argv, &i, "--engine")))
+			engine = v;
 		else
 			return bad_arg("asf-provision", argv[i]);
 	}
@@ -142,7 +175,7 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (state_root_init(state, &e)) {
+	if (state_root_init(state, &e) || (engine && engine_set(engine, &e))) {
 		fprintf(stderr, "asf-provision: %s\n", e.msg);
 		return 2;
 	}
@@ -151,17 +184,20 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "up"))
 		return run_up(argc, argv);
 	if (!strcmp(cmd, "verify")) {
-		if ((rc = parse_simple(cmd, argc, argv, &name, &json, &report, 1)))
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, &report, 1)) ||
+		    (rc = engine_of(cmd, name, engine)))
 			return rc;
 		return cmd_verify(name, report, json);
 	}
 	if (!strcmp(cmd, "down")) {
-		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 1)))
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 1)) ||
+		    (rc = engine_of(cmd, name, engine)))
 			return rc;
 		return cmd_down(name, json);
 	}
 	if (!strcmp(cmd, "status")) {
-		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 0)))
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 0)) ||
+		    (name && (rc = engine_of(cmd, name, engine))))
 			return rc;
 		return cmd_status(name, json);
 	}

@@ -55,10 +55,8 @@ static int remove_kind(const char *kind, const char *name, const char *expected,
 		return 1;
 	}
 	if (expected && !contains(v, n, expected)) {
-		const char *exists = !strcmp(kind, "container") ? "container" : "network";
 		/* Named in the state but not labelled: absent, or someone else's. */
-		if (strcmp(kind, "volume") && podman(&o, &e, exists, "exists", expected, (char *)NULL) == 0) {
-			out_free(&o);
+		if (strcmp(kind, "volume") && engine_exists(kind, expected)) {
 			note(report, kind, expected, "failed", "exists without our label: left alone");
 			failed++;
 		} else {
@@ -68,7 +66,8 @@ static int remove_kind(const char *kind, const char *name, const char *expected,
 	for (i = 0; i < n; i++) {
 		int rc;
 		if (!strcmp(kind, "container"))
-			rc = podman(&o, &e, "rm", "--force", "--time", "5", v[i], (char *)NULL);
+			rc = engine_docker() ? podman(&o, &e, "rm", "--force", v[i], (char *)NULL) :
+			     podman(&o, &e, "rm", "--force", "--time", "5", v[i], (char *)NULL);
 		else if (!strcmp(kind, "network"))
 			rc = podman(&o, &e, "network", "rm", v[i], (char *)NULL);
 		else
@@ -300,8 +299,10 @@ static int all_names(char ***out, size_t *n, asf_err *e)
 
 	if (state_names(&v, &k))
 		return asf_fail(e, "cannot read %s: %s", asf_state_root, strerror(errno));
-	if (podman(&o, e, "ps", "-a", "--filter", "label=" ASF_LABEL "=1", "--format",
-		   "{{index .Labels \"" ASF_LABEL_NAME "\"}}", (char *)NULL) == 0) {
+	/* docker's .Labels is a string; its .Label method takes the key. */
+	if (podman(&o, e, "ps", "-a", "--filter", "label=" ASF_LABEL "=1", "--format", engine_docker() ?
+		   "{{.Label \"" ASF_LABEL_NAME "\"}}" : "{{index .Labels \"" ASF_LABEL_NAME "\"}}",
+		   (char *)NULL) == 0) {
 		char *line, *save = NULL;
 		for (line = strtok_r(o.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 			char **nv;

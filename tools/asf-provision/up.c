@@ -209,6 +209,9 @@ static int validate(up_ctx *c, asf_err *e)
 
 	if (!!o->image == !!o->rootfs)
 		return asf_fail(e, "give exactly one of --image IMG or --rootfs DIR");
+	if (o->rootfs && engine_docker())
+		return asf_fail(e, "--rootfs %s: docker cannot run a directory; import it as an image "
+				   "(tar -C DIR -c . | docker import - IMAGE) and give --image IMAGE", o->rootfs);
 	if (o->rootfs) {
 		if (!realpath(o->rootfs, c->rootfs) || stat(c->rootfs, &st) || !S_ISDIR(st.st_mode))
 			return asf_fail(e, "--rootfs %s: not a directory", o->rootfs);
@@ -435,10 +438,13 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	argv_add(a, c->ctr);
 	/* Least privilege: docs/SECURITY.md says why each of these is here. */
 	argv_add(a, "--cap-drop=ALL");
-	argv_add(a, "--cap-add=" ASF_CAPS);
+	argv_add(a, "--cap-add=CAP_SETGID"); /* ASF_CAPS, one each: docker does not split commas */
+	argv_add(a, "--cap-add=CAP_SETUID");
+	argv_add(a, "--cap-add=CAP_SYS_CHROOT");
 	argv_add(a, "--security-opt=no-new-privileges");
 	argv_add(a, "--read-only");
-	argv_add(a, "--read-only-tmpfs=false");
+	if (!engine_docker())
+		argv_add(a, "--read-only-tmpfs=false");
 	argv_add(a, "--tmpfs=/run:rw,nosuid,nodev,noexec,mode=0755,size=16m");
 	argv_add(a, "--tmpfs=/run/sshd:rw,nosuid,nodev,noexec,mode=0755,size=1m");
 	argv_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=256m");
@@ -450,7 +456,8 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	argv_addf(a, "--ulimit=nproc=%ld:%ld", *nproc, *nproc);
 	argv_add(a, "--ulimit=core=0:0");
 	argv_add(a, "--restart=no");
-	argv_add(a, "--no-hosts");
+	if (!engine_docker())
+		argv_add(a, "--no-hosts");
 	argv_add(a, "--sysctl=net.ipv6.conf.all.disable_ipv6=1");
 	argv_add(a, "--sysctl=net.ipv6.conf.default.disable_ipv6=1");
 	if (c->exec_ingress) {
@@ -462,16 +469,35 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 		else
 			argv_addf(a, "--publish=%s::%d/tcp", c->pub_addr, ASF_SSHD_PORT);
 	}
-	argv_addf(a, "--volume=%s/sshd:" ASF_CTR_ETC ":ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s/etc/passwd:/etc/passwd:ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s/etc/group:/etc/group:ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s/etc/resolv.conf:/etc/resolv.conf:ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s:" ASF_CTR_WORKSPACE ":%s,nosuid,nodev", c->ws_host, c->ws_ro ? "ro" : "rw");
+	if (engine_docker()) {
+		/* docker's bind mounts take no nosuid/nodev/noexec (no_new_privs still holds). */
+		argv_addf(a, "--mount=type=bind,src=%s/sshd,dst=" ASF_CTR_ETC ",readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s/etc/passwd,dst=/etc/passwd,readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s/etc/group,dst=/etc/group,readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s/etc/resolv.conf,dst=/etc/resolv.conf,readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s,dst=" ASF_CTR_WORKSPACE "%s", c->ws_host,
+			  c->ws_ro ? ",readonly" : "");
+	} else {
+		argv_addf(a, "--volume=%s/sshd:" ASF_CTR_ETC ":ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s/etc/passwd:/etc/passwd:ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s/etc/group:/etc/group:ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s/etc/resolv.conf:/etc/resolv.conf:ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s:" ASF_CTR_WORKSPACE ":%s,nosuid,nodev", c->ws_host, c->ws_ro ? "ro" : "rw");
+	}
 	if (o->rootfs) {
 		argv_add(a, "--rootfs");
 		argv_add(a, c->rootfs);
 	} else {
 		argv_add(a, o->image);
+	}
+	if (engine_docker()) {
+		/* docker has no `podman init`: the container starts, but sshd only
+		 * once the host has blocked egress and opened the gate. */
+		argv_add(a, "/bin/sh");
+		argv_add(a, "-c");
+		argv_add(a, "while [ ! -e " ASF_CTR_ETC "/" ASF_GATE " ]; do sleep 0.1; done; "
+			 "exec /usr/sbin/sshd -D -e -f " ASF_CTR_ETC "/sshd_config");
+		return;
 	}
 	argv_add(a, "/usr/sbin/sshd");
 	argv_add(a, "-D");
@@ -747,6 +773,7 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	cJSON_AddStringToObject(st, "egress", "none");
 	if (!c->exec_ingress)
 		cJSON_AddStringToObject(st, "publish_address", c->pub_addr);
+	cJSON_AddStringToObject(st, "engine", asf_engine);
 	cJSON_AddStringToObject(st, "podman", asf_podman);
 	if (o->rootfs)
 		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
@@ -809,7 +836,6 @@ static int name_free(up_ctx *c, asf_err *e)
 	const char *kinds[] = { "container", "network", "volume" };
 	size_t i, n;
 	char **v;
-	asf_out o;
 
 	if (state_exists(c->o->name))
 		return asf_fail(e, "sandbox \"%s\" exists (%s); use --replace, or `asf-provision down %s` first",
@@ -819,17 +845,14 @@ static int name_free(up_ctx *c, asf_err *e)
 			return -1;
 		strv_free(v, n);
 		if (n)
-			return asf_fail(e, "podman objects labelled %s=%s exist (leftovers?); use --replace, "
-					   "or `asf-provision down %s` first", ASF_LABEL_NAME, c->o->name, c->o->name);
+			return asf_fail(e, "%s objects labelled %s=%s exist (leftovers?); use --replace, "
+					   "or `asf-provision down %s` first", asf_engine, ASF_LABEL_NAME, c->o->name,
+					c->o->name);
 	}
-	if (podman(&o, e, "container", "exists", c->ctr, (char *)NULL) == 0) {
-		out_free(&o);
+	if (engine_exists("container", c->ctr))
 		return asf_fail(e, "a container named %s exists that asf-provision did not create", c->ctr);
-	}
-	if (!c->exec_ingress && podman(&o, e, "network", "exists", c->ctr, (char *)NULL) == 0) {
-		out_free(&o);
+	if (!c->exec_ingress && engine_exists("network", c->ctr))
 		return asf_fail(e, "a network named %s exists that asf-provision did not create", c->ctr);
-	}
 	if (!c->o->replace && faccessat(AT_FDCWD, c->out, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return asf_fail(e, "--out %s exists; remove it or use --replace", c->out);
 	return 0;
@@ -867,7 +890,8 @@ static int build(up_ctx *c, asf_err *e)
 		argv_add(&n, asf_podman);
 		argv_add(&n, "network");
 		argv_add(&n, "create");
-		argv_add(&n, "--disable-dns");
+		if (!engine_docker()) /* docker's resolver is not reached: resolv.conf is ours */
+			argv_add(&n, "--disable-dns");
 		add_label(&n, c->o->name);
 		argv_add(&n, c->ctr);
 		if (podman_argv(&o, &n, e)) {
@@ -882,7 +906,8 @@ static int build(up_ctx *c, asf_err *e)
 		goto fail;
 	cJSON_AddStringToObject(c->st, "container_id", strtok(o.out, "\n") ? o.out : "");
 	out_free(&o);
-	if (podman(&o, e, "init", c->ctr, (char *)NULL))
+	/* docker: started, but waiting at the gate (create_argv). */
+	if (podman(&o, e, engine_docker() ? "start" : "init", c->ctr, (char *)NULL))
 		goto fail;
 	out_free(&o);
 	if ((pid = container_pid(c->ctr, e)) < 0)
@@ -891,9 +916,15 @@ static int build(up_ctx *c, asf_err *e)
 	if (block_egress(c, pid, e))
 		goto fail;
 	/* Step 7. */
-	if (podman(&o, e, "start", c->ctr, (char *)NULL))
+	if (engine_docker()) {
+		str_fmt(path, sizeof(path), "sshd/" ASF_GATE);
+		if (write_in(c, path, "egress blocked\n", 0644, e))
+			goto fail;
+	} else if (podman(&o, e, "start", c->ctr, (char *)NULL)) {
 		goto fail;
-	out_free(&o);
+	} else {
+		out_free(&o);
+	}
 	if (!c->exec_ingress && (port = published_port(c, e)) < 0)
 		goto fail;
 	if (port)

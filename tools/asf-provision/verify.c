@@ -691,6 +691,13 @@ static void check_privileges(vctx *v)
 	}
 	*self = '\0';         /* "=====" ends pid 1's text ... */
 	self += 5;            /* ... and self starts at the "\n" after it */
+	if (!eff) { /* docker: no EffectiveCaps; CapAdd is what is left when CapDrop is ALL */
+		const cJSON *hc = inspect_item(v, "HostConfig");
+		const cJSON *drop = cJSON_GetObjectItemCaseSensitive(hc, "CapDrop");
+		if (cJSON_GetArraySize(drop) == 1 && cJSON_IsString(drop->child) &&
+		    !strcmp(drop->child->valuestring, "ALL"))
+			eff = cJSON_GetObjectItemCaseSensitive(hc, "CapAdd");
+	}
 	cJSON_ArrayForEach(c, eff)
 		if (cJSON_IsString(c))
 			str_fmt(caps + strlen(caps), sizeof(caps) - strlen(caps), "%s%s", caps[0] ? "," : "",
@@ -706,8 +713,8 @@ static void check_privileges(vctx *v)
 	      strtoull(p1, NULL, 16) == ASF_CAPS_MASK && strtoull(s1, NULL, 16) == ASF_CAPS_MASK &&
 	      !strcmp(caps, "CAP_SETGID,CAP_SETUID,CAP_SYS_CHROOT") ? "pass" : "fail",
 	      "CapBnd of pid 1 (sshd) %s, of a session process %s, expected %016llx "
-	      "(SETGID, SETUID, SYS_CHROOT); podman inspect EffectiveCaps: %s",
-	      p1, s1, ASF_CAPS_MASK, caps);
+	      "(SETGID, SETUID, SYS_CHROOT); %s inspect: %s", 
+	      p1, s1, ASF_CAPS_MASK, asf_engine, caps);
 	check(v, "caps.session",
 	      !strtoull(e1, NULL, 16) && !strtoull(pm, NULL, 16) && !strtoull(amb, NULL, 16) ? "pass" : "fail",
 	      "an exec'd process of the sandbox user: CapEff %s CapPrm %s CapAmb %s", e1, pm, amb);
