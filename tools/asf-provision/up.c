@@ -641,10 +641,17 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 	cJSON_AddStringToObject(cfg, "version", "0");
 	cJSON_AddStringToObject(cfg, "transport", "ssh");
 	if (c->exec_ingress) {
-		/* libasp runs this with /bin/sh -c: argv_text quotes every word. */
-		char *argv[] = { asf_podman, "exec", "-i", c->ctr, "/usr/sbin/sshd", "-i", "-f",
-				 ASF_CTR_ETC "/sshd_config", NULL };
-		char *proxy = argv_text(argv);
+		/* libasp runs this with /bin/sh -c: argv_text quotes every word. docker:
+		 * the daemon up used (DOCKER_HOST), whatever the harness's environment. */
+		const char *dh = engine_docker() ? getenv("DOCKER_HOST") : NULL;
+		char host[4200] = "", *argv[] = { asf_podman, "exec", "-i", c->ctr, "/usr/sbin/sshd", "-i", "-f",
+						  ASF_CTR_ETC "/sshd_config", NULL, NULL, NULL };
+		char *proxy;
+		if (dh && *dh && str_fmt(host, sizeof(host), "--host=%s", dh) > 0) {
+			memmove(argv + 2, argv + 1, 8 * sizeof(*argv));
+			argv[1] = host;
+		}
+		proxy = argv_text(argv);
 		cJSON_AddStringToObject(conn, "host", c->ctr);
 		cJSON_AddStringToObject(conn, "user", ASF_USER);
 		cJSON_AddStringToObject(conn, "identity", identity);
