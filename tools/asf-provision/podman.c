@@ -333,8 +333,9 @@ int engine_docker(void)
 
 int engine_set(const char *name, asf_err *e)
 {
-	if (strcmp(name, "podman") && strcmp(name, "docker"))
-		return asf_fail(e, "--engine %s: expected podman or docker", name);
+	if (strcmp(name, "podman") && strcmp(name, "docker") && strcmp(name, "kubectl"))
+		return asf_fail(e, "--engine %s: expected podman or docker (or, with --backend kubernetes, "
+				   "kubectl or podman)", name);
 	if (strcmp(asf_engine, name))
 		asf_podman[0] = '\0'; /* found again for the new engine */
 	str_fmt(asf_engine, sizeof(asf_engine), "%s", name);
@@ -363,7 +364,13 @@ int podman_ready(asf_err *e)
 		asf_podman[0] = '\0';
 		return asf_fail(e, "%s not found in PATH (%s); install it (Debian: apt-get install %s) "
 				   "or fix PATH", asf_engine, getenv("PATH") ? getenv("PATH") : "unset",
-				engine_docker() ? "docker.io" : "podman runc");
+				engine_docker() ? "docker.io" : strcmp(asf_engine, "kubectl") ? "podman runc" : "kubectl");
+	}
+	if (!strcmp(asf_engine, "kubectl")) { /* the client only: `up` finds out about the cluster */
+		if (podman(&o, e, "version", "--client", "--output=json", (char *)NULL))
+			return -1;
+		out_free(&o);
+		return 0;
 	}
 	/* docker: the server's version, so a client without a daemon fails here. */
 	if (podman(&o, e, "version", "--format", engine_docker() ? "{{.Server.Version}}" :
