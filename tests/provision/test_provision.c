@@ -47,6 +47,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
 #include <asp.h>
 
 static char bin[PATH_MAX];      /* asf-provision */
@@ -1141,6 +1143,384 @@ START_TEST(down_leaves_unlabelled_alone)
 }
 END_TEST
 
+/* ------------------------------------------------------------- kubernetes */
+
+static char *slurp(const char *path)
+{
+	static char buf[4][65536];
+	static int next;
+	char *b = buf[next++ % 4];
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	n = fread(b, 1, sizeof(buf[0]) - 1, f);
+	fclose(f);
+	b[n] = '\0';
+	return b;
+}
+
+/* The manifest's documents: a comment line, then "---" before each JSON document. */
+static int manifest_docs(const char *path, cJSON **docs, int max)
+{
+	char *text = slurp(path), *p, *next;
+	int n = 0;
+
+	ck_assert_msg(text[0] == '#', "%s does not start with a comment line (kubectl would read JSON): %.40s",
+		      path, text);
+	p = strstr(text, "\n---\n");
+	ck_assert_msg(p != NULL, "%s: no document separator", path);
+	for (p += 5; p && *p; p = next) {
+		next = strstr(p, "\n---\n");
+		if (next) {
+			*next = '\0';
+			next += 5;
+		}
+		ck_assert_int_lt(n, max);
+		docs[n++] = parse_json(p);
+	}
+	return n;
+}
+
+static const cJSON *at(const cJSON *o, const char *path)
+{
+	char key[128];
+	const char *dot;
+
+	while (o && *path) {
+		dot = strchrnul(path, '.');
+		snprintf(key, sizeof(key), "%.*s", (int)(dot - path), path);
+		o = cJSON_GetObjectItemCaseSensitive(o, key);
+		path = *dot ? dot + 1 : dot;
+	}
+	ck_assert_msg(o != NULL, "missing %s", path);
+	return o;
+}
+
+static void is_str(const cJSON *o, const char *path, const char *want)
+{
+	const cJSON *v = at(o, path);
+
+	ck_assert_msg(cJSON_IsString(v) && !strcmp(v->valuestring, want), "%s: expected \"%s\"", path, want);
+}
+
+static void is_bool(const cJSON *o, const char *path, int want)
+{
+	const cJSON *v = at(o, path);
+
+	ck_assert_msg(cJSON_IsBool(v) && !!cJSON_IsTrue(v) == !!want, "%s: expected %s", path, want ? "true" : "false");
+}
+
+static void is_num(const cJSON *o, const char *path, double want)
+{
+	const cJSON *v = at(o, path);
+
+	ck_assert_msg(cJSON_IsNumber(v) && v->valuedouble == want, "%s: expected %g", path, want);
+}
+
+/* An array of exactly these strings, in this order (NULL-terminated). */
+static void is_strs(const cJSON *o, const char *path, const char *const *want)
+{
+	const cJSON *v = at(o, path), *c;
+	int i = 0;
+
+	ck_assert_msg(cJSON_IsArray(v), "%s: not an array", path);
+	cJSON_ArrayForEach(c, v) {
+		ck_assert_msg(want[i] && cJSON_IsString(c) && !strcmp(c->valuestring, want[i]),
+			      "%s[%d]: expected \"%s\"", path, i, want[i] ? want[i] : "(end)");
+		i++;
+	}
+	ck_assert_msg(!want[i], "%s: %d items, expected more (\"%s\")", path, i, want[i]);
+}
+
+/* Label keys contain dots: looked up directly. */
+static void labels_are(const cJSON *doc, const char *name)
+{
+	const cJSON *l = at(doc, "metadata.labels");
+
+	ck_assert_str_eq(jstr(l, "io.libasp.asf"), "1");
+	ck_assert_str_eq(jstr(l, "io.libasp.asf.name"), name);
+}
+
+static void secret_file_is(const cJSON *data, const char *key, const char *path)
+{
+	const char *b64 = jstr(data, key);
+	unsigned char out[8192];
+	int n;
+	size_t len = strlen(b64);
+	char *want = slurp(path);
+
+	ck_assert_msg(len > 0 && len < 10000, "Secret data %s: empty or too long", key);
+	n = EVP_DecodeBlock(out, (const unsigned char *)b64, (int)len);
+	ck_assert_msg(n >= 0, "Secret data %s: not base64", key);
+	while (len && b64[len - 1] == '=') { /* EVP_DecodeBlock counts the padding */
+		n--;
+		len--;
+	}
+	ck_assert_msg((size_t)n == strlen(want) && !memcmp(out, want, (size_t)n),
+		      "Secret data %s does not decode to %s", key, path);
+}
+
+/* Every object, field and value the Kubernetes backend promises. */
+START_TEST(kube_manifest_structure)
+{
+	static const char *const kinds[] = { "Secret", "NetworkPolicy", "Service", "Pod" };
+	static const char *const both[] = { "Ingress", "Egress", NULL };
+	static const char *const all[] = { "ALL", NULL };
+	static const char *const caps[] = { "SETGID", "SETUID", "SYS_CHROOT", NULL };
+	static const char *const sshd[] = { "/usr/sbin/sshd", "-D", "-e", "-f", "/etc/asf/sshd_config", NULL };
+	static const char *const lo[] = { "127.0.0.1", NULL };
+	char name[64], ws[256], mf[512], cfg[512], dir[512], path[700], want[512];
+	const cJSON *np, *svc, *pod, *ctr, *v, *m, *rule;
+	cJSON *docs[8], *c;
+	struct stat st;
+	run_out r;
+	int n, i;
+
+	engine = "kubectl"; /* the default for --backend kubernetes; nothing is run */
+	sandbox_name(name, sizeof(name), "kman");
+	make_dir(ws, sizeof(ws), "ws-kman");
+	snprintf(mf, sizeof(mf), "%s/kman.yaml", top);
+	snprintf(cfg, sizeof(cfg), "%s/kman.asp.json", top);
+	snprintf(dir, sizeof(dir), "%s/%s", state, name);
+	ck_assert_msg(asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image",
+			  "registry.example/asf-sshd:1", "--namespace", "sandboxes", "--ingress", "service",
+			  "--memory", "512m", "--cpus", "0.5", "--manifest", mf, "--out", cfg) == 0,
+		      "manifest: %s", r.err);
+	ck_assert_int_eq(stat(mf, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600); /* it holds the host key */
+
+	n = manifest_docs(mf, docs, 8);
+	ck_assert_int_eq(n, 4);
+	for (i = 0; i < n; i++) {
+		ck_assert_str_eq(jstr(docs[i], "kind"), kinds[i]);
+		snprintf(want, sizeof(want), "asf-%s", name);
+		is_str(docs[i], "metadata.name", want);
+		is_str(docs[i], "metadata.namespace", "sandboxes");
+		labels_are(docs[i], name);
+	}
+	/* Secret: the generated host key, authorized key and sshd_config, byte for byte. */
+	is_str(docs[0], "apiVersion", "v1");
+	is_str(docs[0], "type", "Opaque");
+	ck_assert_int_eq(cJSON_GetArraySize(at(docs[0], "data")), 3);
+	snprintf(path, sizeof(path), "%s/sshd/ssh_host_ed25519_key", dir);
+	secret_file_is(at(docs[0], "data"), "ssh_host_ed25519_key", path);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "OPENSSH PRIVATE KEY"));
+	snprintf(path, sizeof(path), "%s/sshd/authorized_keys", dir);
+	secret_file_is(at(docs[0], "data"), "authorized_keys", path);
+	ck_assert_msg(!strncmp(slurp(path), "restrict ssh-ed25519 ", 21), "authorized_keys: %s", slurp(path));
+	snprintf(path, sizeof(path), "%s/sshd/sshd_config", dir);
+	secret_file_is(at(docs[0], "data"), "sshd_config", path);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "ListenAddress 0.0.0.0\n")); /* reached through the Service */
+
+	/* NetworkPolicy: this pod; no egress at all; ingress only to sshd, only from its client pods. */
+	np = docs[1];
+	is_str(np, "apiVersion", "networking.k8s.io/v1");
+	ck_assert_str_eq(jstr(at(np, "spec.podSelector.matchLabels"), "io.libasp.asf.name"), name);
+	is_strs(np, "spec.policyTypes", both);
+	ck_assert(cJSON_IsArray(at(np, "spec.egress")));
+	ck_assert_int_eq(cJSON_GetArraySize(at(np, "spec.egress")), 0);
+	ck_assert_int_eq(cJSON_GetArraySize(at(np, "spec.ingress")), 1);
+	rule = cJSON_GetArrayItem(at(np, "spec.ingress"), 0);
+	ck_assert_int_eq(cJSON_GetArraySize(at(rule, "from")), 1);
+	ck_assert_str_eq(jstr(at(cJSON_GetArrayItem(at(rule, "from"), 0), "podSelector.matchLabels"),
+			      "io.libasp.asf.client"), name);
+	ck_assert_int_eq(cJSON_GetArraySize(at(rule, "ports")), 1);
+	is_str(cJSON_GetArrayItem(at(rule, "ports"), 0), "protocol", "TCP");
+	is_num(cJSON_GetArrayItem(at(rule, "ports"), 0), "port", 2222);
+
+	/* Service: port 22 to sshd's 2222, this pod only. */
+	svc = docs[2];
+	is_str(svc, "spec.type", "ClusterIP");
+	ck_assert_str_eq(jstr(at(svc, "spec.selector"), "io.libasp.asf.name"), name);
+	is_num(cJSON_GetArrayItem(at(svc, "spec.ports"), 0), "port", 22);
+	is_num(cJSON_GetArrayItem(at(svc, "spec.ports"), 0), "targetPort", 2222);
+
+	/* Pod: the Podman backend's hardening, in Kubernetes terms. */
+	pod = docs[3];
+	is_bool(pod, "spec.automountServiceAccountToken", 0);
+	is_bool(pod, "spec.enableServiceLinks", 0);
+	is_bool(pod, "spec.hostNetwork", 0);
+	is_bool(pod, "spec.hostPID", 0);
+	is_bool(pod, "spec.hostIPC", 0);
+	is_str(pod, "spec.restartPolicy", "Never");
+	is_str(pod, "spec.dnsPolicy", "None");
+	is_strs(pod, "spec.dnsConfig.nameservers", lo);
+	is_str(pod, "spec.securityContext.seccompProfile.type", "RuntimeDefault");
+	ck_assert_int_eq(cJSON_GetArraySize(at(pod, "spec.containers")), 1);
+	ck_assert_ptr_null(cJSON_GetObjectItem(at(pod, "spec"), "initContainers"));
+	ctr = cJSON_GetArrayItem(at(pod, "spec.containers"), 0);
+	is_str(ctr, "image", "registry.example/asf-sshd:1");
+	is_strs(ctr, "command", sshd);
+	is_bool(ctr, "securityContext.privileged", 0);
+	is_bool(ctr, "securityContext.allowPrivilegeEscalation", 0);
+	is_bool(ctr, "securityContext.readOnlyRootFilesystem", 1);
+	is_strs(ctr, "securityContext.capabilities.drop", all);
+	is_strs(ctr, "securityContext.capabilities.add", caps);
+	is_str(ctr, "securityContext.seccompProfile.type", "RuntimeDefault");
+	is_str(ctr, "resources.limits.cpu", "500m");
+	is_str(ctr, "resources.limits.memory", "536870912");
+	is_str(ctr, "resources.requests.cpu", "500m");
+	is_str(ctr, "resources.requests.memory", "536870912");
+	is_num(cJSON_GetArrayItem(at(ctr, "ports"), 0), "containerPort", 2222);
+	/* Mounts: /etc/asf from the Secret (0400), /tmp in memory, the workspace; nothing else. */
+	ck_assert_int_eq(cJSON_GetArraySize(at(ctr, "volumeMounts")), 3);
+	ck_assert_int_eq(cJSON_GetArraySize(at(pod, "spec.volumes")), 3);
+	cJSON_ArrayForEach(m, at(ctr, "volumeMounts")) {
+		const char *mp = jstr(m, "mountPath");
+		v = NULL;
+		cJSON_ArrayForEach(c, at(pod, "spec.volumes"))
+			if (!strcmp(jstr(c, "name"), jstr(m, "name")))
+				v = c;
+		ck_assert_msg(v != NULL, "volumeMount %s: no volume %s", mp, jstr(m, "name"));
+		if (!strcmp(mp, "/etc/asf")) {
+			is_bool(m, "readOnly", 1);
+			snprintf(want, sizeof(want), "asf-%s", name);
+			is_str(v, "secret.secretName", want);
+			is_num(v, "secret.defaultMode", 0400);
+		} else if (!strcmp(mp, "/tmp")) {
+			is_str(v, "emptyDir.medium", "Memory");
+		} else {
+			ck_assert_str_eq(mp, "/workspace");
+			is_bool(m, "readOnly", 0);
+			is_str(v, "hostPath.path", ws);
+			is_str(v, "hostPath.type", "Directory");
+		}
+	}
+	for (i = 0; i < n; i++)
+		cJSON_Delete(docs[i]);
+
+	/* The .asp.json: the Service's name, the host key pinned. */
+	c = parse_json(slurp(cfg));
+	snprintf(want, sizeof(want), "asf-%s.sandboxes.svc.cluster.local", name);
+	is_str(c, "connection.host", want);
+	is_num(c, "connection.port", 22);
+	snprintf(path, sizeof(path), "%s/host_ed25519_key.pub", dir);
+	ck_assert_msg(!strncmp(slurp(path), jstr(at(c, "connection"), "host_key"),
+			       strlen(jstr(at(c, "connection"), "host_key"))), "host_key is not the generated key");
+	cJSON_Delete(c);
+
+	/* kubectl, a real consumer, reads all four objects (offline: it parses, no schema check). */
+	if (cmd(&r, "kubectl", "label", "--local", "-f", mf, "io.libasp.asf.check=1", "-o", "name",
+		(char *)NULL) == 127 || (r.status && strstr(r.err, "No such file"))) {
+		fprintf(stderr, "kube_manifest_structure: kubectl not installed: offline parse not run\n");
+	} else {
+		ck_assert_msg(r.status == 0, "kubectl label --local: %s", r.err);
+		snprintf(want, sizeof(want), "secret/asf-%s\nnetworkpolicy.networking.k8s.io/asf-%s\n"
+			 "service/asf-%s\npod/asf-%s\n", name, name, name, name);
+		ck_assert_str_eq(r.out, want);
+	}
+	ck_assert_int_eq(asf(&r, "down", name), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "never applied"));
+	ck_assert_int_eq(access(mf, F_OK), 0); /* --manifest is the user's: kept */
+
+	/* Exec ingress (the default): no Service, no ingress at all, kubectl exec as the proxy. */
+	snprintf(mf, sizeof(mf), "%s/%s/kubernetes.yaml", state, name);
+	ck_assert_msg(asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image",
+			  "registry.example/asf-sshd:1", "--out", cfg, "--replace") == 0, "manifest: %s", r.err);
+	n = manifest_docs(mf, docs, 8);
+	ck_assert_int_eq(n, 3);
+	ck_assert_str_eq(jstr(docs[1], "kind"), "NetworkPolicy");
+	is_str(docs[1], "metadata.namespace", "default");
+	ck_assert_int_eq(cJSON_GetArraySize(at(docs[1], "spec.ingress")), 0);
+	ck_assert_int_eq(cJSON_GetArraySize(at(docs[1], "spec.egress")), 0);
+	ck_assert_str_eq(jstr(docs[2], "kind"), "Pod");
+	ck_assert_ptr_null(cJSON_GetObjectItem(cJSON_GetArrayItem(at(docs[2], "spec.containers"), 0), "ports"));
+	for (i = 0; i < n; i++)
+		cJSON_Delete(docs[i]);
+	snprintf(path, sizeof(path), "%s/sshd/sshd_config", dir);
+	ck_assert_ptr_nonnull(strstr(slurp(path), "ListenAddress 127.0.0.1\n"));
+	c = parse_json(slurp(cfg));
+	snprintf(want, sizeof(want), "exec -i --namespace default asf-%s --container=sshd -- /usr/sbin/sshd -i -f "
+		 "/etc/asf/sshd_config", name);
+	ck_assert_msg(strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), want) &&
+		      strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), "kubectl "),
+		      "proxy command: %s", jstr(at(c, "connection"), "x-asp-proxy-command"));
+	ck_assert_ptr_null(cJSON_GetObjectItem(at(c, "connection"), "port"));
+	cJSON_Delete(c);
+	ck_assert_int_eq(asf(&r, "verify", name), 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "runs on a Kubernetes cluster"));
+	ck_assert_int_eq(asf(&r, "down", name), 0);
+	ck_assert_int_ne(access(dir, F_OK), 0);
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+
+	/* Refusals: clear, exit 2, nothing created. */
+	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, SRC);
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "needs --image"));
+	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", "x",
+	    "--namespace", "Bad_NS");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--namespace Bad_NS"));
+	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", "x", "--uid",
+	    "1001");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--uid 1001"));
+	asf(&r, "manifest", "--name", name, "--workspace", ws, "--image", "x");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "needs --backend kubernetes"));
+	engine = "podman";
+	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", "x",
+	    "--ingress", "service");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "does not enforce NetworkPolicy"));
+	engine = "docker";
+	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", "x");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "--engine docker"));
+	ck_assert_int_ne(access(dir, F_OK), 0);
+}
+END_TEST
+
+/*
+ * The Pod runs: the same manifest under podman kube play (a real consumer
+ * of Kubernetes YAML), reached through `podman exec -i POD-sshd sshd -i`
+ * where a cluster uses `kubectl exec -i POD -- sshd -i`; verify passes.
+ */
+START_TEST(kube_podman_end_to_end)
+{
+	char name[64], ws[256], cfg[512], pod[96], want[256], path[600];
+	run_out r;
+	cJSON *c;
+
+	if (!image[0])
+		ck_abort_msg("no podman test image (podman import failed)");
+	sandbox_name(name, sizeof(name), "kpod");
+	snprintf(pod, sizeof(pod), "asf-%s", name);
+	make_dir(ws, sizeof(ws), "ws-kpod");
+	snprintf(cfg, sizeof(cfg), "%s/kpod.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", image,
+			  "--runtime", "runc", "--memory", "512m", "--pids", "256", "--out", cfg, "--json") == 0,
+		      "up: %s", r.err);
+	c = parse_json(r.out);
+	ck_assert_str_eq(jstr(c, "phase"), "ready");
+	ck_assert_str_eq(jstr(c, "backend"), "kubernetes");
+	cJSON_Delete(c);
+	c = parse_json(slurp(cfg));
+	snprintf(want, sizeof(want), "exec -i asf-%s-sshd /usr/sbin/sshd -i -f /etc/asf/sshd_config", name);
+	ck_assert_msg(strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), want) != NULL, "proxy: %s",
+		      jstr(at(c, "connection"), "x-asp-proxy-command"));
+	cJSON_Delete(c);
+	ck_assert_int_eq(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
+
+	use_sandbox(cfg, ws);
+	verify_passes(name, 18);
+	ck_assert_int_eq(asf(&r, "status", name), 0);
+	ck_assert_ptr_nonnull(strstr(r.out, "running"));
+
+	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "removed"));
+	ck_assert_int_ne(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
+	ck_assert_int_ne(cmd(&r, "podman", "volume", "inspect", pod, (char *)NULL), 0);
+	snprintf(path, sizeof(path), "%s-sshd", pod);
+	ck_assert_int_ne(cmd(&r, "podman", "container", "inspect", path, (char *)NULL), 0);
+	assert_nothing_left(name);
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+	ck_assert_int_eq(asf(&r, "down", name), 0);
+	ck_assert_ptr_null(strstr(r.out, "removed"));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ setup */
 
 static int podman_usable(char *why, size_t n)
@@ -1306,6 +1686,19 @@ static void cleanup(void)
 	if (getpid() != run_id)
 		return; /* a check test child exiting: the run is not over */
 	if (images[0][0]) {
+		const char *kube[] = { "kman", "kpod" };
+		char name[64], *argv[8];
+		size_t i;
+		for (i = 0; i < 2; i++) { /* each with the engine its state names */
+			sandbox_name(name, sizeof(name), kube[i]);
+			argv[0] = bin;
+			argv[1] = "--state-dir";
+			argv[2] = state;
+			argv[3] = "down";
+			argv[4] = name;
+			argv[5] = NULL;
+			runv(&r, NULL, argv);
+		}
 		use_podman();
 		cleanup_engine();
 		cmd(&r, "podman", "rmi", "-f", images[0], (char *)NULL);
@@ -1341,21 +1734,16 @@ static int engine_wanted(const char *name)
 	return 0;
 }
 
-/* The tests, ASF_TEST_ONLY=name[,name...] choosing some. */
-static TCase *engine_tcase(const char *name, void (*setup)(void))
+/* A TCase of these tests, ASF_TEST_ONLY=name[,name...] choosing some. */
+static TCase *make_tcase(const char *name, void (*setup)(void), const TTest *const *all, size_t count)
 {
-	const TTest *all[] = { publish_end_to_end, exec_ingress_end_to_end, image_read_only_workspace,
-			       bad_input_creates_nothing, name_clash_and_replace, verify_detects_problems,
-			       down_finds_orphans_by_label, verify_refuses_swapped_probe,
-			       writes_never_follow_planted_files, out_in_shared_directory_refused,
-			       state_dir_in_workspace_refused, down_leaves_unlabelled_alone };
 	const char *only = getenv("ASF_TEST_ONLY");
 	TCase *tc = tcase_create(name);
 	size_t i;
 
 	tcase_set_timeout(tc, 240);
 	tcase_add_unchecked_fixture(tc, setup, NULL);
-	for (i = 0; i < sizeof(all) / sizeof(all[0]); i++) {
+	for (i = 0; i < count; i++) {
 		size_t n = strlen(all[i]->name);
 		const char *p = only;
 		while (p && (p = strstr(p, all[i]->name)) &&
@@ -1365,6 +1753,36 @@ static TCase *engine_tcase(const char *name, void (*setup)(void))
 			tcase_add_test(tc, all[i]);
 	}
 	return tc;
+}
+
+/* The same tests for each engine. */
+static TCase *engine_tcase(const char *name, void (*setup)(void))
+{
+	static const TTest *all[12];
+
+	all[0] = publish_end_to_end;
+	all[1] = exec_ingress_end_to_end;
+	all[2] = image_read_only_workspace;
+	all[3] = bad_input_creates_nothing;
+	all[4] = name_clash_and_replace;
+	all[5] = verify_detects_problems;
+	all[6] = down_finds_orphans_by_label;
+	all[7] = verify_refuses_swapped_probe;
+	all[8] = writes_never_follow_planted_files;
+	all[9] = out_in_shared_directory_refused;
+	all[10] = state_dir_in_workspace_refused;
+	all[11] = down_leaves_unlabelled_alone;
+	return make_tcase(name, setup, all, 12);
+}
+
+/* --backend kubernetes: the manifest, and its Pod under podman kube play. */
+static TCase *kube_tcase(void)
+{
+	static const TTest *all[2];
+
+	all[0] = kube_manifest_structure;
+	all[1] = kube_podman_end_to_end;
+	return make_tcase("kubernetes", use_podman, all, 2);
 }
 
 int main(void)
@@ -1435,8 +1853,10 @@ int main(void)
 	unlink(tar);
 
 	s = suite_create("provision");
-	if (podman_ok)
+	if (podman_ok) {
 		suite_add_tcase(s, engine_tcase("podman", use_podman));
+		suite_add_tcase(s, kube_tcase());
+	}
 	if (docker_ok)
 		suite_add_tcase(s, engine_tcase("docker", use_docker));
 	sr = srunner_create(s);
