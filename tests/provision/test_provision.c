@@ -52,8 +52,9 @@
 #include <asp.h>
 
 static char bin[PATH_MAX];      /* asf-provision */
-static char top[64];        /* per-run temp dir */
-static char state[128];
+static char run_dir[64];        /* per-run temp dir: the rootfs, and a directory per engine */
+static char top[96];            /* RUN_DIR/ENGINE: the running TCase's files and state */
+static char state[160];
 static char rootfs[128];
 static char image[64];          /* the engine's imported copy of rootfs ("" when unavailable) */
 static char images[2][64];      /* per engine: podman, docker */
@@ -1662,10 +1663,19 @@ static void cleanup_engine(void)
 	cmd(&r, engine, "network", "rm", ctr, (char *)NULL);
 }
 
+/* Each engine its own files and state directory: the tests' names repeat. */
+static void engine_dirs(void)
+{
+	snprintf(top, sizeof(top), "%s/%s", run_dir, engine);
+	snprintf(state, sizeof(state), "%s/state", top);
+	mkdir(top, 0755);
+}
+
 /* Unchecked fixtures run in the parent, so the forked tests inherit what they set. */
 static void use_podman(void)
 {
 	engine = "podman";
+	engine_dirs();
 	src_opt = "--rootfs";
 	src_val = rootfs;
 	snprintf(image, sizeof(image), "%s", images[0]);
@@ -1674,6 +1684,7 @@ static void use_podman(void)
 static void use_docker(void)
 {
 	engine = "docker";
+	engine_dirs();
 	src_opt = "--image";
 	src_val = images[1];
 	snprintf(image, sizeof(image), "%s", images[1]);
@@ -1709,8 +1720,8 @@ static void cleanup(void)
 		cmd(&r, "docker", "rmi", "-f", images[1], (char *)NULL);
 	}
 	dockerd_stop();
-	if (top[0])
-		cmd(&r, "rm", "-rf", top, (char *)NULL);
+	if (run_dir[0])
+		cmd(&r, "rm", "-rf", run_dir, (char *)NULL);
 }
 
 static int strict(const char *var)
@@ -1813,13 +1824,12 @@ int main(void)
 		dockerd_stop();
 		return 1;
 	}
-	snprintf(top, sizeof(top), "/tmp/asf-test.XXXXXX");
-	if (!mkdtemp(top) || chmod(top, 0755)) {
+	snprintf(run_dir, sizeof(run_dir), "/tmp/asf-test.XXXXXX");
+	if (!mkdtemp(run_dir) || chmod(run_dir, 0755)) {
 		dockerd_stop();
 		return 1;
 	}
-	snprintf(state, sizeof(state), "%s/state", top);
-	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", top);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", run_dir);
 	atexit(cleanup);
 	/* In the source tree: make runs this from the top directory. */
 	snprintf(script, sizeof(script), "%s",
@@ -1829,7 +1839,7 @@ int main(void)
 		return 1;
 	}
 	/* The same tree as a local image of each engine (no registry): import of a tarball. */
-	snprintf(tar, sizeof(tar), "%s/rootfs.tar", top);
+	snprintf(tar, sizeof(tar), "%s/rootfs.tar", run_dir);
 	if (cmd(&r, "tar", "-C", rootfs, "-cf", tar, ".", (char *)NULL) != 0) {
 		fprintf(stderr, "test-provision: tar of the rootfs failed: %s\n", r.err);
 		return 1;
