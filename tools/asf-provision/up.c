@@ -11,10 +11,13 @@
  *      the directory itself; recorded and undone by `down`);
  *   4. a labelled network asf-NAME (publish ingress) or none (exec ingress);
  *   5. `podman create` (least privilege, see create_argv), `podman init`:
- *      the namespaces exist but sshd does not run yet;
+ *      the namespaces exist but sshd does not run yet (docker: `docker
+ *      start`, the container waiting at a gate file until step 7);
  *   6. from the host, inside the container's network namespace: the egress
  *      ruleset, and no default route (loopback publishing);
- *   7. `podman start`; the .asp.json; a real connection through it.
+ *   7. `podman start` (docker: the gate file); the .asp.json; a real
+ *      connection through it.
+ * --backend kubernetes leaves after step 3 for kube_build (kube.c).
  * Any failure after step 1 tears down everything labelled with the name.
  */
 #include <arpa/inet.h>
