@@ -1413,7 +1413,10 @@ START_TEST(kube_manifest_structure)
 	/* kubectl, a real consumer, reads all four objects (offline: it parses, no schema check). */
 	if (cmd(&r, "kubectl", "label", "--local", "-f", mf, "io.libasp.asf.check=1", "-o", "name",
 		(char *)NULL) == 127 || (r.status && strstr(r.err, "No such file"))) {
-		fprintf(stderr, "kube_manifest_structure: kubectl not installed: offline parse not run\n");
+		/* The kubernetes TCase runs under podman's strict switch. */
+		ck_assert_msg(!getenv("ASF_REQUIRE_PODMAN") || strcmp(getenv("ASF_REQUIRE_PODMAN"), "1"),
+			      "kubectl not installed (ASF_REQUIRE_PODMAN=1): offline parse not run");
+		fprintf(stderr, "kube_manifest_structure: SKIPPED part: kubectl not installed: offline parse not run\n");
 	} else {
 		ck_assert_msg(r.status == 0, "kubectl label --local: %s", r.err);
 		snprintf(want, sizeof(want), "secret/asf-%s\nnetworkpolicy.networking.k8s.io/asf-%s\n"
