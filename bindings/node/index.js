@@ -43,6 +43,21 @@ const KNOWN_LAST_CODE = -21;
  */
 const ASYNC_STACK_SIZE = 8 * 1024 * 1024;
 const MIN_ASYNC_STACK_SIZE = 1024 * 1024;
+/*
+ * koffi keeps this many async call memories (stack + heap) for reuse; a call
+ * beyond them maps a fresh stack and unmaps it afterwards, page faults and
+ * all (koffi's default of 4 cost 16 concurrent execs a quarter of their
+ * client CPU). 16 is koffi's most.
+ */
+const RESIDENT_ASYNC_POOLS = 16;
+/*
+ * Every sandbox call holds a libuv worker thread until it returns (a command
+ * can run for minutes), and libuv's default pool has 4 threads: a fifth
+ * concurrent exec would wait, and so would the program's own fs and dns
+ * calls. Unless UV_THREADPOOL_SIZE says otherwise, start the pool with this
+ * many threads (idle ones cost an unused stack each).
+ */
+const THREADPOOL_SIZE = 64;
 
 const TYPE_NAMES = { 1: 'file', 2: 'directory', 3: 'symlink', 4: 'other' };
 const TRUST_NAMES = { 1: 'pinned', 2: 'known', 3: 'first-use' };
@@ -81,10 +96,34 @@ function candidates() {
 	return list;
 }
 
-function configureKoffi() {
+/*
+ * libuv reads UV_THREADPOOL_SIZE once, when the first job is queued; queue
+ * one now, with the variable set only for that moment so child processes do
+ * not inherit it. If the program already used the pool (an ES module import
+ * does, to read the files), this changes nothing: set UV_THREADPOOL_SIZE in
+ * the environment then (README.md).
+ */
+function sizeThreadPool() {
+	if (process.env.UV_THREADPOOL_SIZE !== undefined)
+		return;
+	process.env.UV_THREADPOOL_SIZE = String(THREADPOOL_SIZE);
 	try {
-		if (koffi.config().async_stack_size < ASYNC_STACK_SIZE)
-			koffi.config({ async_stack_size: ASYNC_STACK_SIZE });
+		fs.access(__filename, () => {});
+	} finally {
+		delete process.env.UV_THREADPOOL_SIZE;
+	}
+}
+
+function configureKoffi() {
+	const want = {};
+	const cfg = koffi.config();
+	if (cfg.async_stack_size < ASYNC_STACK_SIZE)
+		want.async_stack_size = ASYNC_STACK_SIZE;
+	if (cfg.resident_async_pools < RESIDENT_ASYNC_POOLS)
+		want.resident_async_pools = RESIDENT_ASYNC_POOLS;
+	try {
+		if (Object.keys(want).length)
+			koffi.config(want);
 	} catch (e) {
 		/* Another module loaded a library through this koffi first. */
 		const size = koffi.config().async_stack_size;
@@ -811,6 +850,8 @@ class Sandbox {
 }
 
 /* ------------------------------------------------------------ module API */
+
+sizeThreadPool();
 
 function fileTransport(v) {
 	if (v === undefined || v === null)
