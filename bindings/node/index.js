@@ -938,3 +938,55 @@ module.exports = {
 	},
 	load,
 };
+
+/* { value: 'name' } and { name: 'C_NAME' } -> { C_NAME: value }; a name without a C name throws. */
+function inverse(byValue, cNames) {
+	const out = {};
+	for (const [value, name] of Object.entries(byValue)) {
+		if (name === null)
+			continue;
+		if (!cNames[name])
+			throw new Error(`no C name for ${name}`);
+		out[cNames[name]] = Number(value);
+	}
+	return out;
+}
+
+/*
+ * For the binding's own tests (test/layout.test.js): the koffi types that
+ * mirror asp.h's structs and the constants copied from it. A symbol key, so
+ * it is no part of the API (Object.keys, the ES module and index.d.ts do not
+ * see it).
+ */
+Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
+	value: () => {
+		load();
+		const t = lib.types;
+		return {
+			structs: {
+				asp_open_options: t.openOptions, asp_call_options: t.callOptions,
+				asp_write_options: t.writeOptions, asp_exec_options: t.execOptions,
+				asp_stat_info: t.statInfo, asp_sandbox_info: t.sandboxInfo,
+			},
+			/* asp_error is a Buffer decoded by hand: int code, then char message[]. */
+			errorSize: newErr().length,
+			errorMessageOffset: 4,
+			constants: {
+				ASP_OPEN_LAZY, ASP_MKDIR_PARENTS, ASP_REMOVE_RECURSIVE, ASP_STDOUT, ASP_STDERR,
+				ASP_OPEN_OPTIONS_VERSION: OPEN_OPTIONS_VERSION, ASP_WRITE_OPTIONS_VERSION: WRITE_OPTIONS_VERSION,
+				ASP_CALL_OPTIONS_VERSION: CALL_OPTIONS_VERSION, ASP_EXEC_OPTIONS_VERSION: EXEC_OPTIONS_VERSION,
+				ASP_SANDBOX_INFO_VERSION: SANDBOX_INFO_VERSION, ASP_ERROR_MESSAGE_MAX: ERROR_MESSAGE_MAX,
+				ASP_EINVAL, ASP_ECANCELLED,
+			},
+			readAll: READ_ALL,
+			/* C enum name -> the value the binding maps to or from. */
+			enums: {
+				ASP_FILES_AUTO: FILES_BY_NAME.auto, ASP_FILES_SFTP: FILES_BY_NAME.sftp, ASP_FILES_EXEC: FILES_BY_NAME.exec,
+				...inverse(FILES_NAMES, { sftp: 'ASP_FILES_SFTP', exec: 'ASP_FILES_EXEC' }),
+				...inverse(TRUST_NAMES, { pinned: 'ASP_TRUST_PINNED', known: 'ASP_TRUST_KNOWN', 'first-use': 'ASP_TRUST_FIRST_USE' }),
+				...inverse(AUTH_NAMES, { none: 'ASP_AUTH_NONE', publickey: 'ASP_AUTH_PUBLICKEY', agent: 'ASP_AUTH_AGENT' }),
+				...inverse(TYPE_NAMES, { file: 'ASP_TYPE_FILE', directory: 'ASP_TYPE_DIR', symlink: 'ASP_TYPE_SYMLINK', other: 'ASP_TYPE_OTHER' }),
+			},
+		};
+	},
+});
