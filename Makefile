@@ -337,9 +337,14 @@ check-python: lib
 	$(PYTHON) -m unittest discover -s bindings/python/tests
 
 # The Node binding and the pi example, against the sshd fixture program (build/tests/sshd-fixture).
+# The pi example needs a newer Node than Debian 12's (make deps installs one): with an older
+# node its tests are SKIPPED, loudly; ASP_REQUIRE_NODE20=1 (or CI=true) makes that a failure.
 check-node: lib
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error && npm test
-	cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test
+	rc=0; sh tools/setup-deps.sh --check-node || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+		cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test; \
+	elif [ $$rc -ne 3 ]; then exit $$rc; fi
 
 # ------------------------------------------------------------------ bench
 # `make bench`: libasp and its peers side by side against one local sshd
