@@ -939,17 +939,10 @@ module.exports = {
 	load,
 };
 
-/* { value: 'name' } and { name: 'C_NAME' } -> { C_NAME: value }; a name without a C name throws. */
-function inverse(byValue, cNames) {
-	const out = {};
-	for (const [value, name] of Object.entries(byValue)) {
-		if (name === null)
-			continue;
-		if (!cNames[name])
-			throw new Error(`no C name for ${name}`);
-		out[cNames[name]] = Number(value);
-	}
-	return out;
+/* [C name, value, where] for each entry of a value -> name map, named through cNames (name -> C name). */
+function enumEntries(where, byValue, cNames) {
+	return Object.entries(byValue).filter(([, name]) => name !== null)
+		.map(([value, name]) => [cNames[name] || `(no C name for ${name})`, Number(value), where]);
 }
 
 /*
@@ -979,14 +972,14 @@ Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
 				ASP_EINVAL, ASP_ECANCELLED,
 			},
 			readAll: READ_ALL,
-			/* C enum name -> the value the binding maps to or from. */
-			enums: {
-				ASP_FILES_AUTO: FILES_BY_NAME.auto, ASP_FILES_SFTP: FILES_BY_NAME.sftp, ASP_FILES_EXEC: FILES_BY_NAME.exec,
-				...inverse(FILES_NAMES, { sftp: 'ASP_FILES_SFTP', exec: 'ASP_FILES_EXEC' }),
-				...inverse(TRUST_NAMES, { pinned: 'ASP_TRUST_PINNED', known: 'ASP_TRUST_KNOWN', 'first-use': 'ASP_TRUST_FIRST_USE' }),
-				...inverse(AUTH_NAMES, { none: 'ASP_AUTH_NONE', publickey: 'ASP_AUTH_PUBLICKEY', agent: 'ASP_AUTH_AGENT' }),
-				...inverse(TYPE_NAMES, { file: 'ASP_TYPE_FILE', directory: 'ASP_TYPE_DIR', symlink: 'ASP_TYPE_SYMLINK', other: 'ASP_TYPE_OTHER' }),
-			},
+			/* [C enum name, the value the binding maps to or from, which map]. */
+			enums: [
+				...Object.entries(FILES_BY_NAME).map(([name, v]) => [`ASP_FILES_${name.toUpperCase()}`, v, 'FILES_BY_NAME']),
+				...enumEntries('FILES_NAMES', FILES_NAMES, { sftp: 'ASP_FILES_SFTP', exec: 'ASP_FILES_EXEC' }),
+				...enumEntries('TRUST_NAMES', TRUST_NAMES, { pinned: 'ASP_TRUST_PINNED', known: 'ASP_TRUST_KNOWN', 'first-use': 'ASP_TRUST_FIRST_USE' }),
+				...enumEntries('AUTH_NAMES', AUTH_NAMES, { none: 'ASP_AUTH_NONE', publickey: 'ASP_AUTH_PUBLICKEY', agent: 'ASP_AUTH_AGENT' }),
+				...enumEntries('TYPE_NAMES', TYPE_NAMES, { file: 'ASP_TYPE_FILE', directory: 'ASP_TYPE_DIR', symlink: 'ASP_TYPE_SYMLINK', other: 'ASP_TYPE_OTHER' }),
+			],
 		};
 	},
 });

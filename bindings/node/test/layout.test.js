@@ -54,8 +54,10 @@ describe('struct layouts and constants', () => {
 		}
 		print('asp_error', 'zu', 'sizeof(asp_error)', internals.errorSize);
 		print('asp_error.message', 'zu', 'offsetof(asp_error, message)', internals.errorMessageOffset);
-		for (const [name, value] of Object.entries({ ...internals.constants, ...internals.enums }))
+		for (const [name, value] of Object.entries(internals.constants))
 			print(name, 'lld', `(long long)${name}`, value);
+		for (const [name, value, where] of internals.enums)
+			print(`${where} ${name}`, 'lld', `(long long)${name}`, value);
 		print('ASP_READ_ALL', 'llu', '(unsigned long long)ASP_READ_ALL', internals.readAll);
 		lines.push('\treturn 0;', '}');
 
