@@ -60,6 +60,9 @@ void argv_free(asf_argv *a);
 /* The argv as one line for messages and evidence (shell-quoted where needed). */
 char *argv_text(char *const *argv);
 
+/* "nsenter --target=PID [--user] --net": the container's netns (rootless: through its userns). */
+void netns_argv(asf_argv *a, long pid);
+
 /* What a finished command left. */
 typedef struct asf_out {
 	int status;   /* exit code; 128+N when killed by signal N; 127 when it could not run */

@@ -239,18 +239,22 @@ int cmd_down(const char *name, int json)
 /* "present", "missing" or "unknown": the egress table inside the container's netns. */
 static const char *firewall_state(long pid)
 {
-	char spid[32];
-	char *argv[] = { "nsenter", NULL, "--net", "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
+	asf_argv a = { 0 };
 	asf_out o;
 	asf_err e;
-	const char *r;
+	const char *r = "unknown";
 
-	str_fmt(spid, sizeof(spid), "--target=%ld", pid);
-	argv[1] = spid;
-	if (asf_run(&o, argv, 10, &e))
-		return "unknown";
-	r = o.status == 0 && strstr(o.out, "policy drop") ? "present" : "missing";
-	out_free(&o);
+	netns_argv(&a, pid);
+	argv_add(&a, "nft");
+	argv_add(&a, "list");
+	argv_add(&a, "table");
+	argv_add(&a, "inet");
+	argv_add(&a, ASF_NFT_TABLE);
+	if (!a.oom && asf_run(&o, a.v, 10, &e) == 0) {
+		r = o.status == 0 && strstr(o.out, "policy drop") ? "present" : "missing";
+		out_free(&o);
+	}
+	argv_free(&a);
 	return r;
 }
 

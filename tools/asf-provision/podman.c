@@ -130,6 +130,20 @@ char *argv_text(char *const *argv)
 	return out;
 }
 
+/*
+ * nsenter into the network namespace of process pid. Rootless, the
+ * namespace belongs to Podman's user namespace: enter that too, as its root
+ * (the caller owns it), which is what may change the netns's firewall.
+ */
+void netns_argv(asf_argv *a, long pid)
+{
+	argv_add(a, "nsenter");
+	argv_addf(a, "--target=%ld", pid);
+	if (geteuid() != 0)
+		argv_add(a, "--user");
+	argv_add(a, "--net");
+}
+
 /* --------------------------------------------------------------- spawn */
 
 void out_free(asf_out *o)

@@ -487,9 +487,7 @@ static int in_netns(asf_out *o, long pid, asf_err *e, const char *const *args)
 	size_t i;
 	int rc;
 
-	argv_add(&a, "nsenter");
-	argv_addf(&a, "--target=%ld", pid);
-	argv_add(&a, "--net");
+	netns_argv(&a, pid);
 	for (i = 0; args[i]; i++)
 		argv_add(&a, args[i]);
 	rc = a.oom ? asf_fail(e, "out of memory") : asf_run(o, a.v, 30, e);

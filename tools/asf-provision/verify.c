@@ -36,6 +36,7 @@
 
 #define PROBE_PRIVATE "192.168.1.1"  /* a typical LAN router */
 #define PROBE_PUBLIC  "8.8.8.8"      /* a public resolver */
+#define PROBE_PUBLIC6 "2001:4860:4860::8888"
 
 typedef struct vctx {
 	const char *name;
@@ -134,9 +135,7 @@ static int in_netns(vctx *v, asf_out *o, asf_err *e, const char *const *args)
 	size_t i;
 	int rc;
 
-	argv_add(&a, "nsenter");
-	argv_addf(&a, "--target=%ld", v->pid);
-	argv_add(&a, "--net");
+	netns_argv(&a, v->pid);
 	for (i = 0; args[i]; i++)
 		argv_add(&a, args[i]);
 	rc = a.oom ? asf_fail(e, "out of memory") : asf_run(o, a.v, 30, e);
@@ -188,6 +187,35 @@ static int listener(const char *addr, int *port)
 	}
 	*port = ntohs(sa.sin_port);
 	return fd;
+}
+
+/* A UDP socket on addr (port chosen by the kernel); -1 on failure. */
+static int udp_listener(const char *addr, int *port)
+{
+	struct sockaddr_in sa = { 0 };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	sa.sin_family = AF_INET;
+	if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* How many datagrams arrived (all read). */
+static int datagrams(int fd)
+{
+	char buf[512];
+	int n = 0;
+
+	while (recv(fd, buf, sizeof(buf), 0) >= 0)
+		n++;
+	return n;
 }
 
 /* How many connections reached the listener (all accepted and closed). */
@@ -259,6 +287,29 @@ static const cJSON *inspect_item(vctx *v, const char *key)
 	return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), key);
 }
 
+/* The sandbox network's gateway (the host's address on its bridge), or NULL. */
+static const char *gateway(vctx *v)
+{
+	const cJSON *nets = cJSON_GetObjectItemCaseSensitive(inspect_item(v, "NetworkSettings"), "Networks");
+	const char *gw = js(cJSON_GetArrayItem(nets, 0), "Gateway");
+
+	return gw && *gw ? gw : NULL;
+}
+
+/* A copy of the body of "chain NAME" in `nft list table` text (up to the next chain), or NULL. */
+static char *chain_text(const char *table, const char *name)
+{
+	char head[64];
+	const char *p, *end;
+
+	str_fmt(head, sizeof(head), "chain %s {", name);
+	if (!(p = strstr(table, head)))
+		return NULL;
+	p += strlen(head);
+	end = strstr(p, "chain ");
+	return strndup(p, end ? (size_t)(end - p) : strlen(p));
+}
+
 static void check_firewall(vctx *v)
 {
 	const char *args[] = { "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
@@ -277,14 +328,16 @@ static void check_firewall(vctx *v)
 		out_free(&o);
 		return;
 	}
-	out_chain = strstr(o.out, "chain output");
-	in_chain = strstr(o.out, "chain input");
+	out_chain = chain_text(o.out, "output");
+	in_chain = chain_text(o.out, "input");
 	flatten(o.out);
-	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop") &&
-	    strstr(in_chain, "policy drop"))
+	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop;") &&
+	    strstr(in_chain, "hook input") && strstr(in_chain, "policy drop;"))
 		check(v, "egress.firewall", "pass", "nftables in the sandbox's netns: %s", o.out);
 	else
 		check(v, "egress.firewall", "fail", "ruleset does not drop by default: %s", o.out);
+	free(out_chain);
+	free(in_chain);
 	out_free(&o);
 }
 
@@ -324,6 +377,48 @@ static void check_topology(vctx *v)
 	}
 	out_free(&o);
 	out_free(&l);
+}
+
+/*
+ * IPv6, which the checks above (ip -4) do not see: no IPv6 address and no
+ * IPv6 route on any interface, and no route to a public IPv6 address.
+ * `up` disables IPv6 in the namespace by sysctl; the values are evidence.
+ */
+static void check_ipv6(vctx *v)
+{
+	const char *sysctl[] = { "cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+				 "/proc/sys/net/ipv6/conf/default/disable_ipv6", NULL };
+	const char *addrs[] = { "ip", "-6", "-o", "addr", "show", NULL };
+	const char *routes[] = { "ip", "-6", "-o", "route", "show", NULL };
+	const char *get[] = { "ip", "-6", "-o", "route", "get", PROBE_PUBLIC6, NULL };
+	asf_out s, a, r, g;
+	asf_err e;
+	int ok;
+
+	if (in_netns(v, &s, &e, sysctl)) {
+		check(v, "network.ipv6", "error", "%s", e.msg);
+		return;
+	}
+	if (in_netns(v, &a, &e, addrs) || in_netns(v, &r, &e, routes) || in_netns(v, &g, &e, get)) {
+		check(v, "network.ipv6", "error", "%s", e.msg);
+		out_free(&s);
+		return;
+	}
+	flatten(s.out);
+	flatten(a.out);
+	flatten(r.out);
+	flatten(g.out);
+	flatten(g.err);
+	/* A kernel without IPv6 has no /proc/sys/net/ipv6 and no addresses: that passes too. */
+	ok = a.status == 0 && !a.out[0] && r.status == 0 && !r.out[0] && g.status != 0;
+	check(v, "network.ipv6", ok ? "pass" : "fail",
+	      "in the sandbox's netns: disable_ipv6 (all, default) %s; IPv6 addresses: %s; IPv6 routes: %s; "
+	      "route lookup for %s: %s", s.status == 0 ? s.out : "(no IPv6 in this kernel)",
+	      a.out[0] ? a.out : "none", r.out[0] ? r.out : "none", PROBE_PUBLIC6, g.status ? g.err : g.out);
+	out_free(&s);
+	out_free(&a);
+	out_free(&r);
+	out_free(&g);
 }
 
 static void check_mounts(vctx *v)
@@ -529,10 +624,7 @@ static void check_workspace(vctx *v)
 
 static void check_egress(vctx *v)
 {
-	const cJSON *nets = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "NetworkSettings"), "Networks");
-	const cJSON *net = cJSON_GetArrayItem(nets, 0);
-	const char *gw = js(net, "Gateway");
+	const char *gw = gateway(v);
 	const struct { const char *check, *addr; int port; } far[] = {
 		{ "egress.private", PROBE_PRIVATE, 80 },
 		{ "egress.public", PROBE_PUBLIC, 443 },
@@ -553,7 +645,7 @@ static void check_egress(vctx *v)
 	if (v->exec_ingress) {
 		check(v, "egress.host_gateway", "pass", "no network: the sandbox has no interface that "
 		      "reaches the host (see network.topology)");
-	} else if (!gw || !*gw) {
+	} else if (!gw) {
 		check(v, "egress.host_gateway", "error", "no gateway in podman inspect");
 	} else if ((fd = listener(gw, &port)) < 0) {
 		check(v, "egress.host_gateway", "error", "cannot listen on %s: %s", gw, strerror(errno));
@@ -648,14 +740,44 @@ static void check_dns(vctx *v)
 	}
 	in_sandbox(v, &r, "getent hosts example.com", 10000);
 	flatten(r.out);
-	if (!r.ran || r.code == 127 || r.code == 126)
-		check(v, "dns", "error", "getent could not run: %s", r.ran ? r.err : r.err);
-	else if (r.code == 0)
+	if (!r.ran || r.code == 127 || r.code == 126) {
+		check(v, "dns", "error", "getent could not run: %s", r.err);
+		return;
+	}
+	if (r.code == 0) {
 		check(v, "dns", "fail", "getent hosts example.com resolved: %s", r.out);
-	else
-		check(v, "dns", "pass", "resolv.conf: \"%s\"; %sgetent hosts example.com -> exit %d%s",
-		      resolv, evidence[0] ? evidence : "no nameserver (glibc tries 127.0.0.1, the sandbox's "
-		      "own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
+		return;
+	}
+	str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "%sgetent hosts "
+		"example.com -> exit %d%s", evidence[0] ? "" : "no nameserver (glibc tries 127.0.0.1, the "
+		"sandbox's own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
+	if (!v->exec_ingress) {
+		/* A query sent anyway, to where a resolver on the host would listen. */
+		const char *gw = gateway(v);
+		char cmd[256];
+		int fd, port, n;
+
+		if (!gw || (fd = udp_listener(gw, &port)) < 0) {
+			check(v, "dns", "error", "%s; cannot listen for UDP on the gateway %s: %s", evidence,
+			      gw ? gw : "(none)", gw ? strerror(errno) : "no gateway in podman inspect");
+			return;
+		}
+		str_fmt(cmd, sizeof(cmd), "bash -c 'echo asf-verify > /dev/udp/%s/%d' 2>&1", gw, port);
+		in_sandbox(v, &r, cmd, 3000);
+		usleep(200 * 1000);
+		n = datagrams(fd);
+		close(fd);
+		flatten(r.out);
+		if (!r.ran) {
+			check(v, "dns", "error", "%s; the UDP probe could not run: %s", evidence, r.err);
+			return;
+		}
+		str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "; a datagram "
+			"from inside to a UDP listener on the gateway %s:%d -> %s, %d received", gw, port,
+			r.out[0] ? r.out : "sent", n);
+		bad = n != 0;
+	}
+	check(v, "dns", bad ? "fail" : "pass", "resolv.conf: \"%s\"; %s", resolv, evidence);
 }
 
 /* The value of "Key:\t..." in a /proc status text, or NULL. */
@@ -861,6 +983,7 @@ int cmd_verify(const char *name, const char *report_path, int json)
 	if (check_container(&v) == 0) {
 		check_firewall(&v);
 		check_topology(&v);
+		check_ipv6(&v);
 		check_mounts(&v);
 		check_ssh(&v);
 		check_workspace(&v);

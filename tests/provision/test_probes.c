@@ -1,0 +1,650 @@
+/*
+ * test_probes.c - every check of `asf-provision verify` shown to fail:
+ * on one live sandbox, each property verify guards is broken in turn (from
+ * the host: nsenter into its namespaces, its cgroup, its mounted files, or
+ * the container re-created with one flag changed), verify must fail exactly
+ * the checks that property covers and pass all the others; the break is then
+ * undone and verify passes again. Plus the egress allow-list (a forward
+ * proxy on the host) and rootless Podman.
+ *
+ * Needs root, podman and runc; otherwise SKIPPED and exit 0 (exit 1 when
+ * ASF_REQUIRE_PODMAN=1).
+ *
+ * Network rule: probes only target listeners this test starts (127.0.0.1,
+ * the sandbox bridge's gateway) or addresses for which the sandbox has no
+ * route; the proxy resolves the test's names from a hosts file of its own.
+ *
+ *   make check-provision   (ASF_TEST_ONLY=test[,test...] runs only those)
+ */
+#include <arpa/inet.h>
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char bin[PATH_MAX];      /* asf-provision */
+static char top[64];            /* per-run temp dir */
+static char state[128];
+static char rootfs[128];
+static char mkrootfs[PATH_MAX];
+static pid_t run_id;
+
+/* ---------------------------------------------------------------- helpers */
+
+typedef struct run_out {
+	int status;
+	char out[65536];
+	char err[16384];
+} run_out;
+
+/* Run argv (no shell), capturing both streams; a watchdog kills it after 300 s. */
+static int runv(run_out *r, char *const *argv)
+{
+	int po[2], pe[2], status;
+	size_t n[2] = { 0, 0 };
+	char *buf[2] = { r->out, r->err };
+	size_t cap[2] = { sizeof(r->out), sizeof(r->err) };
+	time_t deadline = time(NULL) + 300;
+	struct pollfd pf[2];
+	pid_t pid;
+
+	r->status = -1;
+	r->out[0] = r->err[0] = '\0';
+	if (pipe2(po, O_CLOEXEC) || pipe2(pe, O_CLOEXEC))
+		return -1;
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		int null = open("/dev/null", O_RDONLY);
+		dup2(null, 0);
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	pf[0].fd = po[0];
+	pf[1].fd = pe[0];
+	pf[0].events = pf[1].events = POLLIN;
+	while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+		int i;
+		if (time(NULL) >= deadline) {
+			kill(pid, SIGKILL);
+			deadline = time(NULL) + 3600;
+		}
+		if (poll(pf, 2, 1000) <= 0)
+			continue;
+		for (i = 0; i < 2; i++) {
+			char tmp[4096];
+			ssize_t got;
+			if (pf[i].fd < 0 || !pf[i].revents)
+				continue;
+			if ((got = read(pf[i].fd, tmp, sizeof(tmp))) <= 0) {
+				close(pf[i].fd);
+				pf[i].fd = -1;
+				continue;
+			}
+			if ((size_t)got > cap[i] - 1 - n[i])
+				got = (ssize_t)(cap[i] - 1 - n[i]);
+			memcpy(buf[i] + n[i], tmp, (size_t)got);
+			n[i] += (size_t)got;
+			buf[i][n[i]] = '\0';
+		}
+	}
+	waitpid(pid, &status, 0);
+	r->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+	return r->status;
+}
+
+static int vcmd(run_out *r, const char *first, va_list ap)
+{
+	char *argv[96];
+	const char *s = first;
+	int n = 0;
+
+	while (s && n < 95) {
+		argv[n++] = (char *)s;
+		s = va_arg(ap, const char *);
+	}
+	argv[n] = NULL;
+	return runv(r, argv);
+}
+
+/* cmd(r, "prog", args..., NULL) */
+static int cmd(run_out *r, const char *first, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, first);
+	rc = vcmd(r, first, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* asf-provision --state-dir STATE ARGS... (NULL-terminated) */
+static int asf_(run_out *r, const char *first, ...)
+{
+	char *argv[96];
+	const char *s = first;
+	va_list ap;
+	int n = 0;
+
+	argv[n++] = bin;
+	argv[n++] = "--state-dir";
+	argv[n++] = state;
+	va_start(ap, first);
+	while (s && n < 95) {
+		argv[n++] = (char *)s;
+		s = va_arg(ap, const char *);
+	}
+	va_end(ap);
+	argv[n] = NULL;
+	return runv(r, argv);
+}
+#define asf(r, ...) asf_(r, __VA_ARGS__, (char *)NULL)
+#define sh(r, ...) cmd(r, __VA_ARGS__, (char *)NULL)
+
+static const char *jstr(const cJSON *o, const char *k)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+
+	return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static void trim(char *s)
+{
+	size_t n = strlen(s);
+
+	while (n && (s[n - 1] == '\n' || s[n - 1] == ' '))
+		s[--n] = '\0';
+}
+
+static long container_pid(const char *ctr)
+{
+	run_out r;
+
+	ck_assert_int_eq(sh(&r, "podman", "inspect", "--type", "container", "--format", "{{.State.Pid}}", ctr), 0);
+	return strtol(r.out, NULL, 10);
+}
+
+static void container_gateway(const char *ctr, char *gw, size_t n)
+{
+	run_out r;
+
+	ck_assert_int_eq(sh(&r, "podman", "inspect", "--type", "container", "--format",
+			    "{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}", ctr), 0);
+	snprintf(gw, n, "%.*s", (int)strcspn(r.out, "\n"), r.out);
+	ck_assert_msg(gw[0], "no gateway for %s", ctr);
+}
+
+/* Run a host program in the container's network namespace; its exit status. */
+static int in_netns(run_out *r, long pid, const char *first, ...)
+{
+	char *argv[32], spid[32];
+	const char *s = first;
+	va_list ap;
+	int n = 0;
+
+	snprintf(spid, sizeof(spid), "--target=%ld", pid);
+	argv[n++] = "nsenter";
+	argv[n++] = spid;
+	argv[n++] = "--net";
+	va_start(ap, first);
+	while (s && n < 31) {
+		argv[n++] = (char *)s;
+		s = va_arg(ap, const char *);
+	}
+	va_end(ap);
+	argv[n] = NULL;
+	return runv(r, argv);
+}
+#define netns(r, pid, ...) in_netns(r, pid, __VA_ARGS__, (char *)NULL)
+
+static void write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w"); /* in place: a bind mount keeps following this inode */
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	fputs(text, f);
+	fclose(f);
+}
+
+static void read_text(const char *path, char *buf, size_t n)
+{
+	FILE *f = fopen(path, "r");
+	size_t got;
+
+	ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+	got = fread(buf, 1, n - 1, f);
+	buf[got] = '\0';
+	fclose(f);
+}
+
+/* A TCP listener we own on addr; its port in *port. */
+static __attribute__((unused)) int listen_on(const char *addr, int *port)
+{
+	struct sockaddr_in sa = { 0 };
+	socklen_t sl = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	sa.sin_family = AF_INET;
+	ck_assert_int_eq(inet_pton(AF_INET, addr, &sa.sin_addr), 1);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s: %s", addr, strerror(errno));
+	ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+static __attribute__((unused)) int accepted_count(int fd)
+{
+	int n = 0, c;
+
+	while ((c = accept4(fd, NULL, NULL, SOCK_CLOEXEC)) >= 0) {
+		close(c);
+		n++;
+	}
+	return n;
+}
+
+/* verify --json; the report (caller frees). */
+static cJSON *verify(const char *name, int *status)
+{
+	run_out r;
+	cJSON *rep;
+
+	asf(&r, "verify", name, "--json");
+	*status = r.status;
+	rep = cJSON_Parse(r.out);
+	ck_assert_msg(rep != NULL, "verify %s: not JSON (exit %d): %s %s", name, r.status, r.out, r.err);
+	return rep;
+}
+
+static int listed(const char *csv, const char *name)
+{
+	size_t n = strlen(name);
+	const char *p = csv;
+
+	while (p && *p) {
+		if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0'))
+			return 1;
+		p = strchr(p, ',');
+		p = p ? p + 1 : NULL;
+	}
+	return 0;
+}
+
+/*
+ * verify fails exactly the checks in `want` (comma-separated; "" = none)
+ * and passes every other one; `what` names the break in messages.
+ * Returns the report (caller frees) for further assertions.
+ */
+static cJSON *verify_only(const char *name, const char *want, const char *what)
+{
+	const cJSON *c;
+	int status, seen = 0, nwant = 0;
+	cJSON *rep = verify(name, &status);
+	const char *p;
+
+	for (p = want; *p; p++)
+		nwant += *p == ',';
+	nwant += want[0] != '\0';
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		const char *check = jstr(c, "check"), *st = jstr(c, "status");
+		if (listed(want, check)) {
+			ck_assert_msg(!strcmp(st, "fail"), "%s: %s should fail, is %s: %s", what, check, st,
+				      jstr(c, "evidence"));
+			seen++;
+		} else {
+			ck_assert_msg(!strcmp(st, "pass"), "%s: %s should pass, is %s: %s", what, check, st,
+				      jstr(c, "evidence"));
+		}
+	}
+	ck_assert_msg(seen == nwant, "%s: expected failing checks %s, saw %d of them", what, want, seen);
+	ck_assert_msg(status == (nwant ? 1 : 0), "%s: verify exit %d", what, status);
+	if (getenv("ASF_TEST_VERBOSE")) {
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
+			if (listed(want, jstr(c, "check")))
+				fprintf(stderr, "[%s] %s: %s\n", what, jstr(c, "check"), jstr(c, "evidence"));
+	}
+	return rep;
+}
+
+static void verify_break(const char *name, const char *want, const char *what)
+{
+	cJSON_Delete(verify_only(name, want, what));
+}
+
+/* ------------------------------------------------- breaks from the host */
+
+/* Remount the container's root read-write (ro = 0) or back (ro = 1), in its own mount namespace. */
+static void remount_root(long pid, int ro)
+{
+	char path[64];
+	pid_t child;
+	int status;
+
+	snprintf(path, sizeof(path), "/proc/%ld/ns/mnt", pid);
+	if ((child = fork()) == 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNS))
+			_exit(1);
+		/* setns put our root and cwd at the namespace's root: "/" is the container's. */
+		if (mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND | (ro ? MS_RDONLY : 0), NULL))
+			_exit(2);
+		_exit(0);
+	}
+	ck_assert_int_gt(child, 0);
+	ck_assert_int_eq(waitpid(child, &status, 0), child);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "remount / %s in pid %ld's namespace: %d",
+		      ro ? "ro" : "rw", pid, status);
+}
+
+/* The container's pids.max on the host (cgroup v1 or v2). */
+static void pids_max_path(long pid, char *out, size_t n)
+{
+	char path[64], line[512];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cgroup", pid);
+	f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	out[0] = '\0';
+	while (fgets(line, sizeof(line), f)) {
+		char *p;
+		trim(line);
+		if ((p = strstr(line, ":pids:")))
+			snprintf(out, n, "/sys/fs/cgroup/pids%s/pids.max", p + 6);
+		else if (!strncmp(line, "0::", 3) && !out[0])
+			snprintf(out, n, "/sys/fs/cgroup%s/pids.max", line + 3);
+	}
+	fclose(f);
+	ck_assert_msg(out[0] && access(out, W_OK) == 0, "no writable pids.max for pid %ld (%s)", pid, out);
+}
+
+/*
+ * Re-create the container the way `up` made it (its CreateCommand), with
+ * `drop` removed (if not NULL) and `add` added (if not NULL), then redo what
+ * `up` does around it: init, the egress ruleset into the new netns, no
+ * default route, start. The published port stays the one in the .asp.json.
+ */
+static void recreate(const char *name, const char *drop, const char *add)
+{
+	char ctr[96], nft[PATH_MAX], pubport[64];
+	char *argv[128];
+	run_out r;
+	cJSON *cc, *st, *a;
+	long pid;
+	int n = 0;
+
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	ck_assert_int_eq(sh(&r, "podman", "inspect", "--type", "container", "--format", "{{json .Config.CreateCommand}}",
+			    ctr), 0);
+	cc = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(cc);
+	snprintf(nft, sizeof(nft), "%s/%s/state.json", state, name);
+	{
+		static char text[65536];
+		read_text(nft, text, sizeof(text));
+		st = cJSON_Parse(text);
+		ck_assert_ptr_nonnull(st);
+	}
+	snprintf(pubport, sizeof(pubport), "--publish=127.0.0.1:%d:2222/tcp",
+		 (int)cJSON_GetNumberValue(cJSON_GetObjectItem(st, "port")));
+	cJSON_Delete(st);
+	cJSON_ArrayForEach(a, cc) {
+		const char *s = a->valuestring;
+		if (drop && !strcmp(s, drop))
+			continue;
+		if (!strcmp(s, "--publish=127.0.0.1::2222/tcp"))
+			s = pubport;
+		if (add && !strcmp(s, "--rootfs"))
+			argv[n++] = (char *)add;
+		argv[n++] = (char *)s;
+	}
+	argv[n] = NULL;
+	if (drop) {
+		int found = 0;
+		cJSON_ArrayForEach(a, cc)
+			found |= !strcmp(a->valuestring, drop);
+		ck_assert_msg(found, "%s is not in the create command", drop);
+	}
+	ck_assert_int_eq(sh(&r, "podman", "rm", "--force", "--time", "1", ctr), 0);
+	ck_assert_msg(runv(&r, argv) == 0, "podman create: %s", r.err);
+	cJSON_Delete(cc);
+	ck_assert_msg(sh(&r, "podman", "init", ctr) == 0, "podman init: %s", r.err);
+	pid = container_pid(ctr);
+	snprintf(nft, sizeof(nft), "%s/%s/egress.nft", state, name);
+	ck_assert_msg(netns(&r, pid, "nft", "-f", nft) == 0, "nft -f: %s", r.err);
+	ck_assert_msg(netns(&r, pid, "ip", "-4", "route", "del", "default") == 0, "route del: %s", r.err);
+	ck_assert_msg(sh(&r, "podman", "start", ctr) == 0, "podman start: %s", r.err);
+}
+
+/* ------------------------------------------------------------------ tests */
+
+START_TEST(each_break_fails_its_check)
+{
+	char name[64], ws[256], ctr[96], gw[64], key[PATH_MAX], resolv[PATH_MAX], saved[4096], pids[PATH_MAX];
+	char dir[512], vol[600], nft[PATH_MAX];
+	time_t t0 = time(NULL);
+	run_out r;
+	long pid;
+
+	snprintf(name, sizeof(name), "e%d-probes", (int)run_id);
+	snprintf(ws, sizeof(ws), "%s/ws-probes", top);
+	mkdir(ws, 0755);
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--pids", "256") == 0, "up: %s", r.err);
+	pid = container_pid(ctr);
+	container_gateway(ctr, gw, sizeof(gw));
+	snprintf(dir, sizeof(dir), "%s/%s", state, name);
+	snprintf(nft, sizeof(nft), "%s/egress.nft", dir);
+	verify_break(name, "", "intact");
+
+	/*
+	 * egress.firewall: the table gone. The gateway is on the sandbox's own
+	 * link, so only the firewall kept TCP and UDP from the host's address
+	 * there: those probes fail with it. A policy of accept (with a final
+	 * drop rule, so nothing opens) fails the firewall check alone.
+	 */
+	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
+	verify_break(name, "egress.firewall,egress.host_gateway,dns", "table deleted");
+	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
+	ck_assert_int_eq(netns(&r, pid, "nft", "chain", "inet", "asf_egress", "output", "{", "policy", "accept", ";",
+			       "}"), 0);
+	ck_assert_int_eq(netns(&r, pid, "nft", "add", "rule", "inet", "asf_egress", "output", "drop"), 0);
+	verify_break(name, "egress.firewall", "output policy accept");
+	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
+	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
+
+	/* network.topology: a default route - which is also a route to the public and private probes. */
+	ck_assert_int_eq(netns(&r, pid, "ip", "-4", "route", "add", "default", "via", gw), 0);
+	verify_break(name, "network.topology,egress.public,egress.private", "default route");
+	ck_assert_int_eq(netns(&r, pid, "ip", "-4", "route", "del", "default"), 0);
+
+	/* egress.public / egress.private: a path to just that address (the route lookup sees it; no packet). */
+	ck_assert_int_eq(netns(&r, pid, "ip", "-4", "route", "add", "8.8.8.8/32", "via", gw), 0);
+	verify_break(name, "egress.public", "route to 8.8.8.8");
+	ck_assert_int_eq(netns(&r, pid, "ip", "-4", "route", "del", "8.8.8.8/32"), 0);
+	ck_assert_int_eq(netns(&r, pid, "ip", "-4", "route", "add", "192.168.1.1/32", "via", gw), 0);
+	verify_break(name, "egress.private", "route to 192.168.1.1");
+	ck_assert_int_eq(netns(&r, pid, "ip", "-4", "route", "del", "192.168.1.1/32"), 0);
+
+	/* egress.host_gateway: TCP to the host's bridge address let through (verify's listener answers). */
+	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "l4proto",
+			       "tcp", "ip", "daddr", gw, "accept"), 0);
+	verify_break(name, "egress.host_gateway", "TCP to the gateway accepted");
+	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
+	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
+
+	/* network.ipv6: IPv6 switched back on in the namespace (addresses and a link route appear). */
+	ck_assert_int_eq(netns(&r, pid, "sh", "-c", "for i in all default lo eth0; do "
+			       "echo 0 > /proc/sys/net/ipv6/conf/$i/disable_ipv6; done"), 0);
+	verify_break(name, "network.ipv6", "IPv6 enabled");
+	ck_assert_int_eq(netns(&r, pid, "sh", "-c", "for i in all default lo eth0; do "
+			       "echo 1 > /proc/sys/net/ipv6/conf/$i/disable_ipv6; done"), 0);
+
+	/* dns: a nameserver the sandbox can route to (its gateway). */
+	snprintf(resolv, sizeof(resolv), "%s/etc/resolv.conf", dir);
+	read_text(resolv, saved, sizeof(saved));
+	{
+		char text[4200];
+		snprintf(text, sizeof(text), "%snameserver %s\n", saved, gw);
+		write_text(resolv, text);
+	}
+	verify_break(name, "dns", "a reachable nameserver");
+	write_text(resolv, saved);
+
+	/* rootfs.read_only: / remounted read-write in the container's mount namespace. */
+	remount_root(pid, 0);
+	verify_break(name, "rootfs.read_only", "root remounted rw");
+	remount_root(pid, 1);
+
+	/* hostkey.private: the key handed to the sandbox user (sshd still loads it: not root's, 0644). */
+	snprintf(key, sizeof(key), "%s/sshd/ssh_host_ed25519_key", dir);
+	ck_assert_int_eq(chown(key, 1000, 1000), 0);
+	ck_assert_int_eq(chmod(key, 0644), 0);
+	verify_break(name, "hostkey.private", "host key readable");
+	ck_assert_int_eq(chown(key, 0, 0), 0);
+	ck_assert_int_eq(chmod(key, 0600), 0);
+
+	/* limits: the pids limit lowered behind Podman's back, in the cgroup itself. */
+	pids_max_path(pid, pids, sizeof(pids));
+	write_text(pids, "100\n");
+	verify_break(name, "limits", "pids.max changed");
+	write_text(pids, "256\n");
+
+	verify_break(name, "", "every break undone");
+
+	/* Re-created with one flag changed: what the running container cannot be talked out of. */
+	recreate(name, NULL, "--cap-add=CAP_NET_RAW");
+	verify_break(name, "caps.bounding", "CAP_NET_RAW added");
+	recreate(name, "--cap-add=CAP_NET_RAW", NULL);
+	recreate(name, "--security-opt=no-new-privileges", NULL);
+	verify_break(name, "no_new_privs", "without no-new-privileges");
+	recreate(name, NULL, "--security-opt=no-new-privileges");
+	recreate(name, NULL, "--security-opt=seccomp=unconfined");
+	verify_break(name, "seccomp", "seccomp unconfined");
+	recreate(name, "--security-opt=seccomp=unconfined", NULL);
+	snprintf(vol, sizeof(vol), "--volume=%s:/mnt/asf-state:ro", dir);
+	recreate(name, NULL, vol);
+	verify_break(name, "mounts", "state directory mounted");
+	recreate(name, vol, NULL);
+	verify_break(name, "", "re-created as up made it");
+
+	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+	fprintf(stderr, "each_break_fails_its_check: %ld s\n", (long)(time(NULL) - t0));
+}
+END_TEST
+
+/* ------------------------------------------------------------------ setup */
+
+static void cleanup(void)
+{
+	const char *suffixes[] = { "probes", "allow" };
+	char name[64];
+	run_out r;
+	size_t i;
+
+	if (getpid() != run_id)
+		return;
+	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+		snprintf(name, sizeof(name), "e%d-%s", (int)run_id, suffixes[i]);
+		asf(&r, "down", name);
+	}
+	if (top[0])
+		sh(&r, "rm", "-rf", top);
+}
+
+static int usable(char *why, size_t n)
+{
+	run_out r;
+
+	if (geteuid() != 0) {
+		snprintf(why, n, "not root (rootful Podman, nsenter and nft need it)");
+		return 0;
+	}
+	if (sh(&r, "podman", "version") != 0) {
+		snprintf(why, n, "podman does not run: %.400s", r.err);
+		return 0;
+	}
+	if (sh(&r, "runc", "--version") != 0) {
+		snprintf(why, n, "runc is not installed");
+		return 0;
+	}
+	return 1;
+}
+
+int main(void)
+{
+	const char *env = getenv("ASF_PROVISION");
+	char why[512];
+	SRunner *sr;
+	Suite *s;
+	TCase *tc;
+	run_out r;
+	int failed;
+
+	run_id = getpid();
+	if (!usable(why, sizeof(why))) {
+		printf("test-probes: SKIPPED: %s\n", why);
+		return getenv("ASF_REQUIRE_PODMAN") && !strcmp(getenv("ASF_REQUIRE_PODMAN"), "1") ? 1 : 0;
+	}
+	if (!realpath(env ? env : "build/bin/asf-provision", bin)) {
+		fprintf(stderr, "test-probes: no asf-provision binary; run make first\n");
+		return 1;
+	}
+	if (!realpath(getenv("ASF_MKROOTFS") ? getenv("ASF_MKROOTFS") : "tools/asf-provision/mkrootfs.sh",
+		      mkrootfs)) {
+		fprintf(stderr, "test-probes: no mkrootfs.sh\n");
+		return 1;
+	}
+	snprintf(top, sizeof(top), "/tmp/asf-egress-test.XXXXXX");
+	if (!mkdtemp(top) || chmod(top, 0755))
+		return 1;
+	snprintf(state, sizeof(state), "%s/state", top);
+	snprintf(rootfs, sizeof(rootfs), "%s/rootfs", top);
+	if (sh(&r, "sh", mkrootfs, rootfs) != 0) {
+		fprintf(stderr, "test-probes: building the rootfs failed: %s%s\n", r.out, r.err);
+		sh(&r, "rm", "-rf", top);
+		return 1;
+	}
+	atexit(cleanup);
+
+	s = suite_create("probes");
+	tc = tcase_create("podman");
+	tcase_set_timeout(tc, 600);
+	{
+		const TTest *all[] = { each_break_fails_its_check };
+		const char *only = getenv("ASF_TEST_ONLY");
+		size_t i;
+
+		for (i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+			if (!only || !*only || listed(only, all[i]->name))
+				tcase_add_test(tc, all[i]);
+	}
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
