@@ -177,6 +177,14 @@ int teardown(const char *name, cJSON *report)
 		failed += remove_config(name, st, report);
 	}
 	state_dir(dir, sizeof(dir), name);
+	{
+		char detail[4600];
+		int was;
+		int rc = egress_teardown(dir, detail, sizeof(detail), &was);
+		if (rc || was || (st && cJSON_GetObjectItemCaseSensitive(st, "proxy")))
+			note(report, "proxy", detail, rc ? "failed" : was ? "removed" : "absent", NULL);
+		failed += rc != 0;
+	}
 	if (!state_exists(name)) {
 		note(report, "state", dir, "absent", NULL);
 	} else if (failed) {

@@ -46,6 +46,8 @@ typedef struct vctx {
 	asp_sandbox *sb;     /* NULL when SSH did not work */
 	long pid;            /* container init pid; 0 when not running */
 	int exec_ingress;
+	const cJSON *allow;  /* --egress allow: "host:port" strings; NULL for none */
+	const cJSON *proxy;  /* state.proxy: address, port, config */
 	int probe_ok;        /* the TCP probe itself works (control) */
 	int npass, nfail, nerr;
 } vctx;
@@ -313,9 +315,10 @@ static char *chain_text(const char *table, const char *name)
 static void check_firewall(vctx *v)
 {
 	const char *args[] = { "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
-	char *out_chain, *in_chain;
+	char *out_chain, *in_chain, want[160] = "";
 	asf_out o;
 	asf_err e;
+	int proxy_rule = 1;
 
 	if (in_netns(v, &o, &e, args)) {
 		check(v, "egress.firewall", "error", "%s", e.msg);
@@ -331,9 +334,16 @@ static void check_firewall(vctx *v)
 	out_chain = chain_text(o.out, "output");
 	in_chain = chain_text(o.out, "input");
 	flatten(o.out);
+	if (v->allow) {
+		str_fmt(want, sizeof(want), "ip daddr %s tcp dport %d ct state new accept",
+			js(v->proxy, "address") ? js(v->proxy, "address") : "?", (int)jn(v->proxy, "port", 0));
+		proxy_rule = out_chain && strstr(out_chain, want);
+	}
 	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop;") &&
-	    strstr(in_chain, "hook input") && strstr(in_chain, "policy drop;"))
+	    strstr(in_chain, "hook input") && strstr(in_chain, "policy drop;") && proxy_rule)
 		check(v, "egress.firewall", "pass", "nftables in the sandbox's netns: %s", o.out);
+	else if (!proxy_rule)
+		check(v, "egress.firewall", "fail", "no rule \"%s\" for the egress proxy: %s", want, o.out);
 	else
 		check(v, "egress.firewall", "fail", "ruleset does not drop by default: %s", o.out);
 	free(out_chain);
@@ -702,6 +712,126 @@ static void check_egress(vctx *v)
 	}
 }
 
+/* ------------------------------------------------------------ egress allow-list */
+
+/*
+ * From inside, as the sandbox user: CONNECT target through the proxy. out
+ * gets the status line and Squid's X-Squid-Error header (one line), or
+ * bash's error when the proxy cannot be reached.
+ */
+static void connect_probe(vctx *v, sres *r, const char *target)
+{
+	char cmd[1024];
+
+	str_fmt(cmd, sizeof(cmd),
+		"exec 3<>/dev/tcp/%s/%d 2>&1 || exit 9; "
+		"printf 'CONNECT %%s HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n' %s %s >&3; "
+		"while IFS= read -r -t 5 l <&3; do l=${l%%$'\\r'}; [ -z \"$l\" ] && break; "
+		"case $l in HTTP/*|X-Squid-Error:*) echo \"$l\";; esac; done",
+		js(v->proxy, "address"), (int)jn(v->proxy, "port", 0), target, target);
+	in_sandbox(v, r, cmd, 15000);
+	flatten(r->out);
+}
+
+/* The proxy runs (found by its config), listens on the gateway and nowhere else, and sessions point at it. */
+static void check_proxy(vctx *v)
+{
+	const char *conf = js(v->proxy, "config"), *addr = js(v->proxy, "address");
+	int port = (int)jn(v->proxy, "port", 0);
+	char want[96], listening[1024] = "", url[128], envs[512];
+	long pid = conf ? proxy_find(conf) : 0;
+	sres r;
+
+	if (!conf || !addr || !port) {
+		check(v, "egress.proxy", "fail", "no proxy recorded in the state");
+		return;
+	}
+	if (pid <= 0) {
+		check(v, "egress.proxy", "fail", "no proxy process runs with %s", conf);
+		return;
+	}
+	proxy_listeners(pid, listening, sizeof(listening));
+	str_fmt(want, sizeof(want), "%s:%d", addr, port);
+	str_fmt(url, sizeof(url), "http://%s", want);
+	in_sandbox(v, &r, "printf '%s ' \"$HTTP_PROXY\" \"$HTTPS_PROXY\" \"$http_proxy\" \"$https_proxy\"", 10000);
+	if (!r.ran) {
+		check(v, "egress.proxy", "error", "cannot read the session's environment: %s", r.err);
+		return;
+	}
+	str_fmt(envs, sizeof(envs), "%s %s %s %s ", url, url, url, url);
+	check(v, "egress.proxy", !strcmp(listening, want) && !strcmp(r.out, envs) ? "pass" : "fail",
+	      "proxy pid %ld (%s) listens on %s (expected %s only); a session's HTTP_PROXY HTTPS_PROXY "
+	      "http_proxy https_proxy: %s", pid, conf, listening[0] ? listening : "nothing", want, r.out);
+}
+
+/* Every listed host:port is reachable through the proxy. */
+static void check_allowed(vctx *v)
+{
+	char ev[3000] = "";
+	const cJSON *a;
+	int bad = 0;
+	sres r;
+
+	cJSON_ArrayForEach(a, v->allow) {
+		connect_probe(v, &r, a->valuestring);
+		if (!r.ran) {
+			check(v, "egress.allowed", "error", "probe could not run: %s", r.err);
+			return;
+		}
+		bad |= strncmp(r.out, "HTTP/1.1 200", 12) != 0;
+		str_fmt(ev + strlen(ev), sizeof(ev) - strlen(ev), "%sCONNECT %s -> %s", ev[0] ? "; " : "",
+			a->valuestring, r.out[0] ? r.out : r.err);
+	}
+	check(v, "egress.allowed", bad ? "fail" : "pass", "through the proxy %s:%d from inside: %s",
+	      js(v->proxy, "address"), (int)jn(v->proxy, "port", 0), ev);
+}
+
+static int denied(const sres *r)
+{
+	return r->ran && !strncmp(r->out, "HTTP/1.1 403", 12) && strstr(r->out, "ERR_ACCESS_DENIED");
+}
+
+/*
+ * What is not listed is refused by the proxy itself: a live listener verify
+ * opens on the gateway (which the proxy could reach), an unlisted name, and
+ * a listed host at a port that is not listed.
+ */
+static void check_refused(vctx *v)
+{
+	const char *gw = js(v->proxy, "address");
+	char target[300], host[256], ev[3000] = "";
+	sres r;
+	int fd, port, n, ok, lport;
+
+	if (!gw || (fd = listener(gw, &port)) < 0) {
+		check(v, "egress.refused", "error", "cannot listen on the gateway %s: %s", gw ? gw : "?",
+		      strerror(errno));
+		return;
+	}
+	str_fmt(target, sizeof(target), "%s:%d", gw, port);
+	connect_probe(v, &r, target);
+	n = accepted(fd);
+	close(fd);
+	if (!r.ran) {
+		check(v, "egress.refused", "error", "probe could not run: %s", r.err);
+		return;
+	}
+	ok = denied(&r) && n == 0;
+	str_fmt(ev, sizeof(ev), "CONNECT %s (a listener verify opened on the host) -> %s, %d accepted", target,
+		r.out, n);
+	connect_probe(v, &r, "unlisted.asf-verify.invalid:443");
+	ok = ok && denied(&r);
+	str_fmt(ev + strlen(ev), sizeof(ev) - strlen(ev), "; CONNECT unlisted.asf-verify.invalid:443 -> %s",
+		r.out);
+	allow_split(cJSON_GetArrayItem(v->allow, 0)->valuestring, host, sizeof(host), &lport);
+	str_fmt(target, sizeof(target), "%s:%d", host, lport == 1 ? 2 : 1);
+	connect_probe(v, &r, target);
+	ok = ok && denied(&r);
+	str_fmt(ev + strlen(ev), sizeof(ev) - strlen(ev), "; CONNECT %s (listed host, port not listed) -> %s",
+		target, r.out);
+	check(v, "egress.refused", ok ? "pass" : "fail", "%s", ev);
+}
+
 static void check_dns(vctx *v)
 {
 	char resolv[2048], route[512], evidence[3000] = "", *line, *save = NULL;
@@ -751,6 +881,22 @@ static void check_dns(vctx *v)
 	str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "%sgetent hosts "
 		"example.com -> exit %d%s", evidence[0] ? "" : "no nameserver (glibc tries 127.0.0.1, the "
 		"sandbox's own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
+	if (v->allow) {
+		/* Names are the proxy's business: a listed one does not resolve inside either. */
+		char host[256], cmd[300];
+		int port;
+		allow_split(cJSON_GetArrayItem(v->allow, 0)->valuestring, host, sizeof(host), &port);
+		str_fmt(cmd, sizeof(cmd), "getent hosts %s", host);
+		in_sandbox(v, &r, cmd, 10000);
+		flatten(r.out);
+		if (!r.ran || r.code == 0) {
+			check(v, "dns", r.ran ? "fail" : "error", "getent hosts %s (a listed host) inside -> %s",
+			      host, r.ran ? r.out : r.err);
+			return;
+		}
+		str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "; getent hosts %s "
+			"(listed; the proxy resolves it) -> exit %d", host, r.code);
+	}
 	if (!v->exec_ingress) {
 		/* A query sent anyway, to where a resolver on the host would listen. */
 		const char *gw = gateway(v);
@@ -979,6 +1125,16 @@ int cmd_verify(const char *name, const char *report_path, int json)
 	}
 	v.checks = cJSON_CreateArray();
 	v.exec_ingress = js(v.st, "ingress") && !strcmp(js(v.st, "ingress"), "exec");
+	if (js(v.st, "egress") && !strcmp(js(v.st, "egress"), "allow")) {
+		v.allow = cJSON_GetObjectItemCaseSensitive(v.st, "allow");
+		v.proxy = cJSON_GetObjectItemCaseSensitive(v.st, "proxy");
+		if (!cJSON_GetArraySize(v.allow)) {
+			fprintf(stderr, "asf-provision: verify: %s: egress \"allow\" without an allow list\n", name);
+			cJSON_Delete(v.st);
+			cJSON_Delete(v.checks);
+			return 2;
+		}
+	}
 
 	if (check_container(&v) == 0) {
 		check_firewall(&v);
@@ -988,6 +1144,11 @@ int cmd_verify(const char *name, const char *report_path, int json)
 		check_ssh(&v);
 		check_workspace(&v);
 		check_egress(&v);
+		if (v.allow) {
+			check_proxy(&v);
+			check_allowed(&v);
+			check_refused(&v);
+		}
 		check_dns(&v);
 		check_privileges(&v);
 		check_rootfs(&v);
