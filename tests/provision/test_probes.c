@@ -237,14 +237,16 @@ static void read_text(const char *path, char *buf, size_t n)
 	fclose(f);
 }
 
-/* A TCP listener we own on addr; its port in *port. */
-static __attribute__((unused)) int listen_on(const char *addr, int *port)
+/* A TCP listener we own on addr, at *port (0: any; the port in *port). */
+static int listen_on(const char *addr, int *port)
 {
 	struct sockaddr_in sa = { 0 };
 	socklen_t sl = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
 
+	ck_assert_int_eq(setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)), 0);
 	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)*port);
 	ck_assert_int_eq(inet_pton(AF_INET, addr, &sa.sin_addr), 1);
 	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s: %s", addr, strerror(errno));
 	ck_assert_int_eq(listen(fd, 16), 0);
@@ -253,7 +255,7 @@ static __attribute__((unused)) int listen_on(const char *addr, int *port)
 	return fd;
 }
 
-static __attribute__((unused)) int accepted_count(int fd)
+static int accepted_count(int fd)
 {
 	int n = 0, c;
 
@@ -555,6 +557,201 @@ START_TEST(each_break_fails_its_check)
 }
 END_TEST
 
+/* ------------------------------------------------------- egress allow-list */
+
+/* CONNECT target through the proxy from inside, as the sandbox user; status line and X-Squid-Error. */
+static void proxy_connect(const char *ctr, const char *proxy, int pport, const char *target, char *out, size_t n)
+{
+	char script[1024];
+	run_out r;
+
+	snprintf(script, sizeof(script),
+		 "exec 3<>/dev/tcp/%s/%d || exit 9; printf 'CONNECT %%s HTTP/1.1\r\nHost: %%s\r\n\r\n' %s %s >&3; "
+		 "while IFS= read -r -t 5 l <&3; do l=${l%%$'\r'}; [ -z \"$l\" ] && break; "
+		 "case $l in HTTP/*|X-Squid-Error:*) printf '%%s ' \"$l\";; esac; done",
+		 proxy, pport, target, target);
+	sh(&r, "podman", "exec", "--user", "1000", ctr, "bash", "-c", script);
+	snprintf(out, n, "%.*s", (int)(n - 1), r.out);
+	trim(out);
+}
+
+static int count_of(const char *text, const char *needle)
+{
+	int n = 0;
+
+	while ((text = strstr(text, needle))) {
+		n++;
+		text++;
+	}
+	return n;
+}
+
+/*
+ * Rewrite the proxy's config in place (it holds the file open), have it
+ * re-read it (SIGHUP), and wait until its log says it listens again on
+ * every http_port of the new text. A watchdog of 60 s, not a timing.
+ */
+static void proxy_reconfigure(const char *conf, const char *text, long pid)
+{
+	static char log[1 << 20];
+	char path[700];
+	int before, want, i;
+
+	snprintf(path, sizeof(path), "%.*s/squid.log", (int)(strrchr(conf, '/') - conf), conf);
+	read_text(path, log, sizeof(log));
+	before = count_of(log, "Accepting HTTP Socket connections");
+	want = count_of(text, "\nhttp_port ");
+	write_text(conf, text);
+	ck_assert_int_eq(kill((pid_t)pid, SIGHUP), 0);
+	for (i = 0; i < 600; i++) {
+		read_text(path, log, sizeof(log));
+		if (count_of(log, "Accepting HTTP Socket connections") >= before + want)
+			return;
+		usleep(100 * 1000);
+	}
+	ck_abort_msg("the proxy did not take its new config (%s)", path);
+}
+
+START_TEST(egress_allow_list)
+{
+	char name[64], ws[256], ctr[96], hosts[512], allow[128], gw[64], out[4096], target[128], conf[600];
+	char orig[8192], changed[8400], *p;
+	int la, pa = 0, lb, pb = 0, lg, pg = 0, pport;
+	const cJSON *c, *px;
+	cJSON *rep, *st;
+	run_out r;
+	long ppid = 0;
+	struct stat sb;
+
+	snprintf(name, sizeof(name), "e%d-allow", (int)run_id);
+	snprintf(ws, sizeof(ws), "%s/ws-allow", top);
+	mkdir(ws, 0755);
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+
+	/* Bad lists: refused before anything exists. */
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--egress", "allow=");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "--egress allow="), "empty list: %d %s", r.status, r.err);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--egress", "allow=bad_host!");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "\"bad_host!\" is not a host name"), "%s", r.err);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--egress", "allow=a.test:0");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "PORT must be 1..65535"), "%s", r.err);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--egress", "allow=a.test",
+	    "--ingress", "exec");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "needs --ingress publish"), "%s", r.err);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--proxy-hosts", "/etc/hostname");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "--proxy-hosts"), "%s", r.err);
+	{
+		char dir[600];
+		snprintf(dir, sizeof(dir), "%s/%s", state, name);
+		ck_assert_int_ne(stat(dir, &sb), 0);
+	}
+
+	/* The listed host and an unlisted one: listeners of ours, named only in the proxy's hosts file. */
+	la = listen_on("127.0.0.1", &pa);
+	lb = listen_on("127.0.0.1", &pb);
+	snprintf(hosts, sizeof(hosts), "%s/proxy-hosts", top);
+	write_text(hosts, "# the test's names, for the proxy only\n127.0.0.1 a.asf-egress.test b.asf-egress.test\n");
+	snprintf(allow, sizeof(allow), "allow=a.asf-egress.test:%d", pa);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--egress", allow, "--proxy-hosts", hosts, "--json") == 0, "up: %s", r.err);
+	st = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(st);
+	ck_assert_str_eq(jstr(st, "egress"), "allow");
+	px = cJSON_GetObjectItem(st, "proxy");
+	pport = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(px, "port"));
+	snprintf(conf, sizeof(conf), "%s", jstr(px, "config"));
+	container_gateway(ctr, gw, sizeof(gw));
+	ck_assert_str_eq(jstr(px, "address"), gw);
+	cJSON_Delete(st);
+
+	/* The proxy listens on the gateway (and, by its pid, nowhere else). */
+	ck_assert_int_eq(sh(&r, "ss", "-Hltnp"), 0);
+	{
+		char want[96], pidpat[32], *line, *save = NULL, *pp;
+		int mine = 0;
+		snprintf(want, sizeof(want), "%s:%d ", gw, pport);
+		for (line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			if (strstr(line, "\"squid\"") && strstr(line, want) && (pp = strstr(line, "pid="))) {
+				ppid = strtol(pp + 4, NULL, 10);
+				mine++;
+			}
+		ck_assert_msg(mine == 1 && ppid > 0, "squid is not listening on %s", want);
+		ck_assert_int_eq(sh(&r, "ss", "-Hltnp"), 0);
+		snprintf(pidpat, sizeof(pidpat), "pid=%ld,", ppid);
+		mine = 0;
+		for (line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			mine += strstr(line, pidpat) != NULL;
+		ck_assert_int_eq(mine, 1);
+	}
+
+	rep = verify_only(name, "", "allow-list");
+	{
+		int seen = 0;
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
+			seen += !strcmp(jstr(c, "check"), "egress.proxy") || !strcmp(jstr(c, "check"), "egress.allowed") ||
+				!strcmp(jstr(c, "check"), "egress.refused");
+		ck_assert_int_eq(seen, 3);
+	}
+	cJSON_Delete(rep);
+	ck_assert_int_ge(accepted_count(la), 1);  /* verify's CONNECT reached the listed listener */
+	ck_assert_int_eq(accepted_count(lb), 0);
+
+	/* Our own probes: listed works, unlisted (alive, in the proxy's hosts file) and a wrong port do not. */
+	snprintf(target, sizeof(target), "a.asf-egress.test:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 200", 12), "%s: %s", target, out);
+	ck_assert_int_eq(accepted_count(la), 1);
+	snprintf(target, sizeof(target), "b.asf-egress.test:%d", pb);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "%s: %s", target, out);
+	snprintf(target, sizeof(target), "a.asf-egress.test:%d", pb);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "%s: %s", target, out);
+	ck_assert_int_eq(accepted_count(lb), 0);
+	/* Around the proxy: a listener of ours on the gateway, directly. */
+	lg = listen_on(gw, &pg);
+	snprintf(out, sizeof(out), "exec 3<>/dev/tcp/%s/%d && echo connected", gw, pg);
+	sh(&r, "podman", "exec", "--user", "1000", ctr, "timeout", "3", "bash", "-c", out);
+	ck_assert_msg(r.status != 0 && !strstr(r.out, "connected"), "direct to %s:%d: %s", gw, pg, r.out);
+	ck_assert_int_eq(accepted_count(lg), 0);
+	close(lg);
+
+	/* Shown to fail. The listed host down: egress.allowed alone. */
+	close(la);
+	verify_break(name, "egress.allowed", "listed host down");
+	la = listen_on("127.0.0.1", &pa); /* the same port again */
+	verify_break(name, "", "listed host back");
+	/* The proxy told to allow everything: egress.refused alone. */
+	read_text(conf, orig, sizeof(orig));
+	p = strstr(orig, "http_access deny all");
+	ck_assert_ptr_nonnull(p);
+	snprintf(changed, sizeof(changed), "%.*shttp_access allow all\n%s", (int)(p - orig), orig, p);
+	proxy_reconfigure(conf, changed, ppid);
+	verify_break(name, "egress.refused", "proxy allows all");
+	/* Listening on 127.0.0.1 as well: egress.proxy alone. */
+	{
+		int pl = 0, lp = listen_on("127.0.0.1", &pl);
+		close(lp);
+		snprintf(changed, sizeof(changed), "%shttp_port 127.0.0.1:%d\n", orig, pl);
+	}
+	proxy_reconfigure(conf, changed, ppid);
+	verify_break(name, "egress.proxy", "proxy also on 127.0.0.1");
+	proxy_reconfigure(conf, orig, ppid);
+	verify_break(name, "", "proxy config restored");
+
+	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+	ck_assert_msg(strstr(r.out, "proxy") && strstr(r.out, "removed"), "%s", r.out);
+	{
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%ld/cmdline", ppid);
+		read_text(path, out, sizeof(out)); /* a zombie until reaped has an empty cmdline */
+		ck_assert_msg(!strstr(out, "squid"), "the proxy (pid %ld) still runs", ppid);
+	}
+	close(la);
+	close(lb);
+}
+END_TEST
+
 /* ------------------------------------------------------------------ setup */
 
 static void cleanup(void)
@@ -633,7 +830,7 @@ int main(void)
 	tc = tcase_create("podman");
 	tcase_set_timeout(tc, 600);
 	{
-		const TTest *all[] = { each_break_fails_its_check };
+		const TTest *all[] = { each_break_fails_its_check, egress_allow_list };
 		const char *only = getenv("ASF_TEST_ONLY");
 		size_t i;
 
