@@ -752,6 +752,172 @@ START_TEST(egress_allow_list)
 }
 END_TEST
 
+/* ------------------------------------------------------------ rootless */
+
+#define RL_USER "asp-egress-rootless"
+
+static char rl_home[256], rl_env_home[300], rl_env_xdg[300];
+
+/* Run argv as RL_USER (runuser), with a login-like environment of its own. */
+static int as_user(run_out *r, const char *first, ...)
+{
+	char *argv[64];
+	const char *s = first;
+	va_list ap;
+	int n = 0;
+
+	argv[n++] = "runuser";
+	argv[n++] = "-u";
+	argv[n++] = RL_USER;
+	argv[n++] = "--";
+	argv[n++] = "env";
+	argv[n++] = "-i";
+	argv[n++] = "PATH=/usr/local/bin:/usr/bin:/bin"; /* no sbin: asf-provision finds nft and ip itself */
+	argv[n++] = rl_env_home;
+	argv[n++] = rl_env_xdg;
+	va_start(ap, first);
+	while (s && n < 63) {
+		argv[n++] = (char *)s;
+		s = va_arg(ap, const char *);
+	}
+	va_end(ap);
+	argv[n] = NULL;
+	return runv(r, argv);
+}
+#define user(r, ...) as_user(r, __VA_ARGS__, (char *)NULL)
+
+/* Kill what the user still runs (Podman's pause process), by pid; remove the user and its runtime dir. */
+static void rootless_cleanup(void)
+{
+	char *line, *save = NULL;
+	run_out r;
+	struct passwd *pw = getpwnam(RL_USER);
+
+	if (!pw)
+		return;
+	user(&r, "podman", "rm", "--all", "--force");
+	if (sh(&r, "pgrep", "-u", RL_USER) == 0)
+		for (line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			kill((pid_t)strtol(line, NULL, 10), SIGKILL);
+	usleep(200 * 1000);
+	snprintf(rl_env_xdg, sizeof(rl_env_xdg), "/run/user/%d", (int)pw->pw_uid);
+	sh(&r, "rm", "-rf", rl_env_xdg);
+	sh(&r, "userdel", "--remove", RL_USER);
+}
+
+static int strict(void)
+{
+	return getenv("ASF_REQUIRE_PODMAN") && !strcmp(getenv("ASF_REQUIRE_PODMAN"), "1");
+}
+
+START_TEST(rootless_exec_ingress)
+{
+	char bin_u[300], mk[300], rfs[300], ws[300], xdg[64], want_fail[32];
+	const char *need[] = { "/usr/bin/newuidmap", "/usr/bin/newgidmap", "/usr/sbin/useradd" };
+	struct passwd *pw;
+	struct stat sb;
+	run_out r;
+	cJSON *rep, *st;
+	const cJSON *c;
+	size_t i;
+	long pid;
+	int status;
+
+	for (i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (access(need[i], X_OK)) {
+			ck_assert_msg(!strict(), "rootless: %s missing (ASF_REQUIRE_PODMAN=1)", need[i]);
+			fprintf(stderr, "rootless_exec_ingress: SKIPPED: %s missing\n", need[i]);
+			return;
+		}
+	rootless_cleanup(); /* a previous run that died half-way */
+	ck_assert_msg(sh(&r, "useradd", "--create-home", "--shell", "/bin/bash", RL_USER) == 0, "useradd: %s", r.err);
+	ck_assert_ptr_nonnull(pw = getpwnam(RL_USER));
+	/* Subordinate ids: useradd assigns them where login.defs says so; otherwise add a range. */
+	if (sh(&r, "grep", "-q", "^" RL_USER ":", "/etc/subuid") != 0)
+		ck_assert_msg(sh(&r, "usermod", "--add-subuids", "3100000-3165535", "--add-subgids", "3100000-3165535",
+				 RL_USER) == 0, "usermod: %s", r.err);
+	snprintf(rl_home, sizeof(rl_home), "%s", pw->pw_dir);
+	snprintf(rl_env_home, sizeof(rl_env_home), "HOME=%s", pw->pw_dir);
+	snprintf(xdg, sizeof(xdg), "/run/user/%d", (int)pw->pw_uid);
+	snprintf(rl_env_xdg, sizeof(rl_env_xdg), "XDG_RUNTIME_DIR=%s", xdg);
+	mkdir("/run/user", 0755);
+	ck_assert_int_eq(mkdir(xdg, 0700), 0);
+	ck_assert_int_eq(chown(xdg, pw->pw_uid, pw->pw_gid), 0);
+	/* The user's own copies (our tree may not be readable to it). */
+	snprintf(bin_u, sizeof(bin_u), "%s/asf-provision", rl_home);
+	snprintf(mk, sizeof(mk), "%s/mkrootfs.sh", rl_home);
+	snprintf(rfs, sizeof(rfs), "%s/rootfs", rl_home);
+	snprintf(ws, sizeof(ws), "%s/ws", rl_home);
+	ck_assert_int_eq(sh(&r, "install", "-o", RL_USER, "-m", "0755", bin, bin_u), 0);
+	ck_assert_int_eq(sh(&r, "install", "-o", RL_USER, "-m", "0644", mkrootfs, mk), 0);
+	ck_assert_int_eq(user(&r, "mkdir", "-p", ws), 0);
+	/* Built inside Podman's user namespace: files of its root (the user), agent's 1000 mapped. */
+	ck_assert_msg(user(&r, "podman", "unshare", "sh", mk, rfs) == 0, "mkrootfs as %s: %s%s", RL_USER, r.out, r.err);
+
+	/* Publish ingress is refused, clearly, with nothing made. */
+	user(&r, bin_u, "up", "--name", "rl", "--workspace", ws, "--rootfs", rfs, "--runtime", "runc");
+	ck_assert_msg(r.status == 2 && strstr(r.err, "--ingress publish needs rootful Podman"), "%d %s", r.status, r.err);
+
+	ck_assert_msg(user(&r, bin_u, "up", "--name", "rl", "--workspace", ws, "--rootfs", rfs, "--runtime", "runc",
+			   "--ingress", "exec", "--json") == 0, "rootless up: %s", r.err);
+	st = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(st);
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(st, "rootless")));
+	cJSON_Delete(st);
+	/* The workspace belongs to the sandbox user inside: a subordinate uid on the host. */
+	ck_assert_int_eq(stat(ws, &sb), 0);
+	ck_assert_uint_ne(sb.st_uid, pw->pw_uid);
+	ck_assert_uint_ne(sb.st_uid, 1000);
+
+	/* cgroup v1 (this host): Podman cannot enforce limits rootless, and verify says so. */
+	snprintf(want_fail, sizeof(want_fail), "%s",
+		 access("/sys/fs/cgroup/cgroup.controllers", F_OK) ? "limits" : "");
+	user(&r, bin_u, "verify", "rl", "--json");
+	status = r.status;
+	rep = cJSON_Parse(r.out);
+	ck_assert_msg(rep != NULL, "rootless verify: %s %s", r.out, r.err);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		const char *check = jstr(c, "check");
+		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"), "rootless: %s %s: %s",
+			      check, jstr(c, "status"), jstr(c, "evidence"));
+		if (!strcmp(check, "limits") && want_fail[0])
+			ck_assert_ptr_nonnull(strstr(jstr(c, "evidence"), "cgroup v1"));
+	}
+	ck_assert_int_eq(status, want_fail[0] ? 1 : 0);
+	ck_assert_int_ge(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "checks")), 20);
+	cJSON_Delete(rep);
+
+	/* A probe shown to fail rootless too: the firewall, removed through the user namespace. */
+	ck_assert_int_eq(user(&r, "podman", "inspect", "--format", "{{.State.Pid}}", "asf-rl"), 0);
+	pid = strtol(r.out, NULL, 10);
+	{
+		char spid[32];
+		snprintf(spid, sizeof(spid), "--target=%ld", pid);
+		ck_assert_msg(user(&r, "nsenter", spid, "--user", "--net", "/usr/sbin/nft", "delete", "table", "inet",
+				   "asf_egress") == 0, "nft as %s: %s", RL_USER, r.err);
+	}
+	user(&r, bin_u, "verify", "rl", "--json");
+	rep = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(rep);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		const char *check = jstr(c, "check");
+		int should_fail = !strcmp(check, "egress.firewall") || listed(want_fail, check);
+		ck_assert_msg(!strcmp(jstr(c, "status"), should_fail ? "fail" : "pass"), "rootless, no firewall: %s %s: %s",
+			      check, jstr(c, "status"), jstr(c, "evidence"));
+	}
+	cJSON_Delete(rep);
+
+	ck_assert_msg(user(&r, bin_u, "down", "rl") == 0, "rootless down: %s%s", r.out, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "nothing left"));
+	ck_assert_int_eq(stat(ws, &sb), 0);
+	ck_assert_uint_eq(sb.st_uid, pw->pw_uid); /* given back */
+	ck_assert_int_eq(user(&r, "podman", "ps", "--all", "--quiet"), 0);
+	ck_assert_msg(!r.out[0], "containers left: %s", r.out);
+	rootless_cleanup();
+	ck_assert_ptr_null(getpwnam(RL_USER));
+}
+END_TEST
+
 /* ------------------------------------------------------------------ setup */
 
 static void cleanup(void)
@@ -763,6 +929,7 @@ static void cleanup(void)
 
 	if (getpid() != run_id)
 		return;
+	rootless_cleanup();
 	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
 		snprintf(name, sizeof(name), "e%d-%s", (int)run_id, suffixes[i]);
 		asf(&r, "down", name);
@@ -830,7 +997,7 @@ int main(void)
 	tc = tcase_create("podman");
 	tcase_set_timeout(tc, 600);
 	{
-		const TTest *all[] = { each_break_fails_its_check, egress_allow_list };
+		const TTest *all[] = { each_break_fails_its_check, egress_allow_list, rootless_exec_ingress };
 		const char *only = getenv("ASF_TEST_ONLY");
 		size_t i;
 

@@ -101,11 +101,21 @@ static int restore_workspace(const cJSON *st, cJSON *report)
 		note(report, "workspace-owner", host, "absent", e.msg);
 		return 0;
 	}
+	if (js(ws, "chowned_via"))
+		uid = (uid_t)jn(ws, "host_uid", -1); /* rootless: the sandbox user's uid as the host sees it */
 	if (sb.st_uid != uid) {
 		note(report, "workspace-owner", host, "absent", "owner changed since up: left alone");
 		return 0;
 	}
-	if (chown_dir(host, (uid_t)jn(ws, "orig_uid", 0), (gid_t)jn(ws, "orig_gid", 0), NULL, &e)) {
+	if (js(ws, "chowned_via")) {
+		/* Rootless: back to the user namespace's root, which is the caller on the host. */
+		asf_out o;
+		if (podman(&o, &e, "unshare", "chown", "-h", "0:0", host, (char *)NULL)) {
+			note(report, "workspace-owner", host, "failed", e.msg);
+			return 1;
+		}
+		out_free(&o);
+	} else if (chown_dir(host, (uid_t)jn(ws, "orig_uid", 0), (gid_t)jn(ws, "orig_gid", 0), NULL, &e)) {
 		note(report, "workspace-owner", host, "failed", e.msg);
 		return 1;
 	}

@@ -333,10 +333,24 @@ static const char *trimmed(char *s)
 	return s;
 }
 
+/* nft and ip live in /usr/sbin, which an unprivileged user's PATH often lacks. */
+static void path_with_sbin(void)
+{
+	const char *path = getenv("PATH");
+	char buf[8192];
+
+	if (!path)
+		path = "/usr/bin:/bin";
+	if (strstr(path, "/usr/sbin") || str_fmt(buf, sizeof(buf), "%s:/usr/sbin:/sbin", path) < 0)
+		return;
+	setenv("PATH", buf, 1);
+}
+
 int podman_ready(asf_err *e)
 {
 	asf_out o;
 
+	path_with_sbin();
 	if (!asf_podman[0] && asf_which("podman", asf_podman, sizeof(asf_podman))) {
 		asf_podman[0] = '\0';
 		return asf_fail(e, "podman not found in PATH (%s); install it "

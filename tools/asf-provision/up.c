@@ -50,6 +50,7 @@ typedef struct up_ctx {
 	int pub_port;          /* requested; 0 = any */
 	int loopback;          /* publishing on 127.0.0.0/8 */
 	int exec_ingress;
+	int rootless;          /* not root: rootless Podman (--ingress exec only) */
 	cJSON *allow;          /* --egress allow=...: "host:port" strings; NULL for none */
 	char gw[INET_ADDRSTRLEN]; /* allow: the network's gateway, where the proxy listens */
 	int proxy_port;
@@ -230,6 +231,12 @@ static int validate(up_ctx *c, asf_err *e)
 	if (o->ingress && strcmp(o->ingress, "publish") && strcmp(o->ingress, "exec"))
 		return asf_fail(e, "--ingress %s: expected publish or exec", o->ingress);
 	c->exec_ingress = o->ingress && !strcmp(o->ingress, "exec");
+	c->rootless = geteuid() != 0;
+	if (c->rootless && !c->exec_ingress)
+		return asf_fail(e, "--ingress publish needs rootful Podman (run as root): rootless, the "
+				   "sandbox's network and its gateway live in Podman's own namespace, not on "
+				   "the host, so verify cannot probe the sandbox's way to the host from here; "
+				   "use --ingress exec");
 	if (egress_parse(o->egress, &c->allow, e))
 		return -1;
 	if (c->allow && c->exec_ingress)
@@ -818,6 +825,7 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	if (!c->exec_ingress)
 		cJSON_AddStringToObject(st, "publish_address", c->pub_addr);
 	cJSON_AddStringToObject(st, "podman", asf_podman);
+	cJSON_AddBoolToObject(st, "rootless", c->rootless);
 	if (o->rootfs)
 		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
 	else
@@ -833,6 +841,12 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	cJSON_AddNumberToObject(lim, "pids", (double)c->pids);
 	cJSON_AddNumberToObject(lim, "nofile", (double)nofile);
 	cJSON_AddNumberToObject(lim, "nproc", (double)nproc);
+	if (c->rootless && access("/sys/fs/cgroup/cgroup.controllers", F_OK)) {
+		/* Podman: "Resource limits are not supported and ignored on cgroups V1 rootless systems". */
+		cJSON_AddBoolToObject(lim, "enforced", 0);
+		cJSON_AddStringToObject(lim, "why_not", "rootless Podman on cgroup v1 ignores --memory, "
+					"--cpus and --pids-limit; only the ulimits (nofile, nproc, core) apply");
+	}
 	cJSON_AddItemToObject(st, "limits", lim);
 	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETGID"));
 	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETUID"));
@@ -847,6 +861,41 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	return st;
 }
 
+/*
+ * Rootless: the sandbox user's uid is one of ours only inside Podman's user
+ * namespace (a subordinate uid on the host). `podman unshare chown` hands the
+ * directory over there; `down` gives it back the same way to the
+ * namespace's root, which is us. The host uid it gets is recorded, for
+ * `verify` and `down` to compare with.
+ */
+static int own_workspace_rootless(up_ctx *c, const struct stat *before, asf_err *e)
+{
+	cJSON *ws = cJSON_GetObjectItemCaseSensitive(c->st, "workspace");
+	char ids[32];
+	struct stat st;
+	asf_out o;
+
+	if (before->st_uid != geteuid())
+		return asf_fail(e, "--workspace %s belongs to uid %d, not to you (uid %d): rootless, only a "
+				   "directory of your own can be handed to the sandbox user", c->ws_host,
+				(int)before->st_uid, (int)geteuid());
+	cJSON_AddNumberToObject(ws, "orig_uid", before->st_uid);
+	cJSON_AddNumberToObject(ws, "orig_gid", before->st_gid);
+	cJSON_AddStringToObject(ws, "chowned_via", "podman unshare");
+	cJSON_AddBoolToObject(ws, "chowned", 1);
+	if (state_save(c->o->name, c->st, e))
+		return -1;
+	str_fmt(ids, sizeof(ids), "%u:%u", c->o->uid, c->o->uid);
+	/* -h: the directory itself, never what a link in its place points to. */
+	if (podman(&o, e, "unshare", "chown", "-h", ids, c->ws_host, (char *)NULL))
+		return -1;
+	out_free(&o);
+	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
+		return -1;
+	cJSON_AddNumberToObject(ws, "host_uid", st.st_uid);
+	return 0;
+}
+
 /* Hand the workspace directory (not its contents) to the sandbox user; `down` gives it back. */
 static int own_workspace(up_ctx *c, asf_err *e)
 {
@@ -857,6 +906,8 @@ static int own_workspace(up_ctx *c, asf_err *e)
 		return 0;
 	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
 		return -1;
+	if (c->rootless)
+		return own_workspace_rootless(c, &st, e);
 	if (st.st_uid == c->o->uid && st.st_gid == c->o->uid)
 		return 0;
 	cJSON_AddNumberToObject(ws, "orig_uid", st.st_uid);
@@ -1039,6 +1090,10 @@ int cmd_up(const asf_up_opts *opts)
 		return 1;
 	}
 	print_summary(&c);
+	if (!jb(cJSON_GetObjectItemCaseSensitive(c.st, "limits"), "enforced") &&
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c.st, "limits"), "enforced"))
+		fprintf(stderr, "asf-provision: up %s: warning: %s\n", opts->name,
+			js(cJSON_GetObjectItemCaseSensitive(c.st, "limits"), "why_not"));
 	cJSON_Delete(c.st);
 	cJSON_Delete(c.allow);
 	return 0;

@@ -558,6 +558,14 @@ static int check_ssh(vctx *v)
  * user, and read at most ASF_SMALL_MAX bytes. The sandbox side has a
  * deadline, so a FIFO there cannot hang verify either.
  */
+/* The sandbox user's uid on the host (rootless: the subordinate uid it maps to). */
+static uid_t owner_uid(vctx *v)
+{
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(v->st, "workspace");
+
+	return (uid_t)jn(ws, "host_uid", jn(v->st, "uid", 0));
+}
+
 static void check_workspace(vctx *v)
 {
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(v->st, "workspace");
@@ -617,7 +625,7 @@ static void check_workspace(vctx *v)
 		if (!onhost)
 			check(v, "workspace", "fail", "round trip through %s: %s", rel, e.msg);
 		else if (len == strlen(data) && !memcmp(back, data, len) && hlen == len &&
-			 !memcmp(onhost, data, len) && sb.st_uid == (uid_t)jn(v->st, "uid", 0))
+			 !memcmp(onhost, data, len) && sb.st_uid == owner_uid(v))
 			check(v, "workspace", "pass", "asp_write + asp_read " ASF_CTR_WORKSPACE "/%s round trip; "
 			      "the file is %s on the host, a regular file owned by uid %d", rel, host,
 			      (int)sb.st_uid);
@@ -1035,6 +1043,11 @@ static void check_limits(vctx *v)
 	double cpus;
 	sres r;
 
+	if (cJSON_GetObjectItemCaseSensitive(lim, "enforced") && !jb(lim, "enforced")) {
+		check(v, "limits", "fail", "not enforced: %s (up recorded this when it made the sandbox)",
+		      js(lim, "why_not") ? js(lim, "why_not") : "?");
+		return;
+	}
 	/* cgroup v2 first, then v1 (this host's hybrid mode): the container's own cgroup. */
 	in_sandbox(v, &r,
 		   "cd /sys/fs/cgroup || exit 1; "
