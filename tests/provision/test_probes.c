@@ -439,6 +439,49 @@ static void recreate(const char *name, const char *drop, const char *add)
 	ck_assert_msg(sh(&r, "podman", "start", ctr) == 0, "podman start: %s", r.err);
 }
 
+static char bridge_localnet[128]; /* /proc/sys/.../route_localnet of the bridge, set by the test */
+static char bridge_localnet_was[8];
+
+/* Open (on = 1) or close the path to the host's loopback used for egress.host_loopback. */
+static void host_loopback_path(const char *name, const char *ctr, long pid, const char *gw, int on)
+{
+	char ip[64], br[64], rule[512], net[96];
+	run_out r;
+
+	snprintf(net, sizeof(net), "asf-%s", name);
+	ck_assert_int_eq(sh(&r, "podman", "network", "inspect", net, "--format", "{{.NetworkInterface}}"), 0);
+	snprintf(br, sizeof(br), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+	ck_assert_int_eq(sh(&r, "podman", "inspect", "--type", "container", "--format",
+			    "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", ctr), 0);
+	snprintf(ip, sizeof(ip), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+	snprintf(bridge_localnet, sizeof(bridge_localnet), "/proc/sys/net/ipv4/conf/%s/route_localnet", br);
+	if (!on) {
+		ck_assert_int_eq(sh(&r, "nft", "delete", "table", "ip", "asf_egress_break_host"), 0);
+		write_text(bridge_localnet, bridge_localnet_was);
+		bridge_localnet[0] = '\0';
+		ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "ip", "asf_egress_break"), 0);
+		ck_assert_int_eq(netns(&r, pid, "sh", "-c", "echo 0 > /proc/sys/net/ipv4/conf/eth0/route_localnet"), 0);
+		return;
+	}
+	snprintf(rule, sizeof(rule),
+		 "echo 1 > /proc/sys/net/ipv4/conf/eth0/route_localnet && "
+		 "nft add table ip asf_egress_break && "
+		 "nft 'add chain ip asf_egress_break out { type nat hook output priority -100; }' && "
+		 "nft add rule ip asf_egress_break out ip daddr 127.0.0.1 tcp dport != 2222 dnat to %s && "
+		 "nft 'add chain ip asf_egress_break post { type nat hook postrouting priority 100; }' && "
+		 "nft add rule ip asf_egress_break post oifname eth0 ip saddr 127.0.0.1 masquerade && "
+		 "nft insert rule inet asf_egress output ct status dnat accept", gw);
+	ck_assert_msg(netns(&r, pid, "sh", "-c", rule) == 0, "sandbox side: %s", r.err);
+	read_text(bridge_localnet, bridge_localnet_was, sizeof(bridge_localnet_was));
+	write_text(bridge_localnet, "1\n");
+	snprintf(rule, sizeof(rule),
+		 "nft add table ip asf_egress_break_host && "
+		 "nft 'add chain ip asf_egress_break_host pre { type nat hook prerouting priority -100; }' && "
+		 "nft add rule ip asf_egress_break_host pre iifname %s ip saddr %s ip daddr %s meta l4proto tcp "
+		 "dnat to 127.0.0.1", br, ip, gw);
+	ck_assert_msg(sh(&r, "sh", "-c", rule) == 0, "host side: %s", r.err);
+}
+
 /* ------------------------------------------------------------------ tests */
 
 START_TEST(each_break_fails_its_check)
@@ -494,6 +537,20 @@ START_TEST(each_break_fails_its_check)
 	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "l4proto",
 			       "tcp", "ip", "daddr", gw, "accept"), 0);
 	verify_break(name, "egress.host_gateway", "TCP to the gateway accepted");
+	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
+	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
+
+	/*
+	 * egress.host_loopback: a path from the sandbox's 127.0.0.1 to the
+	 * host's. In the sandbox: connections to 127.0.0.1 (but sshd's port) are
+	 * DNATed to the gateway and let through; on the host, the same traffic
+	 * from the sandbox's address is DNATed to 127.0.0.1 (route_localnet on
+	 * the bridge) - how the probe would reach a host listener if the
+	 * namespaces leaked loopback (slirp4netns allow_host_loopback does alike).
+	 */
+	host_loopback_path(name, ctr, pid, gw, 1);
+	verify_break(name, "egress.host_loopback", "path to the host's loopback");
+	host_loopback_path(name, ctr, pid, gw, 0);
 	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
 	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
 
@@ -936,6 +993,10 @@ static void cleanup(void)
 
 	if (getpid() != run_id)
 		return;
+	if (bridge_localnet[0]) { /* each_break_fails_its_check stopped with the host side open */
+		sh(&r, "nft", "delete", "table", "ip", "asf_egress_break_host");
+		write_text(bridge_localnet, bridge_localnet_was);
+	}
 	rootless_cleanup();
 	for (i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
 		snprintf(name, sizeof(name), "e%d-%s", (int)run_id, suffixes[i]);
