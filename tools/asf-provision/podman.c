@@ -130,6 +130,19 @@ char *argv_text(char *const *argv)
 	return out;
 }
 
+/* nft and ip live in /usr/sbin, which an unprivileged user's PATH often lacks. */
+static void path_with_sbin(void)
+{
+	const char *path = getenv("PATH");
+	char buf[8192];
+
+	if (!path)
+		path = "/usr/bin:/bin";
+	if (strstr(path, "/usr/sbin") || str_fmt(buf, sizeof(buf), "%s:/usr/sbin:/sbin", path) < 0)
+		return;
+	setenv("PATH", buf, 1);
+}
+
 /*
  * nsenter into the network namespace of process pid. Rootless, the
  * namespace belongs to Podman's user namespace: enter that too, as its root
@@ -137,6 +150,7 @@ char *argv_text(char *const *argv)
  */
 void netns_argv(asf_argv *a, long pid)
 {
+	path_with_sbin();
 	argv_add(a, "nsenter");
 	argv_addf(a, "--target=%ld", pid);
 	if (geteuid() != 0)
@@ -333,24 +347,10 @@ static const char *trimmed(char *s)
 	return s;
 }
 
-/* nft and ip live in /usr/sbin, which an unprivileged user's PATH often lacks. */
-static void path_with_sbin(void)
-{
-	const char *path = getenv("PATH");
-	char buf[8192];
-
-	if (!path)
-		path = "/usr/bin:/bin";
-	if (strstr(path, "/usr/sbin") || str_fmt(buf, sizeof(buf), "%s:/usr/sbin:/sbin", path) < 0)
-		return;
-	setenv("PATH", buf, 1);
-}
-
 int podman_ready(asf_err *e)
 {
 	asf_out o;
 
-	path_with_sbin();
 	if (!asf_podman[0] && asf_which("podman", asf_podman, sizeof(asf_podman))) {
 		asf_podman[0] = '\0';
 		return asf_fail(e, "podman not found in PATH (%s); install it "
