@@ -242,10 +242,6 @@ static int validate(up_ctx *c, asf_err *e)
 	if (c->allow && c->exec_ingress)
 		return asf_fail(e, "--egress %s needs --ingress publish: with --ingress exec the sandbox has no "
 				   "network, so it cannot reach the egress proxy either", o->egress);
-	if (c->allow && geteuid() != 0)
-		return asf_fail(e, "--egress %s needs rootful Podman (run as root): the proxy listens on the "
-				   "sandbox bridge's gateway, which a rootless network does not put on the host",
-				o->egress);
 	if (o->proxy_hosts && !c->allow)
 		return asf_fail(e, "--proxy-hosts %s only makes sense with --egress allow=...", o->proxy_hosts);
 	if (c->exec_ingress && o->publish)

@@ -13,7 +13,9 @@
  * and 127.0.0.1), or an address for which a route lookup inside the
  * sandbox's namespace found no route - there connect() fails with
  * ENETUNREACH before any packet exists. A probe whose route lookup finds
- * a route is not run; the check fails with the route as evidence.
+ * a route is not run; the check fails with the route as evidence. The one
+ * exception is egress.allowed (--egress allow): it reaches the listed
+ * hosts, through the proxy, as the sandbox is meant to.
  */
 #include <arpa/inet.h>
 #include <errno.h>
