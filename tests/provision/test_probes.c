@@ -703,6 +703,25 @@ START_TEST(egress_allow_list)
 		ck_assert_int_ne(stat(dir, &sb), 0);
 	}
 
+	/* A proxy that does not start: up says why (its log) and rolls back. */
+	{
+		char fake[300], path[400], dir[600];
+		snprintf(fake, sizeof(fake), "%s/fakebin", top);
+		mkdir(fake, 0755);
+		snprintf(path, sizeof(path), "%s/squid", fake);
+		write_text(path, "#!/bin/sh\necho 'FATAL: a squid that does not start' >&2\nexit 3\n");
+		ck_assert_int_eq(chmod(path, 0755), 0);
+		snprintf(path, sizeof(path), "PATH=%s:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", fake);
+		sh(&r, "env", path, bin, "--state-dir", state, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs,
+		   "--runtime", "runc", "--egress", "allow=a.asf-egress.test");
+		ck_assert_msg(r.status == 1 && strstr(r.err, "did not start listening") &&
+			      strstr(r.err, "FATAL: a squid that does not start") && strstr(r.err, "rolled back; nothing is left"),
+			      "fake squid: %d %s", r.status, r.err);
+		snprintf(dir, sizeof(dir), "%s/%s", state, name);
+		ck_assert_int_ne(stat(dir, &sb), 0);
+		ck_assert_int_eq(sh(&r, "podman", "container", "exists", ctr), 1);
+	}
+
 	/* The listed host and an unlisted one: listeners of ours, named only in the proxy's hosts file. */
 	la = listen_on("127.0.0.1", &pa);
 	lb = listen_on("127.0.0.1", &pb);
@@ -811,6 +830,14 @@ START_TEST(egress_allow_list)
 		}
 		ck_assert_msg(!strstr(out, "squid"), "the proxy (pid %ld) still runs", ppid);
 	}
+
+	/* An address rather than a name, and no --proxy-hosts: the proxy needs no resolution at all. */
+	snprintf(allow, sizeof(allow), "allow=127.0.0.1:%d", pa);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--egress", allow) == 0, "up %s: %s", allow, r.err);
+	verify_break(name, "", "allow-list of an address");
+	ck_assert_int_ge(accepted_count(la), 1);
+	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
 	close(la);
 	close(lb);
 }

@@ -366,11 +366,12 @@ static int make_files(up_ctx *c, asf_err *e)
 		     "options timeout:1 attempts:1\n", 0644, e))
 		return -1;
 
-	if (c->o->proxy_hosts) {
+	if (c->allow) {
 		char dest[4400];
 		str_fmt(path, sizeof(path), "%s/proxy", c->dir);
 		str_fmt(dest, sizeof(dest), "%s/proxy/hosts", c->dir);
-		if (mkdir_mode(path, 0700, e) || egress_hosts_copy(c->o->proxy_hosts, dest, e))
+		if (mkdir_mode(path, 0700, e) ||
+		    (c->o->proxy_hosts && egress_hosts_copy(c->o->proxy_hosts, dest, e)))
 			return -1;
 	}
 	return 0;

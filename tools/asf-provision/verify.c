@@ -842,9 +842,24 @@ static void check_refused(vctx *v)
 	check(v, "egress.refused", ok ? "pass" : "fail", "%s", ev);
 }
 
+/* The first listed host that is a name, not an address (getent resolves addresses itself). */
+static int listed_name(vctx *v, char *host, size_t hostlen)
+{
+	const cJSON *a;
+	struct in_addr in;
+	int port;
+
+	cJSON_ArrayForEach(a, v->allow) {
+		allow_split(a->valuestring, host, hostlen, &port);
+		if (inet_pton(AF_INET, host, &in) != 1)
+			return 1;
+	}
+	return 0;
+}
+
 static void check_dns(vctx *v)
 {
-	char resolv[2048], route[512], evidence[3000] = "", *line, *save = NULL;
+	char resolv[2048], route[512], evidence[3000] = "", host[256], *line, *save = NULL;
 	sres r;
 	int bad = 0;
 
@@ -891,11 +906,9 @@ static void check_dns(vctx *v)
 	str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "%sgetent hosts "
 		"example.com -> exit %d%s", evidence[0] ? "" : "no nameserver (glibc tries 127.0.0.1, the "
 		"sandbox's own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
-	if (v->allow) {
+	if (v->allow && listed_name(v, host, sizeof(host))) {
 		/* Names are the proxy's business: a listed one does not resolve inside either. */
-		char host[256], cmd[300];
-		int port;
-		allow_split(cJSON_GetArrayItem(v->allow, 0)->valuestring, host, sizeof(host), &port);
+		char cmd[300];
 		str_fmt(cmd, sizeof(cmd), "getent hosts %s", host);
 		in_sandbox(v, &r, cmd, 10000);
 		flatten(r.out);
