@@ -55,7 +55,15 @@ typedef struct asp_sftp_attrs {
 	uint32_t mtime;
 } asp_sftp_attrs;
 
-/* Open the SFTP channel and do INIT/VERSION if not done yet on this connection. */
+/*
+ * How this connection does file calls: ASP_FILES_SFTP (the channel is
+ * open) or ASP_FILES_EXEC, decided once (asp_open_options.file_transport:
+ * auto tries SFTP and falls back when the server has none; sftp makes that
+ * ASP_EPROTO; exec never opens SFTP), or an error.
+ */
+int asp__files_transport(asp_conn *c, asp_error *err);
+
+/* Open the SFTP channel and do INIT/VERSION if not done yet (ASP_EPROTO on an exec connection). */
 int asp__sftp_ensure(asp_conn *c, asp_error *err);
 
 /*

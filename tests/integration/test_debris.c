@@ -79,6 +79,7 @@ static asp_sandbox *open_sb(const char *config, unsigned int io_timeout_ms)
 	o.config_path = config;
 	o.io_timeout_ms = io_timeout_ms;
 	o.connect_timeout_ms = 5000;
+	test_open_options(&o);
 	rc = asp_open(&sb, &o, &e);
 	ck_assert_msg(rc == ASP_OK, "asp_open: %s: %s", asp_error_name(rc), e.message);
 	return sb;
