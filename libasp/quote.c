@@ -312,9 +312,15 @@ int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
 	if (asp__buf_printf(out, "} >\"%s\" || { [ -n \"$c\" ] || exit 101; %sexit 107; }; ", target,
 			    tmp ? "rm -f -- \"$t\"; " : ""))
 		return ASP_ENOMEM;
+	/*
+	 * stdin that ends early (the connection died, sshd was killed and the
+	 * script lives on) must not be renamed into place: count the bytes.
+	 */
 	if (tmp)
-		return asp__buf_puts(out, "chmod \"$m\" \"$t\" && mv -f -- \"$t\" \"$f\" && exit 0; "
-				     "rm -f -- \"$t\"; exit 108") ? ASP_ENOMEM : 0;
+		return asp__buf_printf(out, "s=$(wc -c <\"$t\") && [ $s -eq %zu ] || { rm -f -- \"$t\"; "
+				       "echo 'the data arrived short' >&2; exit 108; }; "
+				       "chmod \"$m\" \"$t\" && mv -f -- \"$t\" \"$f\" && exit 0; "
+				       "rm -f -- \"$t\"; exit 108", len) ? ASP_ENOMEM : 0;
 	if (mode && asp__buf_printf(out, "chmod %o \"$f\" || exit 108; ", mode & 07777))
 		return ASP_ENOMEM;
 	return asp__buf_puts(out, "exit 0") ? ASP_ENOMEM : 0;

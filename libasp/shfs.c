@@ -194,8 +194,18 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 	}
 	rc = run(c, &script, inl ? NULL : data, inl ? 0 : len, &k, &status, err);
 	if (rc) {
-		/* The connection died: the temp file may be there, with no writer left. */
-		if (tmp && asp__conn_dead(c) && orphan && !*orphan) {
+		unsigned char gone = 0;
+		/*
+		 * Stopped (deadline, cancel; its process group is gone) or cut off:
+		 * the temp file may be there, with no writer left. Remove it now
+		 * when the connection lives (on a bound of its own: the call's
+		 * deadline may be over), else remember it for the next call.
+		 */
+		if (tmp && !asp__conn_dead(c)) {
+			asp__conn_begin_op(c, asp__now_ms() + 2000, NULL);
+			asp__shfs_forget(c, &tmp, 1, &gone, NULL);
+		}
+		if (tmp && !gone && orphan && !*orphan) {
 			*orphan = tmp;
 			tmp = NULL;
 		}
