@@ -232,7 +232,9 @@ int asp__printf_escape(asp_buf *out, const void *data, size_t len)
 		unsigned char b = p[i];
 		/* '-' too: a format starting with it would read as an option to some printfs. */
 		int plain = b >= 0x20 && b < 0x7f && b != '\\' && b != '%' && b != '\'' && b != '-';
-		if (plain ? asp__buf_put(out, &b, 1) : asp__buf_printf(out, "\\%03o", b))
+		char oct[4] = { '\\', (char)('0' + (b >> 6)), (char)('0' + ((b >> 3) & 7)),
+				(char)('0' + (b & 7)) };
+		if (plain ? asp__buf_put(out, &b, 1) : asp__buf_put(out, oct, 4))
 			return ASP_ENOMEM;
 	}
 	return 0;
@@ -255,7 +257,7 @@ static int put_dd(asp_buf *out, uint64_t n, int skip)
 	return rc ? ASP_ENOMEM : 0;
 }
 
-int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
+static int read_body(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
 			  uint64_t size_over)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "f", path) ||
@@ -274,7 +276,7 @@ int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint6
 	return 0;
 }
 
-int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
+static int write_body(asp_buf *out, const char *path, const char *tmp,
 			   const void *inline_data, size_t len, unsigned int mode, int mkdirs)
 {
 	const char *target = tmp ? "$t" : "$f";
@@ -326,7 +328,7 @@ int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
 	return asp__buf_puts(out, "exit 0") ? ASP_ENOMEM : 0;
 }
 
-int asp__shfs_stat_script(asp_buf *out, const char *path, int follow)
+static int stat_body(asp_buf *out, const char *path, int follow)
 {
 	if (asp__buf_puts(out, SHFS_NF SHFS_NEED("stat")) || put_var(out, "f", path) ||
 	    asp__buf_printf(out, "stat %s-c '%%f %%s %%Y' -- \"$f\" 2>/dev/null && exit 0; "
@@ -336,7 +338,7 @@ int asp__shfs_stat_script(asp_buf *out, const char *path, int follow)
 	return 0;
 }
 
-int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
+static int list_body(asp_buf *out, const char *path, size_t max)
 {
 	/*
 	 * Names come from the shell's own glob, NUL-terminated (any byte but NUL
@@ -356,7 +358,7 @@ int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
 	return 0;
 }
 
-int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents)
+static int mkdir_body(asp_buf *out, const char *path, unsigned int mode, int parents)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "p", path) || put_dir(out, "d", path) ||
 	    asp__buf_printf(out, SHFS_UMASKED, mode & 07777))
@@ -369,7 +371,7 @@ int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, in
 			     "[ -e \"$p\" ] && exit 104; exit 108") ? ASP_ENOMEM : 0;
 }
 
-int asp__shfs_remove_script(asp_buf *out, const char *path)
+static int remove_body(asp_buf *out, const char *path)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "p", path) || put_dir(out, "d", path) ||
 	    asp__buf_puts(out, "[ -e \"$p\" ] || [ -L \"$p\" ] || nf \"$p\"; "
@@ -381,7 +383,7 @@ int asp__shfs_remove_script(asp_buf *out, const char *path)
 	return 0;
 }
 
-int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
+static int rename_body(asp_buf *out, const char *from, const char *to)
 {
 	/* mv moves into an existing directory: rename(2) replaces an empty one; do that first. */
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "a", from) || put_var(out, "b", to) ||
@@ -396,7 +398,7 @@ int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
 	return 0;
 }
 
-int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
+static int forget_body(asp_buf *out, char *const *paths, size_t n)
 {
 	size_t i;
 
@@ -407,4 +409,54 @@ int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
 			return ASP_ENOMEM;
 	return asp__buf_puts(out, "; do rm -f -- \"$t\" 2>/dev/null; if [ -e \"$t\" ] || [ -L \"$t\" ]; "
 			     "then printf n; else printf y; fi; done") ? ASP_ENOMEM : 0;
+}
+
+/*
+ * Each script runs in a subshell: its `exit` ends the subshell, not the
+ * wrapper's shell, whose end line then tells exec.c that the command ended
+ * by itself (an `exit` in the wrapper's shell costs a check over a second
+ * channel).
+ */
+#define SUBSHELL(call) (asp__buf_puts(out, "( ") || (call) || asp__buf_puts(out, " )") ? ASP_ENOMEM : 0)
+
+int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
+			  uint64_t size_over)
+{
+	return SUBSHELL(read_body(out, path, offset, span, size_over));
+}
+
+int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
+			   const void *inline_data, size_t len, unsigned int mode, int mkdirs)
+{
+	return SUBSHELL(write_body(out, path, tmp, inline_data, len, mode, mkdirs));
+}
+
+int asp__shfs_stat_script(asp_buf *out, const char *path, int follow)
+{
+	return SUBSHELL(stat_body(out, path, follow));
+}
+
+int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
+{
+	return SUBSHELL(list_body(out, path, max));
+}
+
+int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents)
+{
+	return SUBSHELL(mkdir_body(out, path, mode, parents));
+}
+
+int asp__shfs_remove_script(asp_buf *out, const char *path)
+{
+	return SUBSHELL(remove_body(out, path));
+}
+
+int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
+{
+	return SUBSHELL(rename_body(out, from, to));
+}
+
+int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
+{
+	return SUBSHELL(forget_body(out, paths, n));
 }

@@ -184,8 +184,12 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 		return rc;
 	if (!o->in_place && !(tmp = asp__fs_temp_name(path, lease_s)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	/* Small data rides in the exec request itself; larger data goes through stdin. */
-	if (asp__shfs_write_script(&script, path, tmp, data, len, o->mode, o->mkdirs) ||
+	/*
+	 * Small data rides in the exec request itself (as printf text, up to 4
+	 * bytes a byte); larger data goes through stdin.
+	 */
+	if (len > INLINE_SCRIPT_MAX / 4 ||
+	    asp__shfs_write_script(&script, path, tmp, data, len, o->mode, o->mkdirs) ||
 	    script.len > INLINE_SCRIPT_MAX) {
 		asp__buf_free(&script);
 		inl = 0;
