@@ -280,6 +280,7 @@ check-san:
 	$(MAKE) SAN=1 tests
 	$(SAN_ENV) ./build-san/tests/test-unit
 	$(SAN_ENV) ./build-san/tests/test-integration
+	$(SAN_ENV) $(MAKE) SAN=1 check-shfs
 	$(SAN_ENV) $(MAKE) SAN=1 check-fuzz-replay
 	$(SAN_ENV) $(MAKE) SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4
 	$(SAN_ENV) $(MAKE) SAN=1 check-provision
@@ -295,9 +296,10 @@ check-san:
 #   cli_master the master's idle exit, --persist, a killed client's command
 #   deadline   per-call deadlines and cancel
 #   limits     output caps reached under timeouts
+#   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
 # Each excluded name must still be a file: a renamed suite fails the run.
 INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits
+VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits shfs
 VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
