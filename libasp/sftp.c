@@ -547,15 +547,6 @@ int asp__files_transport(asp_conn *c, asp_error *err)
 	return c->info.file_transport = ASP_FILES_EXEC;
 }
 
-int asp__sftp_ensure(asp_conn *c, asp_error *err)
-{
-	int rc = asp__files_transport(c, err);
-
-	if (rc == ASP_FILES_EXEC)
-		return asp__error(err, ASP_EPROTO, "%s: this connection has no SFTP channel", c->where);
-	return rc < 0 ? rc : 0;
-}
-
 int asp__sftp_has_posix_rename(const asp_conn *c)
 {
 	return c->sftp.posix_rename;

@@ -63,8 +63,6 @@ typedef struct asp_sftp_attrs {
  */
 int asp__files_transport(asp_conn *c, asp_error *err);
 
-/* Open the SFTP channel and do INIT/VERSION if not done yet (ASP_EPROTO on an exec connection). */
-int asp__sftp_ensure(asp_conn *c, asp_error *err);
 
 /*
  * Free the engine's buffers, when the connection is closed (the channel
@@ -72,7 +70,7 @@ int asp__sftp_ensure(asp_conn *c, asp_error *err);
  */
 void asp__sftp_free_state(asp_conn *c);
 
-/* Does the server offer posix-rename@openssh.com? (after asp__sftp_ensure) */
+/* Does the server offer posix-rename@openssh.com? (after asp__files_transport said SFTP) */
 int asp__sftp_has_posix_rename(const asp_conn *c);
 
 /* Build a request: begin, add fields, end. end() queues it and returns its id. */
