@@ -598,6 +598,37 @@ static int remove_all(asp_conn *c, char *const *paths, size_t n, unsigned char *
 	return 0;
 }
 
+/* The same over exec: one command stats them all and says the server's time. */
+static void sweep_due_exec(asp_conn *c, asp_sweep *sw, sweep_wait *due, size_t n)
+{
+	asp_stat_info st[SWEEP_PENDING];
+	unsigned char found[SWEEP_PENDING];
+	char *paths[SWEEP_PENDING], *stale[SWEEP_PENDING];
+	uint64_t now = 0;
+	size_t i, ns = 0;
+
+	for (i = 0; i < n; i++)
+		paths[i] = due[i].path;
+	if (asp__shfs_lstat_many(c, paths, n, st, found, &now) || !now) {
+		for (i = 0; i < n; i++)
+			sweep_wait_add(sw, due[i].path, due[i].lease_s, 1);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (!found[i] || st[i].type != ASP_TYPE_FILE)
+			asp__free(due[i].path);
+		else if (asp__fs_temp_stale(st[i].mtime, due[i].lease_s, now))
+			stale[ns++] = due[i].path;
+		else
+			sweep_wait_add(sw, due[i].path, due[i].lease_s,
+				       temp_stale_in(st[i].mtime, due[i].lease_s, now));
+	}
+	if (ns && !asp__conn_dead(c))
+		asp__shfs_forget(c, stale, ns, NULL, NULL);
+	for (i = 0; i < ns; i++)
+		asp__free(stale[i]);
+}
+
 /* LSTAT the remembered temp files whose time has come; remove the stale ones, keep waiting on the rest. */
 void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 {
@@ -606,6 +637,7 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 	uint32_t ids[SWEEP_PENDING];
 	uint64_t now = asp__now_ms(), server_now;
 	size_t n = 0, ns = 0, i, j;
+	int rc;
 
 	if (!sw)
 		return;
@@ -621,8 +653,11 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 	if (!n)
 		return;
 	server_now = sweep_server_now(sw);
-	/* Only SFTP writes remember temp files to wait on; look at them over SFTP only. */
-	if (!server_now || asp__files_transport(c, NULL) != ASP_FILES_SFTP)
+	if ((rc = asp__files_transport(c, NULL)) == ASP_FILES_EXEC) {
+		sweep_due_exec(c, sw, due, n);
+		return;
+	}
+	if (!server_now || rc != ASP_FILES_SFTP)
 		goto keep_all;
 	for (i = 0; i < n; i++)
 		if (send_path(c, SSH_FXP_LSTAT, due[i].path, 0, &ids[i], NULL))
@@ -795,6 +830,44 @@ static void sweep_after_write(asp_conn *c, asp_sweep *sw, const char *path, uint
 			sweep_dir(c, sw, dir, server_now);
 		asp__free(dir);
 	}
+	if (!asp__conn_dead(c))
+		asp__fs_sweep_due(c, sw);
+}
+
+/* After an atomic write over exec: the same sweep, the listing and the clock from one command. */
+static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	asp_list_entry *v = NULL;
+	char *dir, **stale = NULL;
+	size_t n = 0, ns = 0, i;
+	uint64_t now = 0;
+
+	if (!sw || !slash || !(dir = slash == path ? asp__strdup("/")
+						    : asp__strndup(path, (size_t)(slash - path))))
+		return;
+	if (sweep_claim_dir(sw, dir) && !asp__shfs_temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) &&
+	    now && n && (stale = asp__calloc(n, sizeof(*stale))) != NULL) {
+		for (i = 0; i < n; i++) {
+			uint32_t lease;
+			char *p;
+			if (!asp__fs_temp_parse(v[i].name, strlen(v[i].name), &lease) ||
+			    v[i].st.type != ASP_TYPE_FILE ||
+			    !(p = asp__sprintf("%s/%s", strcmp(dir, "/") ? dir : "", v[i].name)))
+				continue;
+			if (asp__fs_temp_stale(v[i].st.mtime, lease, now))
+				stale[ns++] = p;
+			else
+				sweep_wait_add(sw, p, lease, temp_stale_in(v[i].st.mtime, lease, now));
+		}
+		if (ns && !asp__conn_dead(c))
+			asp__shfs_forget(c, stale, ns, NULL, NULL);
+		for (i = 0; i < ns; i++)
+			asp__free(stale[i]);
+		asp__free(stale);
+	}
+	asp__fs_list_free(v, n);
+	asp__free(dir);
 	if (!asp__conn_dead(c))
 		asp__fs_sweep_due(c, sw);
 }
@@ -1061,8 +1134,12 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 
 	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
-	if (rc == ASP_FILES_EXEC)
-		return asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
+	if (rc == ASP_FILES_EXEC) {
+		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
+		if (!rc && !o->in_place)
+			sweep_after_write_exec(c, sw, path);
+		return rc;
+	}
 	if (o->in_place)
 		return write_in_place(c, path, data, len, o, err);
 	return write_atomic(c, path, data, len, o, orphan, sw, 0, err);

@@ -411,6 +411,33 @@ static int forget_body(asp_buf *out, char *const *paths, size_t n)
 			     "then printf n; else printf y; fi; done") ? ASP_ENOMEM : 0;
 }
 
+static int temps_body(asp_buf *out, const char *dir, size_t max)
+{
+	/* Names as the listing gives them, only those shaped like a temp file; fs.c checks them exactly. */
+	if (put_var(out, "p", dir) ||
+	    asp__buf_puts(out, "cd -- \"$p\" 2>/dev/null || exit 0; date +%s || exit 0; "
+			  "{ setopt nullglob; } 2>/dev/null; set -- .*.asp-*.tmp; ") ||
+	    asp__buf_printf(out, "[ $# -le %zu ] || exit 0; ", max) ||
+	    asp__buf_puts(out, "[ $# -eq 0 ] && { printf '\\0'; exit 0; }; printf '%s\\0' \"$@\"; "
+			  "printf '\\0'; printf '%s\\0' \"$@\" | xargs -0 stat -c '%f %s %Y %n' -- "
+			  "2>/dev/null; exit 0"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int lstat_many_body(asp_buf *out, char *const *paths, size_t n)
+{
+	size_t i;
+
+	if (asp__buf_puts(out, "date +%s || exit 0; for t in"))
+		return ASP_ENOMEM;
+	for (i = 0; i < n; i++)
+		if (asp__buf_puts(out, " ") || asp__quote(out, paths[i]))
+			return ASP_ENOMEM;
+	return asp__buf_puts(out, "; do stat -c '%f %s %Y' -- \"$t\" 2>/dev/null || echo -; done") ?
+		ASP_ENOMEM : 0;
+}
+
 /*
  * Each script runs in a subshell: its `exit` ends the subshell, not the
  * wrapper's shell, whose end line then tells exec.c that the command ended
@@ -459,4 +486,14 @@ int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
 int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
 {
 	return SUBSHELL(forget_body(out, paths, n));
+}
+
+int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max)
+{
+	return SUBSHELL(temps_body(out, dir, max));
+}
+
+int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
+{
+	return SUBSHELL(lstat_many_body(out, paths, n));
 }

@@ -109,5 +109,13 @@ int asp__shfs_remove_script(asp_buf *out, const char *path);
 int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to);
 /* rm -f each path; stdout gets 'y' (gone) or 'n' per path, in order. */
 int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n);
+/*
+ * For the sweep of stale temp files (fs.c): the server's clock (date +%s)
+ * on the first line, then a listing as above of the names in dir shaped
+ * like a temp file (nothing after the clock when there are more than max).
+ */
+int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max);
+/* The server's clock, then per path "HEX SIZE MTIME" (lstat) or "-", a line each. */
+int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n);
 
 #endif

@@ -506,3 +506,77 @@ out:
 	asp__buf_free(&said);
 	return rc;
 }
+
+/* ------------------------------------------------------------ the sweep's questions */
+
+/* "DIGITS\n" at the front: the server's clock (date +%s). */
+static int get_clock(const unsigned char *p, size_t len, uint64_t *now, size_t *used)
+{
+	size_t i = 0;
+
+	if (get_num(p, len, &i, 10, now) || i >= len || p[i] != '\n')
+		return ASP_EPROTO;
+	*used = i + 1;
+	return 0;
+}
+
+int asp__shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,
+		    uint64_t *now_s)
+{
+	asp_buf script = { 0 }, said = { 0 };
+	sink k = { .out = &said };
+	size_t used = 0;
+	int status = 0, rc;
+
+	*out = NULL;
+	*count = 0;
+	*now_s = 0;
+	k.cap = ((uint64_t)max + 2) * LIST_ENTRY_BYTES + 64;
+	if (asp__shfs_temps_script(&script, dir, max))
+		asp__buf_free(&script);
+	if ((rc = run(c, &script, NULL, 0, &k, &status, NULL)))
+		goto out;
+	rc = ASP_EPROTO;
+	if (status || k.over || !said.len || get_clock(said.data, said.len, now_s, &used))
+		goto out;
+	/* Nothing after the clock: no such directory, or more names than max. */
+	rc = used == said.len ? 0 : asp__shfs_list_decode(said.data + used, said.len - used, dir, max,
+							   out, count, NULL);
+out:
+	asp__buf_free(&said);
+	return rc;
+}
+
+int asp__shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,
+			 unsigned char *found, uint64_t *now_s)
+{
+	asp_buf script = { 0 }, said = { 0 };
+	sink k = { .out = &said, .cap = 64 + 64 * (uint64_t)n };
+	size_t at = 0, used, i;
+	int status = 0, rc;
+
+	*now_s = 0;
+	if (asp__shfs_lstat_many_script(&script, paths, n))
+		asp__buf_free(&script);
+	if ((rc = run(c, &script, NULL, 0, &k, &status, NULL)))
+		goto out;
+	rc = ASP_EPROTO;
+	if (status || k.over || get_clock(said.data, said.len, now_s, &at))
+		goto out;
+	for (i = 0; i < n; i++) {
+		if (said.len - at >= 2 && said.data[at] == '-' && said.data[at + 1] == '\n') {
+			found[i] = 0;
+			at += 2;
+			continue;
+		}
+		if (asp__shfs_stat_decode(said.data + at, said.len - at, &st[i], &used) ||
+		    at + used >= said.len || said.data[at + used] != '\n')
+			goto out;
+		found[i] = 1;
+		at += used + 1;
+	}
+	rc = at == said.len ? 0 : ASP_EPROTO;
+out:
+	asp__buf_free(&said);
+	return rc;
+}

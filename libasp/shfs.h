@@ -23,6 +23,17 @@ int asp__shfs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **o
 		   asp_error *err);
 
 /*
+ * For the sweep (fs.c), best effort, quietly: the entries of dir whose
+ * names look like temp files (at most max; none when more) and the
+ * server's clock (*now_s, 0 when unknown); the lstat of each path (found[i]
+ * 0 when it is not there) and the server's clock.
+ */
+int asp__shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,
+		    uint64_t *now_s);
+int asp__shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,
+			 unsigned char *found, uint64_t *now_s);
+
+/*
  * Decode a listing script's output (quote.h): the names, an empty name,
  * then "HEX SIZE MTIME NAME\n" records in the same order, a name without
  * its record (gone meanwhile) left out. Skips "." and "..". ASP_EPROTO
