@@ -425,6 +425,7 @@ static int temps_body(asp_buf *out, const char *dir, size_t max)
 	return 0;
 }
 
+/* (zsh's echo takes a lone "-" for the end of its options: printf says it.) */
 static int lstat_many_body(asp_buf *out, char *const *paths, size_t n)
 {
 	size_t i;
@@ -434,7 +435,7 @@ static int lstat_many_body(asp_buf *out, char *const *paths, size_t n)
 	for (i = 0; i < n; i++)
 		if (asp__buf_puts(out, " ") || asp__quote(out, paths[i]))
 			return ASP_ENOMEM;
-	return asp__buf_puts(out, "; do stat -c '%f %s %Y' -- \"$t\" 2>/dev/null || echo -; done") ?
+	return asp__buf_puts(out, "; do stat -c '%f %s %Y' -- \"$t\" 2>/dev/null || printf '%s\\n' -; done") ?
 		ASP_ENOMEM : 0;
 }
 

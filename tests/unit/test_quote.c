@@ -518,6 +518,75 @@ START_TEST(test_shfs_list_decode)
 }
 END_TEST
 
+/* The sweep's questions: temp-shaped names with the server's clock; many lstats at once. */
+START_TEST(test_shfs_sweep_scripts)
+{
+	static const char *const temps[] = {
+		".a.asp-0123456789ab-5.tmp", ".new\nline.asp-0123456789ab-5.tmp", ".x'y.asp-0123456789ab.tmp",
+	};
+	size_t k, i;
+
+	for (i = 0; i < 3; i++) {
+		FILE *f = fopen(in_dir(temps[i]), "w");
+		ck_assert_ptr_nonnull(f);
+		fclose(f);
+	}
+	ck_assert_int_eq(mkdir(in_dir("not-a-temp"), 0700), 0);
+	for (k = 0; k < NSHELLS; k++) {
+		asp_buf b = { 0 };
+		asp_list_entry *v = NULL;
+		size_t n = 0, used = 0, at;
+		uint64_t now = 0;
+		asp_error e = { 0 };
+		asp_stat_info st;
+		char *paths[3];
+		sh_out r;
+
+		ck_assert_int_eq(asp__shfs_temps_script(&b, shfs_dir, 100), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		ck_assert_msg(r.status == 0, "%s: temps: exit %d", shells[k][0], r.status);
+		for (used = 0; used < r.len && r.out[used] != '\n'; used++)
+			now = now * 10 + (uint64_t)(r.out[used] - '0');
+		ck_assert_msg(now > 1700000000u, "%s: no clock", shells[k][0]);
+		ck_assert_int_eq(asp__shfs_list_decode(r.out + used + 1, r.len - used - 1, shfs_dir, 100, &v,
+						       &n, &e), 0);
+		ck_assert_uint_eq(n, 3);
+		for (i = 0; i < 3; i++)
+			ck_assert_msg(!strcmp(v[0].name, temps[i]) || !strcmp(v[1].name, temps[i]) ||
+				      !strcmp(v[2].name, temps[i]), "%s: temp %zu not listed", shells[k][0], i);
+		asp__fs_list_free(v, n);
+		free(r.out);
+		asp__buf_free(&b);
+		/* More than max: the clock only. */
+		ck_assert_int_eq(asp__shfs_temps_script(&b, shfs_dir, 2), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		ck_assert_uint_eq(r.len, used + 1);
+		free(r.out);
+		asp__buf_free(&b);
+
+		paths[0] = (char *)in_dir(temps[1]);
+		paths[1] = (char *)"/nonexistent-shfs-path";
+		paths[2] = (char *)shfs_dir;
+		ck_assert_int_eq(asp__shfs_lstat_many_script(&b, paths, 3), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		for (at = 0; at < r.len && r.out[at] != '\n'; at++)
+			;
+		at++;
+		ck_assert_int_eq(asp__shfs_stat_decode(r.out + at, r.len - at, &st, &used), 0);
+		ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
+		at += used + 1;
+		ck_assert_msg(r.len - at >= 2 && !memcmp(r.out + at, "-\n", 2), "%s: lstat of a missing "
+			      "path: [%.*s]", shells[k][0], (int)r.len, (const char *)r.out);
+		at += 2;
+		ck_assert_int_eq(asp__shfs_stat_decode(r.out + at, r.len - at, &st, &used), 0);
+		ck_assert_uint_eq(st.type, ASP_TYPE_DIR);
+		ck_assert_uint_eq(at + used + 1, r.len);
+		free(r.out);
+		asp__buf_free(&b);
+	}
+}
+END_TEST
+
 Suite *suite_quote(void);
 
 Suite *suite_quote(void)
@@ -538,6 +607,7 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_shfs_list_hostile_names);
 	tcase_add_test(tc, test_shfs_metadata_and_codes);
 	tcase_add_test(tc, test_shfs_list_decode);
+	tcase_add_test(tc, test_shfs_sweep_scripts);
 	suite_add_tcase(s, tc);
 	return s;
 }
