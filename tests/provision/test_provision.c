@@ -519,8 +519,8 @@ START_TEST(exec_ingress_end_to_end)
 		st = parse_json(text);
 	}
 	conn = cJSON_GetObjectItem(st, "connection");
-	ck_assert_ptr_nonnull(strstr(jstr(conn, "x-asp-proxy-command"), "exec -i asf-"));
-	ck_assert_ptr_nonnull(strstr(jstr(conn, "x-asp-proxy-command"), "sshd -i"));
+	ck_assert_ptr_nonnull(strstr(jstr(conn, "proxyCommand"), "exec -i asf-"));
+	ck_assert_ptr_nonnull(strstr(jstr(conn, "proxyCommand"), "sshd -i"));
 	ck_assert_ptr_null(cJSON_GetObjectItem(conn, "port"));
 	cJSON_Delete(st);
 
@@ -1446,9 +1446,9 @@ START_TEST(kube_manifest_structure)
 	c = parse_json(slurp(cfg));
 	snprintf(want, sizeof(want), "exec -i --namespace default asf-%s --container=sshd -- /usr/sbin/sshd -i -f "
 		 "/etc/asf/sshd_config", name);
-	ck_assert_msg(strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), want) &&
-		      strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), "kubectl "),
-		      "proxy command: %s", jstr(at(c, "connection"), "x-asp-proxy-command"));
+	ck_assert_msg(strstr(jstr(at(c, "connection"), "proxyCommand"), want) &&
+		      strstr(jstr(at(c, "connection"), "proxyCommand"), "kubectl "),
+		      "proxy command: %s", jstr(at(c, "connection"), "proxyCommand"));
 	ck_assert_ptr_null(cJSON_GetObjectItem(at(c, "connection"), "port"));
 	cJSON_Delete(c);
 	ck_assert_int_eq(asf(&r, "verify", name), 2);
@@ -1511,8 +1511,8 @@ START_TEST(kube_podman_end_to_end)
 	cJSON_Delete(c);
 	c = parse_json(slurp(cfg));
 	snprintf(want, sizeof(want), "exec -i asf-%s-sshd /usr/sbin/sshd -i -f /etc/asf/sshd_config", name);
-	ck_assert_msg(strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), want) != NULL, "proxy: %s",
-		      jstr(at(c, "connection"), "x-asp-proxy-command"));
+	ck_assert_msg(strstr(jstr(at(c, "connection"), "proxyCommand"), want) != NULL, "proxy: %s",
+		      jstr(at(c, "connection"), "proxyCommand"));
 	cJSON_Delete(c);
 	ck_assert_int_eq(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
 
