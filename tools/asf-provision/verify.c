@@ -275,7 +275,8 @@ static int check_container(vctx *v)
 	state = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "State");
 	v->pid = (long)jn(state, "Pid", 0);
 	if (!jb(state, "Running") || v->pid <= 0) {
-		check(v, "container.running", "error", "container %s is %s, not running", ctr,
+		/* A definite answer, not a check that could not be made: the sandbox is not up. */
+		check(v, "container.running", "fail", "container %s is %s, not running; nothing else checked", ctr,
 		      js(state, "Status") ? js(state, "Status") : "?");
 		v->pid = 0;
 		return -1;
@@ -525,6 +526,7 @@ static int check_ssh(vctx *v)
 	check_config(v, cfg);
 	if (asp_config_check(cfg, &aerr)) {
 		check(v, "ssh.pinned_host_key", "fail", "config %s: %s", cfg, aerr.message);
+		check(v, "ssh.exec", "error", "no SSH session (see ssh.pinned_host_key)");
 		return -1;
 	}
 	oo.config_path = cfg;
@@ -532,6 +534,7 @@ static int check_ssh(vctx *v)
 	if (asp_open(&v->sb, &oo, &aerr) || asp_sandbox_info_get(&info, v->sb, &aerr)) {
 		check(v, "ssh.pinned_host_key", "fail", "asp_open %s: %s (%s)", cfg, aerr.message,
 		      asp_error_name(aerr.code));
+		check(v, "ssh.exec", "error", "no SSH session (see ssh.pinned_host_key)");
 		asp_close(v->sb);
 		v->sb = NULL;
 		return -1;
@@ -549,7 +552,8 @@ static int check_ssh(vctx *v)
 	{
 		char want[128];
 		str_fmt(want, sizeof(want), ASF_USER " %d " ASF_CTR_WORKSPACE, (int)jn(v->st, "uid", 0));
-		check(v, "ssh.exec", !r.ran ? "error" : !strcmp(r.out, want) ? "pass" : "fail",
+		/* The session is open: an exec that cannot run is this check's failure, not a missing probe. */
+		check(v, "ssh.exec", r.ran && !strcmp(r.out, want) ? "pass" : "fail",
 		      "asp_exec \"id -un; id -u; pwd\" -> \"%s\" (exit %d), expected \"%s\"%s%s", r.out, r.code,
 		      want, r.ran ? "" : ": ", r.ran ? "" : r.err);
 	}
