@@ -33,6 +33,7 @@
 #define ASF_CTR_ETC       "/etc/asf"
 #define ASF_USER          "agent"
 #define ASF_NFT_TABLE     "asf_egress"
+#define ASF_ENGINE_DNS    "127.0.0.11" /* docker's embedded resolver inside a user-defined network */
 #define ASF_GATE          ".egress-blocked" /* docker: sshd waits for this file in ASF_CTR_ETC */
 
 /* The capabilities sshd needs as root in the container; why: docs/SECURITY.md. */

@@ -490,7 +490,12 @@ static int write_sshd_config(const up_ctx *c, asf_err *e)
 /*
  * The egress ruleset, loaded from the host into the container's network
  * namespace: nothing new goes out (with --egress allow: only to the proxy);
- * only sshd comes in.
+ * only sshd comes in. Loopback is the sandbox's own, but for Docker's
+ * embedded resolver (on a user-defined network): dockerd listens at
+ * ASF_ENGINE_DNS inside the namespace and forwards names out - from the
+ * host's namespace when the host's resolver is on loopback - so it is
+ * dropped before loopback is let through (after Docker's DNAT, which
+ * keeps the address and changes the port).
  */
 static int write_ruleset(const up_ctx *c, asf_err *e)
 {
@@ -505,6 +510,7 @@ static int write_ruleset(const up_ctx *c, asf_err *e)
 		 "table inet " ASF_NFT_TABLE " {\n"
 		 "\tchain output {\n"
 		 "\t\ttype filter hook output priority 0; policy drop;\n"
+		 "\t\tip daddr " ASF_ENGINE_DNS " drop\n"
 		 "\t\toifname \"lo\" accept\n"
 		 "\t\tct state established,related accept\n"
 		 "%s"

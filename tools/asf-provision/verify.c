@@ -866,6 +866,45 @@ static int listed_name(vctx *v, char *host, size_t hostlen)
 	return 0;
 }
 
+/*
+ * A resolver on the sandbox's own loopback (Docker's embedded one at
+ * ASF_ENGINE_DNS, or a loopback nameserver in resolv.conf): from inside, as
+ * the sandbox user, a UDP query for the container's own name (which Docker's
+ * resolver answers itself, forwarding nothing) and a TCP connect to port 53.
+ * 1: it answered (evidence appended), 0: nothing came back, -1: could not run.
+ */
+static int resolver_answers(vctx *v, const char *addr, char *ev, size_t evlen)
+{
+	const char *ctr = js(v->st, "container") ? js(v->st, "container") : "asf";
+	char query[512], cmd[1400];
+	size_t len = strlen(ctr) > 63 ? 63 : strlen(ctr);
+	int back = -1, tcp;
+	sres r;
+
+	/* header: id, recursion desired, one question; then the name as one label, type A, class IN */
+	str_fmt(query, sizeof(query), "\\x61\\x73\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00"
+		"\\x%02zx%.*s\\x00\\x00\\x01\\x00\\x01", len, (int)len, ctr);
+	str_fmt(cmd, sizeof(cmd),
+		"exec 3<>/dev/udp/%s/53 2>&1 || exit 9; "
+		"if printf '%s' | dd bs=512 count=1 iflag=fullblock status=none 2>&1 >&3; then "
+		"echo \"udp reply: $(timeout 3 dd bs=512 count=1 status=none <&3 | wc -c) bytes\"; fi; "
+		"if timeout 2 bash -c 'exec 4<>/dev/tcp/%s/53' 2>/dev/null; then echo 'tcp: connected'; "
+		"else echo 'tcp: no connection in 2 s'; fi",
+		addr, query, addr);
+	in_sandbox(v, &r, cmd, 10000);
+	if (!r.ran) {
+		str_fmt(ev + strlen(ev), evlen - strlen(ev), "; the probe of %s:53 could not run: %s", addr, r.err);
+		return -1;
+	}
+	flatten(r.out);
+	if (strstr(r.out, "udp reply: "))
+		sscanf(strstr(r.out, "udp reply: "), "udp reply: %d", &back);
+	tcp = strstr(r.out, "tcp: connected") != NULL;
+	str_fmt(ev + strlen(ev), evlen - strlen(ev), "; a query for %s to %s:53 (UDP) and a connect (TCP) from "
+		"inside -> %s", ctr, addr, r.out[0] ? r.out : "nothing");
+	return back > 0 || tcp;
+}
+
 static void check_dns(vctx *v)
 {
 	char resolv[2048], route[512], evidence[3000] = "", host[256], *line, *save = NULL;
@@ -883,8 +922,15 @@ static void check_dns(vctx *v)
 		if (sscanf(line, " nameserver %127s", ns) != 1)
 			continue;
 		if (!strncmp(ns, "127.", 4) || !strcmp(ns, "::1")) {
+			/* The sandbox's own loopback - unless something answers there (Docker's resolver). */
+			int rc = strcmp(ns, "::1") ? resolver_answers(v, ns, evidence, sizeof(evidence)) : 0;
 			str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence),
-				"nameserver %s is the sandbox's own loopback; ", ns);
+				"%snameserver %s is the sandbox's own loopback%s; ", evidence[0] ? "; " : "", ns,
+				rc > 0 ? ", and a resolver answers there" : "");
+			if (rc != 0) {
+				check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: nameserver %s: %s", ns, evidence);
+				return;
+			}
 			continue;
 		}
 		if (route_exists(v, ns, route, sizeof(route)) != 0) {
@@ -928,6 +974,16 @@ static void check_dns(vctx *v)
 		}
 		str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "; getent hosts %s "
 			"(listed; the proxy resolves it) -> exit %d", host, r.code);
+	}
+	if (engine_docker() && !v->exec_ingress) {
+		/* Docker's embedded resolver, on the sandbox's loopback whatever resolv.conf says. */
+		int rc = resolver_answers(v, ASF_ENGINE_DNS, evidence, sizeof(evidence));
+		if (rc != 0) {
+			flatten(resolv);
+			check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: \"%s\"; %s%s", resolv, evidence,
+			      rc > 0 ? " - Docker's embedded resolver answers, and forwards what it cannot answer" : "");
+			return;
+		}
 	}
 	if (!v->exec_ingress) {
 		/* A query sent anyway, to where a resolver on the host would listen. */
