@@ -1149,7 +1149,7 @@ static int build(up_ctx *c, asf_err *e)
 		argv_add(&n, asf_podman);
 		argv_add(&n, "network");
 		argv_add(&n, "create");
-		if (!engine_docker()) /* docker's resolver is not reached: resolv.conf is ours */
+		if (!engine_docker()) /* docker has none: the egress table drops its resolver (ASF_ENGINE_DNS) */
 			argv_add(&n, "--disable-dns");
 		add_label(&n, c->o->name);
 		argv_add(&n, c->ctr);
