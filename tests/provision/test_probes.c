@@ -293,46 +293,67 @@ static int listed(const char *csv, const char *name)
 	return 0;
 }
 
+static int count_listed(const char *csv)
+{
+	int n = csv[0] != '\0';
+
+	for (; *csv; csv++)
+		n += *csv == ',';
+	return n;
+}
+
 /*
- * verify fails exactly the checks in `want` (comma-separated; "" = none)
- * and passes every other one; `what` names the break in messages.
+ * verify fails exactly the checks in `want` (comma-separated; "" = none),
+ * reports exactly those in `errs` as errors (could not be made), and
+ * passes every other one; `what` names the break in messages.
  * Returns the report (caller frees) for further assertions.
  */
-static cJSON *verify_only(const char *name, const char *want, const char *what)
+static cJSON *verify_expect(const char *name, const char *want, const char *errs, const char *what)
 {
 	const cJSON *c;
-	int status, seen = 0, nwant = 0;
+	int status, seen = 0, nwant = count_listed(want) + count_listed(errs);
 	cJSON *rep = verify(name, &status);
-	const char *p;
 
-	for (p = want; *p; p++)
-		nwant += *p == ',';
-	nwant += want[0] != '\0';
 	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
 		const char *check = jstr(c, "check"), *st = jstr(c, "status");
-		if (listed(want, check)) {
-			ck_assert_msg(!strcmp(st, "fail"), "%s: %s should fail, is %s: %s", what, check, st,
-				      jstr(c, "evidence"));
-			seen++;
-		} else {
-			ck_assert_msg(!strcmp(st, "pass"), "%s: %s should pass, is %s: %s", what, check, st,
-				      jstr(c, "evidence"));
-		}
+		const char *expect = listed(want, check) ? "fail" : listed(errs, check) ? "error" : "pass";
+		ck_assert_msg(!strcmp(st, expect), "%s: %s should be %s, is %s: %s", what, check, expect, st,
+			      jstr(c, "evidence"));
+		seen += strcmp(expect, "pass") != 0;
 	}
-	ck_assert_msg(seen == nwant, "%s: expected failing checks %s, saw %d of them", what, want, seen);
-	ck_assert_msg(status == (nwant ? 1 : 0), "%s: verify exit %d", what, status);
+	ck_assert_msg(seen == nwant, "%s: expected failing checks %s and errors %s, saw %d of them", what, want,
+		      errs, seen);
+	ck_assert_msg(status == (errs[0] ? 2 : want[0] ? 1 : 0), "%s: verify exit %d", what, status);
 	if (getenv("ASF_TEST_VERBOSE")) {
 		cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
-			if (listed(want, jstr(c, "check")))
+			if (listed(want, jstr(c, "check")) || listed(errs, jstr(c, "check")))
 				fprintf(stderr, "[%s] %s: %s\n", what, jstr(c, "check"), jstr(c, "evidence"));
 	}
 	return rep;
+}
+
+static cJSON *verify_only(const char *name, const char *want, const char *what)
+{
+	return verify_expect(name, want, "", what);
 }
 
 static void verify_break(const char *name, const char *want, const char *what)
 {
 	cJSON_Delete(verify_only(name, want, what));
 }
+
+static void verify_break_errors(const char *name, const char *want, const char *errs, const char *what)
+{
+	cJSON_Delete(verify_expect(name, want, errs, what));
+}
+
+/* Checks that need a session to the sandbox: without one they cannot be made. */
+#define SESSION_CHECKS "ssh.exec,workspace,probe.control,egress.host_gateway,egress.host_loopback,egress.public," \
+	"egress.private,dns,caps.bounding,caps.session,no_new_privs,seccomp,rootfs.read_only,hostkey.private,limits"
+/* Commands refused: the SFTP round trip fails (ForceCommand replaces the subsystem too); the rest get no evidence. */
+#define EXEC_FAILS "workspace"
+#define EXEC_ERRORS "probe.control,egress.host_gateway,egress.host_loopback,egress.public,egress.private,dns," \
+	"caps.bounding,caps.session,no_new_privs,seccomp,rootfs.read_only,hostkey.private,limits"
 
 /* ------------------------------------------------- breaks from the host */
 
@@ -482,12 +503,67 @@ static void host_loopback_path(const char *name, const char *ctr, long pid, cons
 	ck_assert_msg(sh(&r, "sh", "-c", rule) == 0, "host side: %s", r.err);
 }
 
+/* The inode of the socket listening on sshd's port in pid's network namespace, or 0. */
+static unsigned long sshd_listen_inode(long pid)
+{
+	char path[64], line[512];
+	unsigned long inode, found = 0;
+	unsigned int port, st;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/net/tcp", pid);
+	ck_assert_ptr_nonnull(f = fopen(path, "r"));
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*d %lu", &port, &st, &inode) == 3 &&
+		    port == 2222 && st == 0x0A)
+			found = inode;
+	fclose(f);
+	return found;
+}
+
+/*
+ * sshd (the container's pid 1) re-reads its config and host key: SIGHUP,
+ * then wait until it listens again on a new socket (a 10 s watchdog).
+ */
+static void sshd_reload(long pid)
+{
+	unsigned long before = sshd_listen_inode(pid), now = 0;
+	int i;
+
+	ck_assert_msg(before != 0, "sshd (pid %ld) does not listen", pid);
+	ck_assert_int_eq(kill((pid_t)pid, SIGHUP), 0);
+	for (i = 0; i < 100; i++) {
+		now = sshd_listen_inode(pid);
+		if (now && now != before)
+			return;
+		usleep(100 * 1000);
+	}
+	ck_abort_msg("sshd (pid %ld) did not listen again after SIGHUP", pid);
+}
+
+/* asf-provision status NAME: its "firewall" field. */
+static void status_firewall(const char *name, const char *want)
+{
+	run_out r;
+	cJSON *st;
+
+	asf(&r, "status", name, "--json");
+	st = cJSON_Parse(r.out);
+	ck_assert_msg(st != NULL, "status %s: %s %s", name, r.out, r.err);
+	if (cJSON_IsArray(st))
+		ck_assert_str_eq(jstr(cJSON_GetArrayItem(st, 0), "firewall"), want);
+	else
+		ck_assert_str_eq(jstr(st, "firewall"), want);
+	cJSON_Delete(st);
+}
+
 /* ------------------------------------------------------------------ tests */
 
 START_TEST(each_break_fails_its_check)
 {
 	char name[64], ws[256], ctr[96], gw[64], key[PATH_MAX], resolv[PATH_MAX], saved[4096], pids[PATH_MAX];
-	char dir[512], vol[600], nft[PATH_MAX];
+	char dir[512], vol[600], nft[PATH_MAX], out[300], cfg[8192], cat[300];
+	static char orig_key[8192], new_key[8192], sshd_cfg[8192];
 	time_t t0 = time(NULL);
 	run_out r;
 	long pid;
@@ -496,13 +572,88 @@ START_TEST(each_break_fails_its_check)
 	snprintf(ws, sizeof(ws), "%s/ws-probes", top);
 	mkdir(ws, 0755);
 	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	snprintf(out, sizeof(out), "%s/probes.asp.json", top);
 	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
-			  "--pids", "256") == 0, "up: %s", r.err);
+			  "--pids", "256", "--out", out) == 0, "up: %s", r.err);
 	pid = container_pid(ctr);
 	container_gateway(ctr, gw, sizeof(gw));
 	snprintf(dir, sizeof(dir), "%s/%s", state, name);
 	snprintf(nft, sizeof(nft), "%s/egress.nft", dir);
 	verify_break(name, "", "intact");
+	status_firewall(name, "present");
+
+	/* config: the harness's --out made writable by others, then changed (the pin) behind verify's back. */
+	ck_assert_int_eq(chmod(out, 0666), 0);
+	verify_break(name, "config", "--out mode 0666");
+	ck_assert_int_eq(chmod(out, 0644), 0);
+	read_text(out, cfg, sizeof(cfg));
+	{
+		char changed[8192], *p = strstr(cfg, "\"host_key\"");
+		ck_assert_ptr_nonnull(p);
+		snprintf(changed, sizeof(changed), "%s", cfg);
+		p = strstr(changed + (p - cfg), "AAAA");
+		ck_assert_ptr_nonnull(p);
+		p[4] = p[4] == 'B' ? 'C' : 'B';
+		write_text(out, changed);
+	}
+	verify_break(name, "config", "pin changed in --out");
+	write_text(out, cfg);
+
+	/*
+	 * ssh.pinned_host_key: sshd's host key rotated (and sshd reloaded), so
+	 * the pin no longer matches. libasp refuses the session - the point of
+	 * the pin - so every check that needs one cannot be made: errors, not
+	 * passes. Host-side checks still pass.
+	 */
+	snprintf(key, sizeof(key), "%s/sshd/ssh_host_ed25519_key", dir);
+	read_text(key, orig_key, sizeof(orig_key));
+	{
+		char tmpkey[300], tmppub[310];
+		snprintf(tmpkey, sizeof(tmpkey), "%s/rotated_host_key", top);
+		snprintf(tmppub, sizeof(tmppub), "%s.pub", tmpkey);
+		ck_assert_msg(sh(&r, "ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rotated", "-f", tmpkey) == 0,
+			      "ssh-keygen: %s", r.err);
+		read_text(tmpkey, new_key, sizeof(new_key));
+		unlink(tmpkey);
+		unlink(tmppub);
+	}
+	write_text(key, new_key);
+	sshd_reload(pid);
+	verify_break_errors(name, "ssh.pinned_host_key", SESSION_CHECKS, "host key rotated");
+	write_text(key, orig_key);
+	sshd_reload(pid);
+	verify_break(name, "", "host key restored");
+
+	/*
+	 * ssh.exec: ForceCommand /bin/false - the session opens (the pin
+	 * matches) but runs nothing (libasp: its command wrapper did not run).
+	 * Every other check that runs a command inside gets no evidence:
+	 * errors, never passes; the workspace round trip (SFTP, which
+	 * ForceCommand replaces too) fails.
+	 */
+	snprintf(vol, sizeof(vol), "%s/sshd/sshd_config", dir);
+	read_text(vol, sshd_cfg, sizeof(sshd_cfg));
+	{
+		char changed[8400];
+		snprintf(changed, sizeof(changed), "%sForceCommand /bin/false\n", sshd_cfg);
+		write_text(vol, changed);
+	}
+	sshd_reload(pid);
+	verify_break_errors(name, "ssh.exec," EXEC_FAILS, EXEC_ERRORS, "ForceCommand /bin/false");
+	write_text(vol, sshd_cfg);
+	sshd_reload(pid);
+
+	/*
+	 * probe.control: the sandbox user's TCP to its own sshd rejected. The
+	 * control is an error, not a fail (nothing leaks; the probes are blind),
+	 * and every probe that relies on it becomes an error too: never a pass.
+	 */
+	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "skuid", "1000",
+			       "ip", "daddr", "127.0.0.1", "tcp", "dport", "2222", "reject"), 0);
+	verify_break_errors(name, "", "probe.control,egress.host_gateway,egress.host_loopback,egress.public,egress.private",
+		      "control probe blocked");
+	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
+	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
 
 	/*
 	 * egress.firewall: the table gone. The gateway is on the sandbox's own
@@ -517,6 +668,7 @@ START_TEST(each_break_fails_its_check)
 			       "}"), 0);
 	ck_assert_int_eq(netns(&r, pid, "nft", "add", "rule", "inet", "asf_egress", "output", "drop"), 0);
 	verify_break(name, "egress.firewall", "output policy accept");
+	status_firewall(name, "missing"); /* status reads each chain's own policy too */
 	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
 	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
 
@@ -578,7 +730,6 @@ START_TEST(each_break_fails_its_check)
 	remount_root(pid, 1);
 
 	/* hostkey.private: the key handed to the sandbox user (sshd still loads it: not root's, 0644). */
-	snprintf(key, sizeof(key), "%s/sshd/ssh_host_ed25519_key", dir);
 	ck_assert_int_eq(chown(key, 1000, 1000), 0);
 	ck_assert_int_eq(chmod(key, 0644), 0);
 	verify_break(name, "hostkey.private", "host key readable");
@@ -599,6 +750,15 @@ START_TEST(each_break_fails_its_check)
 	recreate(name, "--cap-add=CAP_NET_RAW", NULL);
 	recreate(name, "--security-opt=no-new-privileges", NULL);
 	verify_break(name, "no_new_privs", "without no-new-privileges");
+	/*
+	 * caps.session: a file capability on the cat verify's session runs. With
+	 * no_new_privs (as up makes it) exec ignores file capabilities, so a
+	 * session can gain one only with no_new_privs off: the two fail together.
+	 */
+	snprintf(cat, sizeof(cat), "%s/usr/bin/cat", rootfs);
+	ck_assert_msg(sh(&r, "setcap", "cap_setuid+ep", cat) == 0, "setcap: %s", r.err);
+	verify_break(name, "no_new_privs,caps.session", "file capability on cat, without no-new-privileges");
+	ck_assert_msg(sh(&r, "setcap", "-r", cat) == 0, "setcap -r: %s", r.err);
 	recreate(name, NULL, "--security-opt=no-new-privileges");
 	recreate(name, NULL, "--security-opt=seccomp=unconfined");
 	verify_break(name, "seccomp", "seccomp unconfined");
@@ -608,6 +768,14 @@ START_TEST(each_break_fails_its_check)
 	verify_break(name, "mounts", "state directory mounted");
 	recreate(name, vol, NULL);
 	verify_break(name, "", "re-created as up made it");
+
+	/* container.running: stopped. A definite fail; nothing else can be checked, so nothing else is reported. */
+	ck_assert_int_eq(sh(&r, "podman", "stop", "--time", "1", ctr), 0);
+	{
+		cJSON *rep = verify_only(name, "container.running", "container stopped");
+		ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "checks")), 1);
+		cJSON_Delete(rep);
+	}
 
 	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
 	fprintf(stderr, "each_break_fails_its_check: %ld s\n", (long)(time(NULL) - t0));

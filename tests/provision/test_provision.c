@@ -519,8 +519,8 @@ START_TEST(exec_ingress_end_to_end)
 		st = parse_json(text);
 	}
 	conn = cJSON_GetObjectItem(st, "connection");
-	ck_assert_ptr_nonnull(strstr(jstr(conn, "x-asp-proxy-command"), "exec -i asf-"));
-	ck_assert_ptr_nonnull(strstr(jstr(conn, "x-asp-proxy-command"), "sshd -i"));
+	ck_assert_ptr_nonnull(strstr(jstr(conn, "proxyCommand"), "exec -i asf-"));
+	ck_assert_ptr_nonnull(strstr(jstr(conn, "proxyCommand"), "sshd -i"));
 	ck_assert_ptr_null(cJSON_GetObjectItem(conn, "port"));
 	cJSON_Delete(st);
 
@@ -712,9 +712,9 @@ START_TEST(verify_detects_problems)
 	ck_assert_ptr_nonnull(strstr(r.out, "firewall missing"));
 
 	ck_assert_int_eq(cmd(&r, engine, "stop", "-t", "1", ctr, (char *)NULL), 0);
-	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 2);
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 1); /* stopped: a fail, not an error */
 	rep = parse_json(r.out);
-	ck_assert_str_eq(jstr(rep, "result"), "error");
+	ck_assert_str_eq(jstr(rep, "result"), "fail");
 	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
 		passes += !strcmp(jstr(c, "status"), "pass");
 	ck_assert_int_eq(passes, 0);
@@ -1446,9 +1446,9 @@ START_TEST(kube_manifest_structure)
 	c = parse_json(slurp(cfg));
 	snprintf(want, sizeof(want), "exec -i --namespace default asf-%s --container=sshd -- /usr/sbin/sshd -i -f "
 		 "/etc/asf/sshd_config", name);
-	ck_assert_msg(strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), want) &&
-		      strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), "kubectl "),
-		      "proxy command: %s", jstr(at(c, "connection"), "x-asp-proxy-command"));
+	ck_assert_msg(strstr(jstr(at(c, "connection"), "proxyCommand"), want) &&
+		      strstr(jstr(at(c, "connection"), "proxyCommand"), "kubectl "),
+		      "proxy command: %s", jstr(at(c, "connection"), "proxyCommand"));
 	ck_assert_ptr_null(cJSON_GetObjectItem(at(c, "connection"), "port"));
 	cJSON_Delete(c);
 	ck_assert_int_eq(asf(&r, "verify", name), 2);
@@ -1511,8 +1511,8 @@ START_TEST(kube_podman_end_to_end)
 	cJSON_Delete(c);
 	c = parse_json(slurp(cfg));
 	snprintf(want, sizeof(want), "exec -i asf-%s-sshd /usr/sbin/sshd -i -f /etc/asf/sshd_config", name);
-	ck_assert_msg(strstr(jstr(at(c, "connection"), "x-asp-proxy-command"), want) != NULL, "proxy: %s",
-		      jstr(at(c, "connection"), "x-asp-proxy-command"));
+	ck_assert_msg(strstr(jstr(at(c, "connection"), "proxyCommand"), want) != NULL, "proxy: %s",
+		      jstr(at(c, "connection"), "proxyCommand"));
 	cJSON_Delete(c);
 	ck_assert_int_eq(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
 
@@ -1557,6 +1557,14 @@ static int podman_usable(char *why, size_t n)
 
 /* ---------------------------------------------------------------- dockerd */
 
+/*
+ * The host resolver our dockerd sees (its own /etc/resolv.conf): an address
+ * on the host's loopback where docker_embedded_dns listens. A resolver on
+ * loopback is what Docker's embedded DNS forwards to from the host's
+ * namespace (systemd-resolved hosts have one).
+ */
+#define DNS_UPSTREAM "127.0.53.77"
+
 static char dockerd_dir[64];    /* our own daemon's directory ("" when we did not start one) */
 static pid_t dockerd_pid;
 
@@ -1574,7 +1582,7 @@ static int docker_answers(run_out *r)
  */
 static int docker_usable(char *why, size_t n)
 {
-	char sock[128], log[128], host[160], dir[192];
+	char sock[128], log[128], host[160], dir[192], resolv[128];
 	run_out r;
 	int i;
 
@@ -1598,6 +1606,14 @@ static int docker_usable(char *why, size_t n)
 	snprintf(sock, sizeof(sock), "%s/docker.sock", dockerd_dir);
 	snprintf(log, sizeof(log), "%s/dockerd.log", dockerd_dir);
 	snprintf(host, sizeof(host), "unix://%s", sock);
+	snprintf(resolv, sizeof(resolv), "%s/resolv.conf", dockerd_dir);
+	{
+		FILE *f = fopen(resolv, "w");
+		if (!f || fputs("nameserver " DNS_UPSTREAM "\n", f) < 0 || fclose(f)) {
+			snprintf(why, n, "%s: %s", resolv, strerror(errno));
+			return 0;
+		}
+	}
 	fflush(NULL);
 	if ((dockerd_pid = fork()) == 0) {
 		char root[96], exec_root[96], pidfile[96];
@@ -1609,8 +1625,11 @@ static int docker_usable(char *why, size_t n)
 		dup2(fd, 1);
 		dup2(fd, 2);
 		setsid();
-		execl("/usr/sbin/dockerd", "dockerd", root, exec_root, pidfile, dir, "--iptables=false",
-		      "--ip-forward=false", "--ip-masq=false", "--bridge=none", (char *)NULL);
+		/* Its own mount namespace, where the host's resolver is ours: DNS_UPSTREAM (docker_embedded_dns). */
+		execl("/usr/bin/unshare", "unshare", "--mount", "--propagation", "private", "sh", "-c",
+		      "mount --bind \"$0\" /etc/resolv.conf && exec /usr/sbin/dockerd \"$@\"", resolv, root,
+		      exec_root, pidfile, dir, "--iptables=false", "--ip-forward=false", "--ip-masq=false",
+		      "--bridge=none", (char *)NULL);
 		_exit(127);
 	}
 	setenv("DOCKER_HOST", host, 1);
@@ -1655,7 +1674,7 @@ static void dockerd_stop(void)
 /* ------------------------------------------------------------------ setup */
 
 static const char *const suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan", "swap", "plant",
-					"outdir", "stws", "unl" };
+					"outdir", "stws", "unl", "dns" };
 
 /* Remove every sandbox a test of the current engine may have left. */
 static void cleanup_engine(void)
@@ -1756,6 +1775,112 @@ static int engine_wanted(const char *name)
 			p += n;
 	return 0;
 }
+
+/* From inside, as the sandbox user: a DNS query for NAME to Docker's resolver; the bytes of its answer. */
+static int dns_query_inside(const char *ctr, const char *label)
+{
+	char script[1024];
+	run_out r;
+
+	snprintf(script, sizeof(script),
+		 "exec 3<>/dev/udp/127.0.0.11/53 || exit 9; "
+		 "printf '\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x%02zx%s\\x04test\\x00\\x00\\x01\\x00\\x01' "
+		 "| dd bs=512 count=1 iflag=fullblock status=none >&3 || exit 0; "
+		 "timeout 3 dd bs=512 count=1 status=none <&3 | wc -c", strlen(label), label);
+	cmd(&r, "docker", "exec", "--user", "1000", ctr, "bash", "-c", script, (char *)NULL);
+	return atoi(r.out);
+}
+
+/* Datagrams at fd within 10 s (a watchdog: stops at the first). */
+static int upstream_got(int fd, int wait)
+{
+	char buf[512];
+	int n = 0, i;
+
+	for (i = 0; i < (wait ? 100 : 1); i++) {
+		while (recv(fd, buf, sizeof(buf), 0) >= 0)
+			n++;
+		if (n || !wait)
+			break;
+		usleep(100 * 1000);
+	}
+	return n;
+}
+
+/*
+ * Docker only: its embedded resolver (127.0.0.11 in the container's
+ * namespace, on a user-defined network) forwards names to the host's
+ * resolver - from the host's namespace when that one is on loopback - past
+ * the sandbox's firewall, whose loopback rule would let the query through.
+ * Our dockerd's host resolver is a UDP socket of this test; up's ruleset
+ * drops 127.0.0.11: nothing arrives and verify's dns passes. With the path
+ * re-opened (an accept before the drop) the test's query arrives upstream
+ * and verify's dns fails, alone.
+ */
+START_TEST(docker_embedded_dns)
+{
+	char name[64], ws[256], ctr[96], pid[32], nft[512];
+	struct sockaddr_in sa = { 0 };
+	run_out r;
+	cJSON *rep, *c;
+	int fd;
+
+	if (dockerd_pid <= 0) {
+		ck_assert_msg(!strict("ASF_REQUIRE_DOCKER"), "docker_embedded_dns: the daemon is not this test's own");
+		fprintf(stderr, "docker_embedded_dns: SKIPPED: the daemon is not this test's own (its host resolver "
+			"is not ours to watch)\n");
+		return;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons(53);
+	ck_assert_int_eq(inet_pton(AF_INET, DNS_UPSTREAM, &sa.sin_addr), 1);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s:53: %s", DNS_UPSTREAM, strerror(errno));
+	/* Control: the upstream socket receives what is sent to it. */
+	{
+		int cfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_eq(sendto(cfd, "x", 1, 0, (struct sockaddr *)&sa, sizeof(sa)), 1);
+		close(cfd);
+		ck_assert_int_eq(upstream_got(fd, 1), 1);
+	}
+
+	sandbox_name(name, sizeof(name), "dns");
+	make_dir(ws, sizeof(ws), "ws-dns");
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc") == 0, "up: %s", r.err);
+	verify_passes(name, 20);
+	ck_assert_int_eq(dns_query_inside(ctr, "asf-dns-probe"), 0);
+	ck_assert_int_eq(upstream_got(fd, 0), 0);
+
+	/* Re-opened: the query reaches the host's resolver (ours), and verify's dns fails alone. */
+	snprintf(pid, sizeof(pid), "%ld", container_pid(name));
+	ck_assert_int_eq(cmd(&r, "nsenter", "--target", pid, "--net", "nft", "insert", "rule", "inet", "asf_egress",
+			     "output", "ip", "daddr", "127.0.0.11", "accept", (char *)NULL), 0);
+	dns_query_inside(ctr, "asf-dns-probe");
+	ck_assert_int_ge(upstream_got(fd, 1), 1);
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 1);
+	rep = parse_json(r.out);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		const char *want = strcmp(jstr(c, "check"), "dns") ? "pass" : "fail";
+		ck_assert_msg(!strcmp(jstr(c, "status"), want), "resolver re-opened: %s is %s: %s", jstr(c, "check"),
+			      jstr(c, "status"), jstr(c, "evidence"));
+		if (!strcmp(want, "fail"))
+			ck_assert_ptr_nonnull(strstr(jstr(c, "evidence"), "127.0.0.11"));
+	}
+	cJSON_Delete(rep);
+
+	snprintf(nft, sizeof(nft), "%s/%s/egress.nft", state, name);
+	ck_assert_int_eq(cmd(&r, "nsenter", "--target", pid, "--net", "nft", "delete", "table", "inet", "asf_egress",
+			     (char *)NULL), 0);
+	ck_assert_int_eq(cmd(&r, "nsenter", "--target", pid, "--net", "nft", "-f", nft, (char *)NULL), 0);
+	upstream_got(fd, 0);
+	verify_passes(name, 20);
+	ck_assert_int_eq(dns_query_inside(ctr, "asf-dns-probe"), 0);
+	ck_assert_int_eq(upstream_got(fd, 0), 0);
+	close(fd);
+	down_clean(name);
+}
+END_TEST
 
 /* A TCase of these tests, ASF_TEST_ONLY=name[,name...] choosing some. */
 static TCase *make_tcase(const char *name, void (*setup)(void), const TTest *const *all, size_t count)
@@ -1879,8 +2004,12 @@ int main(void)
 		suite_add_tcase(s, engine_tcase("podman", use_podman));
 		suite_add_tcase(s, kube_tcase());
 	}
-	if (docker_ok)
+	if (docker_ok) {
+		static const TTest *docker_only[1];
+		docker_only[0] = docker_embedded_dns;
 		suite_add_tcase(s, engine_tcase("docker", use_docker));
+		suite_add_tcase(s, make_tcase("docker-dns", use_docker, docker_only, 1));
+	}
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);

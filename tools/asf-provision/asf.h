@@ -33,6 +33,7 @@
 #define ASF_CTR_ETC       "/etc/asf"
 #define ASF_USER          "agent"
 #define ASF_NFT_TABLE     "asf_egress"
+#define ASF_ENGINE_DNS    "127.0.0.11" /* docker's embedded resolver inside a user-defined network */
 #define ASF_GATE          ".egress-blocked" /* docker: sshd waits for this file in ASF_CTR_ETC */
 
 /* The capabilities sshd needs as root in the container; why: docs/SECURITY.md. */
@@ -137,6 +138,10 @@ int egress_teardown(const char *dir, char *detail, size_t n, int *was_running);
 long proxy_find(const char *conf);
 /* The TCP addresses pid listens on, "ADDR:PORT,...". */
 int proxy_listeners(long pid, char *out, size_t outlen);
+/* A copy of the body of "chain NAME" in `nft list table` text (up to the next chain), or NULL. */
+char *nft_chain_text(const char *table, const char *name);
+/* `nft list table` text: its output and its input chain each hook there with their own policy drop. */
+int nft_drops_by_default(const char *table);
 
 /* ------------------------------------------------------------ state.c */
 

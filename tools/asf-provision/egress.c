@@ -519,3 +519,27 @@ int proxy_listeners(long pid, char *out, size_t outlen)
 	}
 	return 0;
 }
+
+char *nft_chain_text(const char *table, const char *name)
+{
+	char head[64];
+	const char *p, *end;
+
+	str_fmt(head, sizeof(head), "chain %s {", name);
+	if (!(p = strstr(table, head)))
+		return NULL;
+	p += strlen(head);
+	end = strstr(p, "chain ");
+	return strndup(p, end ? (size_t)(end - p) : strlen(p));
+}
+
+int nft_drops_by_default(const char *table)
+{
+	char *out = nft_chain_text(table, "output"), *in = nft_chain_text(table, "input");
+	int ok = out && in && strstr(out, "hook output") && strstr(out, "policy drop;") && strstr(in, "hook input") &&
+		 strstr(in, "policy drop;");
+
+	free(out);
+	free(in);
+	return ok;
+}

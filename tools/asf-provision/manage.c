@@ -274,7 +274,7 @@ static const char *firewall_state(long pid)
 	argv_add(&a, "inet");
 	argv_add(&a, ASF_NFT_TABLE);
 	if (!a.oom && asf_run(&o, a.v, 10, &e) == 0) {
-		r = o.status == 0 && strstr(o.out, "policy drop") ? "present" : "missing";
+		r = o.status == 0 && nft_drops_by_default(o.out) ? "present" : "missing";
 		out_free(&o);
 	}
 	argv_free(&a);

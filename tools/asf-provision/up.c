@@ -142,7 +142,7 @@ static int out_realpath(char *out, const char *path, asf_err *e)
 
 /*
  * The .asp.json is trusted by whoever runs the harness (its
- * x-asp-proxy-command is a host command): refuse a directory that anyone
+ * proxyCommand is a host command): refuse a directory that anyone
  * but its owner could write, whose owner is neither the caller nor root,
  * or under an ancestor another user could rename it out of.
  */
@@ -164,14 +164,14 @@ static int out_dir_private(const char *out, asf_err *e)
 		if (st.st_uid != geteuid() && st.st_uid != 0)
 			return asf_fail(e, "--out %s: directory %s belongs to uid %d, not to you or root: "
 					   "its owner could replace the .asp.json (and the host command in "
-					   "its x-asp-proxy-command); choose a directory of your own", out, dir,
+					   "its proxyCommand); choose a directory of your own", out, dir,
 					(int)st.st_uid);
 		/* The directory itself: only its owner writes. An ancestor may be
 		 * sticky (like /tmp): others then cannot rename what is ours in it. */
 		if ((st.st_mode & 022) && (first || !(st.st_mode & S_ISVTX)))
 			return asf_fail(e, "--out %s: directory %s is writable by %s (mode %04o): anyone who can "
 					   "write there could replace the .asp.json (and the host command in "
-					   "its x-asp-proxy-command); choose a directory only its owner can write",
+					   "its proxyCommand); choose a directory only its owner can write",
 					out, dir, (st.st_mode & 002) ? "others" : "its group",
 					(unsigned int)(st.st_mode & 07777));
 		first = 0;
@@ -337,7 +337,7 @@ static int validate(up_ctx *c, asf_err *e)
 		str_fmt(c->out, sizeof(c->out), "%s/asp.json", c->dir);
 	}
 	/* An agent that can write the harness's .asp.json could point
-	 * x-asp-proxy-command at any host command. */
+	 * proxyCommand at any host command. */
 	if (path_under(c->out, c->ws_host))
 		return asf_fail(e, "--out %s: must not be inside the workspace (the sandbox could rewrite it)",
 				c->out);
@@ -490,7 +490,12 @@ static int write_sshd_config(const up_ctx *c, asf_err *e)
 /*
  * The egress ruleset, loaded from the host into the container's network
  * namespace: nothing new goes out (with --egress allow: only to the proxy);
- * only sshd comes in.
+ * only sshd comes in. Loopback is the sandbox's own, but for Docker's
+ * embedded resolver (on a user-defined network): dockerd listens at
+ * ASF_ENGINE_DNS inside the namespace and forwards names out - from the
+ * host's namespace when the host's resolver is on loopback - so it is
+ * dropped before loopback is let through (after Docker's DNAT, which
+ * keeps the address and changes the port).
  */
 static int write_ruleset(const up_ctx *c, asf_err *e)
 {
@@ -505,6 +510,7 @@ static int write_ruleset(const up_ctx *c, asf_err *e)
 		 "table inet " ASF_NFT_TABLE " {\n"
 		 "\tchain output {\n"
 		 "\t\ttype filter hook output priority 0; policy drop;\n"
+		 "\t\tip daddr " ASF_ENGINE_DNS " drop\n"
 		 "\t\toifname \"lo\" accept\n"
 		 "\t\tct state established,related accept\n"
 		 "%s"
@@ -795,7 +801,7 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 		cJSON_AddStringToObject(conn, "user", ASF_USER);
 		cJSON_AddStringToObject(conn, "identity", identity);
 		cJSON_AddStringToObject(conn, "host_key", c->host_key);
-		cJSON_AddStringToObject(conn, "x-asp-proxy-command", proxy ? proxy : "");
+		cJSON_AddStringToObject(conn, "proxyCommand", proxy ? proxy : "");
 		free(proxy);
 	} else if (c->exec_ingress) {
 		/* libasp runs this with /bin/sh -c: argv_text quotes every word. docker:
@@ -813,7 +819,7 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 		cJSON_AddStringToObject(conn, "user", ASF_USER);
 		cJSON_AddStringToObject(conn, "identity", identity);
 		cJSON_AddStringToObject(conn, "host_key", c->host_key);
-		cJSON_AddStringToObject(conn, "x-asp-proxy-command", proxy ? proxy : "");
+		cJSON_AddStringToObject(conn, "proxyCommand", proxy ? proxy : "");
 		free(proxy);
 	} else {
 		cJSON_AddStringToObject(conn, "host", strcmp(c->pub_addr, "0.0.0.0") ? c->pub_addr : "127.0.0.1");
@@ -1143,7 +1149,7 @@ static int build(up_ctx *c, asf_err *e)
 		argv_add(&n, asf_podman);
 		argv_add(&n, "network");
 		argv_add(&n, "create");
-		if (!engine_docker()) /* docker's resolver is not reached: resolv.conf is ours */
+		if (!engine_docker()) /* docker has none: the egress table drops its resolver (ASF_ENGINE_DNS) */
 			argv_add(&n, "--disable-dns");
 		add_label(&n, c->o->name);
 		argv_add(&n, c->ctr);

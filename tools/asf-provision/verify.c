@@ -275,7 +275,8 @@ static int check_container(vctx *v)
 	state = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "State");
 	v->pid = (long)jn(state, "Pid", 0);
 	if (!jb(state, "Running") || v->pid <= 0) {
-		check(v, "container.running", "error", "container %s is %s, not running", ctr,
+		/* A definite answer, not a check that could not be made: the sandbox is not up. */
+		check(v, "container.running", "fail", "container %s is %s, not running; nothing else checked", ctr,
 		      js(state, "Status") ? js(state, "Status") : "?");
 		v->pid = 0;
 		return -1;
@@ -300,27 +301,13 @@ static const char *gateway(vctx *v)
 	return gw && *gw ? gw : NULL;
 }
 
-/* A copy of the body of "chain NAME" in `nft list table` text (up to the next chain), or NULL. */
-static char *chain_text(const char *table, const char *name)
-{
-	char head[64];
-	const char *p, *end;
-
-	str_fmt(head, sizeof(head), "chain %s {", name);
-	if (!(p = strstr(table, head)))
-		return NULL;
-	p += strlen(head);
-	end = strstr(p, "chain ");
-	return strndup(p, end ? (size_t)(end - p) : strlen(p));
-}
-
 static void check_firewall(vctx *v)
 {
 	const char *args[] = { "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
-	char *out_chain, *in_chain, want[160] = "";
+	char *out_chain, want[160] = "";
 	asf_out o;
 	asf_err e;
-	int proxy_rule = 1;
+	int proxy_rule = 1, drops;
 
 	if (in_netns(v, &o, &e, args)) {
 		check(v, "egress.firewall", "error", "%s", e.msg);
@@ -333,23 +320,21 @@ static void check_firewall(vctx *v)
 		out_free(&o);
 		return;
 	}
-	out_chain = chain_text(o.out, "output");
-	in_chain = chain_text(o.out, "input");
+	out_chain = nft_chain_text(o.out, "output");
+	drops = nft_drops_by_default(o.out);
 	flatten(o.out);
 	if (v->allow) {
 		str_fmt(want, sizeof(want), "ip daddr %s tcp dport %d ct state new accept",
 			js(v->proxy, "address") ? js(v->proxy, "address") : "?", (int)jn(v->proxy, "port", 0));
 		proxy_rule = out_chain && strstr(out_chain, want);
 	}
-	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop;") &&
-	    strstr(in_chain, "hook input") && strstr(in_chain, "policy drop;") && proxy_rule)
+	if (drops && proxy_rule)
 		check(v, "egress.firewall", "pass", "nftables in the sandbox's netns: %s", o.out);
 	else if (!proxy_rule)
 		check(v, "egress.firewall", "fail", "no rule \"%s\" for the egress proxy: %s", want, o.out);
 	else
 		check(v, "egress.firewall", "fail", "ruleset does not drop by default: %s", o.out);
 	free(out_chain);
-	free(in_chain);
 	out_free(&o);
 }
 
@@ -541,6 +526,7 @@ static int check_ssh(vctx *v)
 	check_config(v, cfg);
 	if (asp_config_check(cfg, &aerr)) {
 		check(v, "ssh.pinned_host_key", "fail", "config %s: %s", cfg, aerr.message);
+		check(v, "ssh.exec", "error", "no SSH session (see ssh.pinned_host_key)");
 		return -1;
 	}
 	oo.config_path = cfg;
@@ -548,6 +534,7 @@ static int check_ssh(vctx *v)
 	if (asp_open(&v->sb, &oo, &aerr) || asp_sandbox_info_get(&info, v->sb, &aerr)) {
 		check(v, "ssh.pinned_host_key", "fail", "asp_open %s: %s (%s)", cfg, aerr.message,
 		      asp_error_name(aerr.code));
+		check(v, "ssh.exec", "error", "no SSH session (see ssh.pinned_host_key)");
 		asp_close(v->sb);
 		v->sb = NULL;
 		return -1;
@@ -565,7 +552,8 @@ static int check_ssh(vctx *v)
 	{
 		char want[128];
 		str_fmt(want, sizeof(want), ASF_USER " %d " ASF_CTR_WORKSPACE, (int)jn(v->st, "uid", 0));
-		check(v, "ssh.exec", !r.ran ? "error" : !strcmp(r.out, want) ? "pass" : "fail",
+		/* The session is open: an exec that cannot run is this check's failure, not a missing probe. */
+		check(v, "ssh.exec", r.ran && !strcmp(r.out, want) ? "pass" : "fail",
 		      "asp_exec \"id -un; id -u; pwd\" -> \"%s\" (exit %d), expected \"%s\"%s%s", r.out, r.code,
 		      want, r.ran ? "" : ": ", r.ran ? "" : r.err);
 	}
@@ -878,6 +866,45 @@ static int listed_name(vctx *v, char *host, size_t hostlen)
 	return 0;
 }
 
+/*
+ * A resolver on the sandbox's own loopback (Docker's embedded one at
+ * ASF_ENGINE_DNS, or a loopback nameserver in resolv.conf): from inside, as
+ * the sandbox user, a UDP query for the container's own name (which Docker's
+ * resolver answers itself, forwarding nothing) and a TCP connect to port 53.
+ * 1: it answered (evidence appended), 0: nothing came back, -1: could not run.
+ */
+static int resolver_answers(vctx *v, const char *addr, char *ev, size_t evlen)
+{
+	const char *ctr = js(v->st, "container") ? js(v->st, "container") : "asf";
+	char query[512], cmd[1400];
+	size_t len = strlen(ctr) > 63 ? 63 : strlen(ctr);
+	int back = -1, tcp;
+	sres r;
+
+	/* header: id, recursion desired, one question; then the name as one label, type A, class IN */
+	str_fmt(query, sizeof(query), "\\x61\\x73\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00"
+		"\\x%02zx%.*s\\x00\\x00\\x01\\x00\\x01", len, (int)len, ctr);
+	str_fmt(cmd, sizeof(cmd),
+		"exec 3<>/dev/udp/%s/53 2>&1 || exit 9; "
+		"if printf '%s' | dd bs=512 count=1 iflag=fullblock status=none 2>&1 >&3; then "
+		"echo \"udp reply: $(timeout 3 dd bs=512 count=1 status=none <&3 | wc -c) bytes\"; fi; "
+		"if timeout 2 bash -c 'exec 4<>/dev/tcp/%s/53' 2>/dev/null; then echo 'tcp: connected'; "
+		"else echo 'tcp: no connection in 2 s'; fi",
+		addr, query, addr);
+	in_sandbox(v, &r, cmd, 10000);
+	if (!r.ran) {
+		str_fmt(ev + strlen(ev), evlen - strlen(ev), "; the probe of %s:53 could not run: %s", addr, r.err);
+		return -1;
+	}
+	flatten(r.out);
+	if (strstr(r.out, "udp reply: "))
+		sscanf(strstr(r.out, "udp reply: "), "udp reply: %d", &back);
+	tcp = strstr(r.out, "tcp: connected") != NULL;
+	str_fmt(ev + strlen(ev), evlen - strlen(ev), "; a query for %s to %s:53 (UDP) and a connect (TCP) from "
+		"inside -> %s", ctr, addr, r.out[0] ? r.out : "nothing");
+	return back > 0 || tcp;
+}
+
 static void check_dns(vctx *v)
 {
 	char resolv[2048], route[512], evidence[3000] = "", host[256], *line, *save = NULL;
@@ -895,8 +922,15 @@ static void check_dns(vctx *v)
 		if (sscanf(line, " nameserver %127s", ns) != 1)
 			continue;
 		if (!strncmp(ns, "127.", 4) || !strcmp(ns, "::1")) {
+			/* The sandbox's own loopback - unless something answers there (Docker's resolver). */
+			int rc = strcmp(ns, "::1") ? resolver_answers(v, ns, evidence, sizeof(evidence)) : 0;
 			str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence),
-				"nameserver %s is the sandbox's own loopback; ", ns);
+				"%snameserver %s is the sandbox's own loopback%s; ", evidence[0] ? "; " : "", ns,
+				rc > 0 ? ", and a resolver answers there" : "");
+			if (rc != 0) {
+				check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: nameserver %s: %s", ns, evidence);
+				return;
+			}
 			continue;
 		}
 		if (route_exists(v, ns, route, sizeof(route)) != 0) {
@@ -940,6 +974,16 @@ static void check_dns(vctx *v)
 		}
 		str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "; getent hosts %s "
 			"(listed; the proxy resolves it) -> exit %d", host, r.code);
+	}
+	if (engine_docker() && !v->exec_ingress) {
+		/* Docker's embedded resolver, on the sandbox's loopback whatever resolv.conf says. */
+		int rc = resolver_answers(v, ASF_ENGINE_DNS, evidence, sizeof(evidence));
+		if (rc != 0) {
+			flatten(resolv);
+			check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: \"%s\"; %s%s", resolv, evidence,
+			      rc > 0 ? " - Docker's embedded resolver answers, and forwards what it cannot answer" : "");
+			return;
+		}
 	}
 	if (!v->exec_ingress) {
 		/* A query sent anyway, to where a resolver on the host would listen. */
