@@ -186,11 +186,12 @@ check-python check-node: export ASP_SSHD_FIXTURE := $(abspath $(SSHD_FIXTURE))
 # check` runs 30 s per target). The config target's corpus is the repository's
 # own configs (tests/configs, the examples), not a copy of them; the others
 # have seeds in tests/fuzz/corpus/TARGET. An empty corpus fails (replay.c).
-FUZZ_TARGETS       := config hostkey quote sftp
+FUZZ_TARGETS       := config hostkey kexinit quote sftp
 FUZZ_SECONDS       ?= 60
 FUZZ_REPLAY        := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay-%)
 FUZZ_CORPUS_config := tests/configs $(wildcard examples/*.asp.json)
 FUZZ_CORPUS_hostkey := tests/fuzz/corpus/hostkey
+FUZZ_CORPUS_kexinit := tests/fuzz/corpus/kexinit
 FUZZ_CORPUS_quote  := tests/fuzz/corpus/quote
 FUZZ_CORPUS_sftp   := tests/fuzz/corpus/sftp
 FUZZ_BUILD         := build-fuzz

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "kexinit.h"
 #include "quote.h"
 #include "sftp.h"
 
@@ -370,15 +371,74 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
 }
 
+/* Ask for the pinned key's type first, so a server with several host keys shows that one. */
+static void host_key_preference(char *pref, size_t size, const asp_pin *pin)
+{
+	snprintf(pref, size, "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
+		 "ecdsa-sha2-nistp521,ssh-rsa",
+		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
+}
+
 static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
 {
 	char pref[256];
 
-	/* Ask for the pinned key's type first, so a server with several host keys shows that one. */
-	snprintf(pref, sizeof(pref), "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
-		 "ecdsa-sha2-nistp521,ssh-rsa",
-		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
+	host_key_preference(pref, sizeof(pref), pin);
 	libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
+}
+
+/* This libssh2's names for one method type, comma-separated; only those in `within` if set. */
+static void supported(asp_conn *c, int type, const char *within, char *out, size_t size)
+{
+	const char **algs = NULL;
+	int n = libssh2_session_supported_algs(c->session, type, &algs);
+	size_t len = 0;
+
+	out[0] = 0;
+	for (int i = 0; i < n; i++) {
+		const char *w = within ? strstr(within, algs[i]) : NULL;
+		size_t an = strlen(algs[i]);
+
+		if (within && !(w && (w == within || w[-1] == ',') && (!w[an] || w[an] == ',')))
+			continue;
+		if (len + an + 2 > size)
+			break;
+		len += (size_t)snprintf(out + len, size - len, "%s%s", len ? "," : "", algs[i]);
+	}
+	if (n > 0)
+		libssh2_free(c->session, algs);
+}
+
+/*
+ * The handshake failed: when the server's KEXINIT was seen and one category
+ * has nothing in common with this libssh2, say so instead of libssh2's
+ * "Unable to exchange encryption keys".
+ */
+static void explain_negotiation(asp_conn *c, const asp_pin *pin, asp_error *err)
+{
+	static const int types[ASP_KEXINIT_NCAT] = { LIBSSH2_METHOD_KEX, LIBSSH2_METHOD_HOSTKEY,
+						     LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_MAC_CS,
+						     LIBSSH2_METHOD_COMP_CS };
+	char names[ASP_KEXINIT_NCAT][1024], pref[256], why[ASP_ERROR_MESSAGE_MAX];
+	asp_kexinit_client cl = { .version = libssh2_version(0), .v111 = !!libssh2_version(0x010b00) };
+	asp_kexinit k;
+
+	if (!err || !c->kex_capture ||
+	    asp__kexinit_parse(c->kex_capture, c->kex_capture_len, &k) != ASP_KEXINIT_OK)
+		return;
+	host_key_preference(pref, sizeof(pref), pin);
+	for (int i = 0; i < ASP_KEXINIT_NCAT; i++) {
+		supported(c, types[i], i == ASP_KEXINIT_HOSTKEY ? pref : NULL, names[i], sizeof(names[i]));
+		cl.names[i] = names[i][0] ? names[i] : NULL;
+	}
+	if (asp__kexinit_diagnose(&k, &cl, why, sizeof(why)) >= 0)
+		asp__error(err, ASP_ECONNECT, "%s: SSH handshake failed: %s", c->where, why);
+}
+
+static void free_kex_capture(asp_conn *c)
+{
+	asp__free(c->kex_capture);
+	c->kex_capture = NULL;
 }
 
 int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint64_t op_deadline,
@@ -431,8 +491,11 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 			rc = ASP_ECONNECT;
 		if (err)
 			err->code = rc;
+		if (rc == ASP_ECONNECT)
+			explain_negotiation(c, p->pin, err);
 		goto fail;
 	}
+	free_kex_capture(c);
 	record_methods(c);
 	if ((rc = verify_host_key(c, p, err)))
 		goto fail;
@@ -482,6 +545,7 @@ void asp__conn_close(asp_conn *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	proxy_reap(c);
+	free_kex_capture(c);
 	asp__sftp_free_state(c);
 	asp__free(c->where);
 	asp__free(c);
