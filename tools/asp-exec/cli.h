@@ -215,8 +215,8 @@ int cli_pump_start(cli_pump **out, int src, int *fd_out);
 /* Stop the thread (if any) and close the pipe. Accepts NULL. */
 void cli_pump_stop(cli_pump *p);
 
-/* --check: describe the connection; returns the exit status. */
-int cli_check(const char *config);
+/* --check: describe the connection (one JSON object with json); returns the exit status. */
+int cli_check(const char *config, int json);
 
 /* The hidden `--master SOCKET` mode; ready_fd gets one byte once it listens. */
 int cli_master_main(const char *config, const char *socket_path, unsigned int persist_s,
