@@ -371,11 +371,14 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
 }
 
-/* Ask for the pinned key's type first, so a server with several host keys shows that one. */
+/*
+ * Ask for the pinned key's type first, so a server with several host keys
+ * shows that one. libssh2 drops the names it lacks (rsa-sha2-* before 1.11).
+ */
 static void host_key_preference(char *pref, size_t size, const asp_pin *pin)
 {
 	snprintf(pref, size, "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
-		 "ecdsa-sha2-nistp521,ssh-rsa",
+		 "ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256,ssh-rsa",
 		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
 }
 
