@@ -279,7 +279,7 @@ START_TEST(test_login_shell_is_the_rows)
 }
 END_TEST
 
-/* fish is not POSIX: the error names it, and says what to do. */
+/* fish is not POSIX: the error names it, and says what to do; files still work. */
 START_TEST(test_fish_named)
 {
 	row r = { "shell-fish", 0, "AllowUsers asp-sh-fish\n", "asp-sh-fish", 1 };
@@ -294,6 +294,9 @@ START_TEST(test_fish_named)
 	ASSERT_ERR(rc, e, ASP_EPROTO, "the login shell /usr/bin/fish did not run the command wrapper");
 	ck_assert_msg(strstr(e.message, "POSIX"), "%s", e.message);
 	ck_assert_ptr_null(res);
+	/* sshd starts the SFTP server through the login shell too: fish can do that. */
+	put(sb, "f.txt", "fish\n");
+	assert_content(sb, "f.txt", "fish\n", 5);
 	asp_close(sb);
 	stop_row();
 }
