@@ -135,8 +135,11 @@ $(ASF_PROVISION): $(ASF_PROVISION_SRC) $(wildcard tools/asf-provision/*.h) $(STA
 $(BUILD)/tests/test-provision: tests/provision/test_provision.c $(STATIC) | $(BUILD)/tests
 	$(CC) $(TEST_CFLAGS) -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
-# Real Podman (runc) end to end, ~30 s. Without root or Podman it prints
-# SKIPPED and passes; ASF_REQUIRE_PODMAN=1 turns that into a failure.
+# Real Podman (runc) and Docker (Debian's docker.io; the test starts its own
+# dockerd when none answers) end to end, the same tests for each, ~2.5 min.
+# An engine without root or that does not work prints SKIPPED and passes;
+# ASF_REQUIRE_PODMAN=1 / ASF_REQUIRE_DOCKER=1 (.ci/run sets both) turn that
+# into a failure. ASF_TEST_ENGINES=podman or docker runs one.
 check-provision: $(ASF_PROVISION) $(BUILD)/tests/test-provision
 	ASF_PROVISION=$(ASF_PROVISION) ./$(BUILD)/tests/test-provision
 

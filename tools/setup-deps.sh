@@ -11,7 +11,7 @@ openssh-server openssh-client python3 python3-jsonschema python3-asyncssh
 python3-paramiko nftables iproute2 valgrind procps util-linux
 podman runc ripgrep clang libclang-rt-dev
 dropbear-bin tinysshd ucspi-tcp busybox dash zsh fish
-docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs
+docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs catatonit
 gnuplot-nox tmux bsdutils"
 
 # The unprivileged login user of the integration tests' sshd.
