@@ -371,45 +371,71 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
 }
 
+/* Whether comma-separated `list` holds `name` (n bytes). */
+static int list_has(const char *list, const char *name, size_t n)
+{
+	for (const char *p = list; *p;) {
+		size_t m = strcspn(p, ",");
+
+		if (m == n && !memcmp(p, name, n))
+			return 1;
+		p += m + (p[m] == ',');
+	}
+	return 0;
+}
+
 /*
- * Ask for the pinned key's type first, so a server with several host keys
- * shows that one. libssh2 drops the names it lacks (rsa-sha2-* before 1.11).
+ * This libssh2's names for one method type, comma-separated: all of them,
+ * or those of `want` (in want's order, each once). libssh2 1.10's
+ * method_pref must never see a name it lacks: removing it is a memcpy of
+ * overlapping bytes.
  */
-static void host_key_preference(char *pref, size_t size, const asp_pin *pin)
-{
-	snprintf(pref, size, "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
-		 "ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256,ssh-rsa",
-		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
-}
-
-static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
-{
-	char pref[256];
-
-	host_key_preference(pref, sizeof(pref), pin);
-	libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
-}
-
-/* This libssh2's names for one method type, comma-separated; only those in `within` if set. */
-static void supported(asp_conn *c, int type, const char *within, char *out, size_t size)
+static void supported(asp_conn *c, int type, const char *want, char *out, size_t size)
 {
 	const char **algs = NULL;
 	int n = libssh2_session_supported_algs(c->session, type, &algs);
 	size_t len = 0;
 
 	out[0] = 0;
-	for (int i = 0; i < n; i++) {
-		const char *w = within ? strstr(within, algs[i]) : NULL;
-		size_t an = strlen(algs[i]);
+	for (int i = 0; !want && i < n; i++)
+		if (len + strlen(algs[i]) + 2 <= size)
+			len += (size_t)snprintf(out + len, size - len, "%s%s", len ? "," : "", algs[i]);
+	for (const char *w = want; w && *w;) {
+		size_t wn = strcspn(w, ",");
+		int have = 0;
 
-		if (within && !(w && (w == within || w[-1] == ',') && (!w[an] || w[an] == ',')))
-			continue;
-		if (len + an + 2 > size)
-			break;
-		len += (size_t)snprintf(out + len, size - len, "%s%s", len ? "," : "", algs[i]);
+		for (int i = 0; i < n && !have; i++)
+			have = strlen(algs[i]) == wn && !memcmp(algs[i], w, wn);
+		if (have && !list_has(out, w, wn) && len + wn + 2 <= size)
+			len += (size_t)snprintf(out + len, size - len, "%s%.*s", len ? "," : "", (int)wn, w);
+		w += wn + (w[wn] == ',');
 	}
 	if (n > 0)
 		libssh2_free(c->session, algs);
+}
+
+/*
+ * The host key algorithms to ask for: the pinned key's type first, so a
+ * server with several host keys shows that one; rsa-sha2-* where libssh2
+ * has them (1.11).
+ */
+static void host_key_preference(asp_conn *c, const asp_pin *pin, char *out, size_t size)
+{
+	char want[256];
+
+	snprintf(want, sizeof(want), "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
+		 "ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256,ssh-rsa",
+		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
+	supported(c, LIBSSH2_METHOD_HOSTKEY, want, out, size);
+}
+
+static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
+{
+	char pref[256];
+
+	host_key_preference(c, pin, pref, sizeof(pref));
+	if (pref[0])
+		libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
 }
 
 /*
@@ -422,16 +448,18 @@ static void explain_negotiation(asp_conn *c, const asp_pin *pin, asp_error *err)
 	static const int types[ASP_KEXINIT_NCAT] = { LIBSSH2_METHOD_KEX, LIBSSH2_METHOD_HOSTKEY,
 						     LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_MAC_CS,
 						     LIBSSH2_METHOD_COMP_CS };
-	char names[ASP_KEXINIT_NCAT][1024], pref[256], why[ASP_ERROR_MESSAGE_MAX];
+	char names[ASP_KEXINIT_NCAT][1024], why[ASP_ERROR_MESSAGE_MAX];
 	asp_kexinit_client cl = { .version = libssh2_version(0), .v111 = !!libssh2_version(0x010b00) };
 	asp_kexinit k;
 
 	if (!err || !c->kex_capture ||
 	    asp__kexinit_parse(c->kex_capture, c->kex_capture_len, &k) != ASP_KEXINIT_OK)
 		return;
-	host_key_preference(pref, sizeof(pref), pin);
 	for (int i = 0; i < ASP_KEXINIT_NCAT; i++) {
-		supported(c, types[i], i == ASP_KEXINIT_HOSTKEY ? pref : NULL, names[i], sizeof(names[i]));
+		if (i == ASP_KEXINIT_HOSTKEY)
+			host_key_preference(c, pin, names[i], sizeof(names[i]));
+		else
+			supported(c, types[i], NULL, names[i], sizeof(names[i]));
 		cl.names[i] = names[i][0] ? names[i] : NULL;
 	}
 	if (asp__kexinit_diagnose(&k, &cl, why, sizeof(why)) >= 0)
