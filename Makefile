@@ -282,9 +282,10 @@ check-san:
 #   cli_master the master's idle exit, --persist, a killed client's command
 #   deadline   per-call deadlines and cancel
 #   limits     output caps reached under timeouts
+#   interop    an exec timeout against each server and login shell
 # Each excluded name must still be a file: a renamed suite fails the run.
 INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits
+VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits interop
 VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak

@@ -185,7 +185,7 @@ static void core_timeout(asp_sandbox *sb)
 	asp_exec_result *r;
 	watch w = { 0 };
 
-	o.timeout_ms = 1500;
+	o.timeout_ms = 3000;
 	o.kill_grace_ms = 500;
 	o.on_output = watch_cb;
 	o.userdata = &w;
