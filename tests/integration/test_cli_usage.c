@@ -298,7 +298,7 @@ END_TEST
 START_TEST(test_check_methods)
 {
 	static const char *const keys[] = { "server_banner", "kex", "cipher", "mac", "host_key_type",
-					    "trust", "auth", "workspace" };
+					    "trust", "auth", "workspace", "file_transport" };
 	char path[400];
 	cJSON *j;
 	result r;
@@ -309,6 +309,7 @@ START_TEST(test_check_methods)
 	ck_assert_msg(strstr(r.out, "\nkex:        curve25519-sha256"), "%s", r.out);
 	ck_assert_msg(strstr(r.out, "\ncipher:     aes"), "%s", r.out);
 	ck_assert_msg(strstr(r.out, "\nmac:        hmac-sha2-"), "%s", r.out);
+	ck_assert_msg(strstr(r.out, "\nfiles:      sftp\n"), "%s", r.out);
 	result_free(&r);
 
 	r = CLI("--check", "--json");
@@ -318,6 +319,7 @@ START_TEST(test_check_methods)
 		ck_assert_msg(cJSON_IsString(cJSON_GetObjectItem(j, keys[i])) &&
 			      *cJSON_GetObjectItem(j, keys[i])->valuestring, "no %s in %s", keys[i], r.out);
 	ck_assert_str_eq(cJSON_GetObjectItem(j, "kex")->valuestring, "curve25519-sha256");
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "file_transport")->valuestring, "sftp");
 	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")));
 	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "exec_ms")));
 	cJSON_Delete(j);
