@@ -415,7 +415,8 @@ START_TEST(test_negotiation_host_key)
 		"no host key algorithm in common: the server offers rsa-sha2-512, rsa-sha2-256;",
 		/* the pinned key's type first, each name once */
 		" supports ssh-ed25519, ecdsa-sha2-nistp256, ", "ssh-keygen -t ed25519", NULL };
-	char dir[] = "/tmp/asp-fx-rsa.XXXXXX", extra[400];
+	/* Named like the fixture's dirs: if the test dies here, the fixture's sweep removes it. */
+	char dir[] = "/tmp/asp-fx.XXXXXX", extra[400];
 
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	chmod(dir, 0755);
