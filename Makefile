@@ -202,11 +202,12 @@ check-python check-node: export ASP_SSHD_FIXTURE := $(abspath $(SSHD_FIXTURE))
 # check` runs 30 s per target). The config target's corpus is the repository's
 # own configs (tests/configs, the examples), not a copy of them; the others
 # have seeds in tests/fuzz/corpus/TARGET. An empty corpus fails (replay.c).
-FUZZ_TARGETS       := config hostkey quote sftp
+FUZZ_TARGETS       := config hostkey kexinit quote sftp
 FUZZ_SECONDS       ?= 60
 FUZZ_REPLAY        := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/replay-%)
 FUZZ_CORPUS_config := tests/configs $(wildcard examples/*.asp.json)
 FUZZ_CORPUS_hostkey := tests/fuzz/corpus/hostkey
+FUZZ_CORPUS_kexinit := tests/fuzz/corpus/kexinit
 FUZZ_CORPUS_quote  := tests/fuzz/corpus/quote
 FUZZ_CORPUS_sftp   := tests/fuzz/corpus/sftp
 FUZZ_BUILD         := build-fuzz
@@ -311,10 +312,11 @@ check-san:
 #   cli_master the master's idle exit, --persist, a killed client's command
 #   deadline   per-call deadlines and cancel
 #   limits     output caps reached under timeouts
+#   interop    an exec timeout against each server and login shell
 #   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
 # Each excluded name must still be a file: a renamed suite fails the run.
 INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits shfs
+VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits interop shfs
 VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cancel.h"
+#include "kexinit.h"
 #include "quote.h"
 #include "sftp.h"
 
@@ -372,15 +373,105 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
 }
 
+/* Whether comma-separated `list` holds `name` (n bytes). */
+static int list_has(const char *list, const char *name, size_t n)
+{
+	for (const char *p = list; *p;) {
+		size_t m = strcspn(p, ",");
+
+		if (m == n && !memcmp(p, name, n))
+			return 1;
+		p += m + (p[m] == ',');
+	}
+	return 0;
+}
+
+/*
+ * This libssh2's names for one method type, comma-separated: all of them,
+ * or those of `want` (in want's order, each once). libssh2 1.10's
+ * method_pref must never see a name it lacks: removing it is a memcpy of
+ * overlapping bytes.
+ */
+static void supported(asp_conn *c, int type, const char *want, char *out, size_t size)
+{
+	const char **algs = NULL;
+	int n = libssh2_session_supported_algs(c->session, type, &algs);
+	size_t len = 0;
+
+	out[0] = 0;
+	for (int i = 0; !want && i < n; i++)
+		if (len + strlen(algs[i]) + 2 <= size)
+			len += (size_t)snprintf(out + len, size - len, "%s%s", len ? "," : "", algs[i]);
+	for (const char *w = want; w && *w;) {
+		size_t wn = strcspn(w, ",");
+		int have = 0;
+
+		for (int i = 0; i < n && !have; i++)
+			have = strlen(algs[i]) == wn && !memcmp(algs[i], w, wn);
+		if (have && !list_has(out, w, wn) && len + wn + 2 <= size)
+			len += (size_t)snprintf(out + len, size - len, "%s%.*s", len ? "," : "", (int)wn, w);
+		w += wn + (w[wn] == ',');
+	}
+	if (n > 0)
+		libssh2_free(c->session, algs);
+}
+
+/*
+ * The host key algorithms to ask for: the pinned key's type first, so a
+ * server with several host keys shows that one; rsa-sha2-* where libssh2
+ * has them (1.11).
+ */
+static void host_key_preference(asp_conn *c, const asp_pin *pin, char *out, size_t size)
+{
+	char want[256];
+
+	snprintf(want, sizeof(want), "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
+		 "ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256,ssh-rsa",
+		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
+	supported(c, LIBSSH2_METHOD_HOSTKEY, want, out, size);
+}
+
 static void set_host_key_preference(asp_conn *c, const asp_pin *pin)
 {
 	char pref[256];
 
-	/* Ask for the pinned key's type first, so a server with several host keys shows that one. */
-	snprintf(pref, sizeof(pref), "%s%sssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"
-		 "ecdsa-sha2-nistp521,ssh-rsa",
-		 pin && pin->type[0] ? pin->type : "", pin && pin->type[0] ? "," : "");
-	libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
+	host_key_preference(c, pin, pref, sizeof(pref));
+	if (pref[0])
+		libssh2_session_method_pref(c->session, LIBSSH2_METHOD_HOSTKEY, pref);
+}
+
+/*
+ * The handshake failed: when the server's KEXINIT was seen and one category
+ * has nothing in common with this libssh2, say so instead of libssh2's
+ * "Unable to exchange encryption keys".
+ */
+static void explain_negotiation(asp_conn *c, const asp_pin *pin, asp_error *err)
+{
+	static const int types[ASP_KEXINIT_NCAT] = { LIBSSH2_METHOD_KEX, LIBSSH2_METHOD_HOSTKEY,
+						     LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_MAC_CS,
+						     LIBSSH2_METHOD_COMP_CS };
+	char names[ASP_KEXINIT_NCAT][1024], why[ASP_ERROR_MESSAGE_MAX];
+	asp_kexinit_client cl = { .version = libssh2_version(0), .v111 = !!libssh2_version(0x010b00) };
+	asp_kexinit k;
+
+	if (!err || !c->kex_capture ||
+	    asp__kexinit_parse(c->kex_capture, c->kex_capture_len, &k) != ASP_KEXINIT_OK)
+		return;
+	for (int i = 0; i < ASP_KEXINIT_NCAT; i++) {
+		if (i == ASP_KEXINIT_HOSTKEY)
+			host_key_preference(c, pin, names[i], sizeof(names[i]));
+		else
+			supported(c, types[i], NULL, names[i], sizeof(names[i]));
+		cl.names[i] = names[i][0] ? names[i] : NULL;
+	}
+	if (asp__kexinit_diagnose(&k, &cl, why, sizeof(why)) >= 0)
+		asp__error(err, ASP_ECONNECT, "%s: SSH handshake failed: %s", c->where, why);
+}
+
+static void free_kex_capture(asp_conn *c)
+{
+	asp__free(c->kex_capture);
+	c->kex_capture = NULL;
 }
 
 int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint64_t op_deadline,
@@ -436,8 +527,11 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 			rc = ASP_ECONNECT;
 		if (err)
 			err->code = rc;
+		if (rc == ASP_ECONNECT)
+			explain_negotiation(c, p->pin, err);
 		goto fail;
 	}
+	free_kex_capture(c);
 	record_methods(c);
 	if ((rc = verify_host_key(c, p, err)))
 		goto fail;
@@ -487,6 +581,7 @@ void asp__conn_close(asp_conn *c)
 	if (c->sock >= 0)
 		close(c->sock);
 	proxy_reap(c);
+	free_kex_capture(c);
 	asp__sftp_free_state(c);
 	asp__free(c->where);
 	asp__free(c);

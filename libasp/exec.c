@@ -584,6 +584,32 @@ static int start_command(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script
 }
 
 /*
+ * The wrapper is POSIX shell text; a login shell that is not (fish, csh,
+ * nushell) cannot run it. Name that shell: `echo $SHELL` works in all of them.
+ */
+static int login_shell_error(asp_conn *c, asp_error *err)
+{
+	asp_buf out = { 0 };
+	int status = -1;
+	size_t n;
+
+	if (asp__exec_simple(c, "echo $SHELL", &status, &out, NULL, NULL) || status || !out.len)
+		out.len = 0;
+	for (n = 0; n < out.len && out.data[n] > 0x20 && out.data[n] < 0x7f; n++)
+		;
+	if (n)
+		asp__error(err, ASP_EPROTO, "%s: the login shell %.*s did not run the command "
+			   "wrapper, which is POSIX sh: make a POSIX shell (sh, bash, dash, zsh) the "
+			   "login shell of the user named by connection.user", c->where, (int)n,
+			   (const char *)out.data);
+	else
+		asp__error(err, ASP_EPROTO, "%s: the command wrapper did not run (is the login "
+			   "shell POSIX-compatible?)", c->where);
+	asp__buf_free(&out);
+	return ASP_EPROTO;
+}
+
+/*
  * Output ended before the wrapper's marker line. Either the login shell
  * never ran the wrapper (it printed something or exited non-zero), or the
  * server closed the channel with nothing at all, as sshd's ChannelTimeout
@@ -601,8 +627,7 @@ static int no_marker(run *x, asp_error *err)
 				  "before the command reported that it started (no output, no exit "
 				  "status); it may have run; sshd's ChannelTimeout closes quiet "
 				  "channels", x->c->where);
-	return asp__error(err, ASP_EPROTO, "%s: the command wrapper did not run (is the login "
-			  "shell POSIX-compatible?)", x->c->where);
+	return login_shell_error(x->c, err);
 }
 
 /*
@@ -626,7 +651,7 @@ static int check_cut(run *x, asp_error *err)
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
-	rc = asp__exec_simple(x->c, (const char *)script.data, &status, &said, err);
+	rc = asp__exec_simple(x->c, (const char *)script.data, &status, NULL, &said, err);
 	if (!rc && !(said.len >= 4 && !memcmp(said.data, "gone", 4)))
 		rc = asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel "
 				"while the command ran (no exit status; sshd's ChannelTimeout "
@@ -749,11 +774,12 @@ out:
 	return 0;
 }
 
-int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *errout, asp_error *err)
+int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out, asp_buf *errout,
+		     asp_error *err)
 {
 	LIBSSH2_CHANNEL *ch = NULL;
 	asp_buf s = { 0 };
-	char buf[4096];
+	char buf[4096], obuf[4096];
 	int rc;
 
 	if (asp__buf_puts(&s, script))
@@ -762,9 +788,11 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *erro
 		goto out;
 	while (!libssh2_channel_eof(ch)) {
 		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf));
-		ssize_t m = libssh2_channel_read_ex(ch, 0, buf, sizeof(buf));
+		ssize_t m = libssh2_channel_read_ex(ch, 0, obuf, sizeof(obuf));
 		if (n > 0 && errout && errout->len < 4096)
 			asp__buf_put(errout, buf, (size_t)n);
+		if (m > 0 && out && out->len < 4096)
+			asp__buf_put(out, obuf, (size_t)m);
 		if ((n < 0 && n != LIBSSH2_ERROR_EAGAIN) || (m < 0 && m != LIBSSH2_ERROR_EAGAIN)) {
 			rc = asp__ssh_error(c, (int)(n < 0 && n != LIBSSH2_ERROR_EAGAIN ? n : m), err,
 					    "running a helper command");

@@ -20,9 +20,11 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 
 /*
  * Run a short helper script (no stdin, no cwd change) and collect its
- * output; used for recursive removal. *status is its exit code.
+ * output (out, errout: NULL or buffers for the first 4 KiB of stdout and
+ * stderr); used for recursive removal. *status is its exit code.
  */
-int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *errout, asp_error *err);
+int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out, asp_buf *errout,
+		     asp_error *err);
 
 /*
  * Run a script of the shell-command file transport (shfs.c) with

@@ -111,7 +111,17 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 	 * kept on fd 3, which the command never sees: a command that sends its
 	 * stdout elsewhere (exec >log) cannot have the line land in its file.
 	 */
-	if (asp__buf_printf(out, "printf '%%s:%%s\\n' %s \"$$\"; exec 3>&1; eval ' '", marker) ||
+	/*
+	 * The marker carries the shell's process group, which timeouts and
+	 * cancel kill: $$ where the shell leads its own group (sshd makes it a
+	 * session leader), else the group read from /proc/$$/stat ("PID (comm)
+	 * STATE PPID PGRP ..."): Dropbear runs the shell inside a session that
+	 * another of its processes leads. Builtins only: no process is started.
+	 */
+	if (asp__buf_printf(out, "_asp_g=$$; { read -r _asp_g < /proc/$$/stat; } 2>/dev/null && "
+			    "{ _asp_g=${_asp_g##*) }; _asp_g=${_asp_g#* }; _asp_g=${_asp_g#* }; "
+			    "_asp_g=${_asp_g%%%% *}; }; printf '%%s:%%s\\n' %s \"$_asp_g\"; "
+			    "unset _asp_g; exec 3>&1; eval ' '", marker) ||
 	    asp__quote(out, command) ||
 	    asp__buf_printf(out, " 3>&-; s=$?; printf '%%s:end\\n' %s >&3; exit $s", marker))
 		return asp__error(err, ASP_ENOMEM, "out of memory");

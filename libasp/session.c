@@ -5,6 +5,7 @@
  * waiting on the non-blocking session with deadlines and keepalives.
  */
 #include "ssh.h"
+#include "kexinit.h"
 
 #include <errno.h>
 #include <malloc.h>
@@ -172,6 +173,23 @@ static LIBSSH2_SEND_FUNC(conn_send)
 	return n < 0 ? -errno : 0;
 }
 
+/*
+ * Keep the server's first bytes until its KEXINIT is complete (bounded):
+ * they are plain text and binary, and name the algorithms it offers.
+ */
+static void capture_kexinit(asp_conn *c, const void *data, size_t n)
+{
+	asp_kexinit k;
+
+	if (n > ASP_KEXINIT_CAPTURE_MAX - c->kex_capture_len)
+		n = ASP_KEXINIT_CAPTURE_MAX - c->kex_capture_len;
+	memcpy(c->kex_capture + c->kex_capture_len, data, n);
+	c->kex_capture_len += n;
+	if (c->kex_capture_len == ASP_KEXINIT_CAPTURE_MAX ||
+	    asp__kexinit_parse(c->kex_capture, c->kex_capture_len, &k) != ASP_KEXINIT_MORE)
+		c->kex_capture_done = 1;
+}
+
 /* Counting received bytes is how we notice a silent peer (see asp__ssh_wait). */
 static LIBSSH2_RECV_FUNC(conn_recv)
 {
@@ -180,6 +198,8 @@ static LIBSSH2_RECV_FUNC(conn_recv)
 
 	if (n > 0) {
 		c->last_rx_ms = asp__now_ms();
+		if (c->kex_capture && !c->kex_capture_done)
+			capture_kexinit(c, buffer, (size_t)n);
 		return n;
 	}
 	return n < 0 ? -errno : 0;
@@ -206,6 +226,12 @@ LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 
 	if (session)
 		set_io_callbacks(session);
+	/* Optional: without it an algorithm mismatch is reported as libssh2 words it. */
+	if (session && !c->kex_capture) {
+		c->kex_capture = asp__malloc(ASP_KEXINIT_CAPTURE_MAX);
+		c->kex_capture_len = 0;
+		c->kex_capture_done = 0;
+	}
 	return session;
 }
 

@@ -492,6 +492,12 @@ static int open_sftp(asp_conn *c, const char **why, asp_error *err)
 		libssh2_channel_free(ch);
 		return asp__ssh_error(c, rc, err, "starting the sftp subsystem");
 	}
+	/*
+	 * Unread stderr hides the channel's EOF from libssh2_channel_eof: a
+	 * server whose sftp-server is missing ("not found" on stderr, exit 127)
+	 * would look silent until io_timeout instead of closed.
+	 */
+	libssh2_channel_handle_extended_data2(ch, LIBSSH2_CHANNEL_EXTENDED_DATA_IGNORE);
 	s->chan = ch;
 	s->next_id = 1;
 	if (asp__buf_put(&s->out, init, sizeof(init)))

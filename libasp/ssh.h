@@ -53,6 +53,9 @@ struct asp_conn {
 	unsigned int files_want;  /* asp_conn_params.file_transport; info.file_transport: decided */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
+	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */
+	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */
+	int kex_capture_done;
 	asp_sftp_state sftp;
 	asp_sandbox_info info;
 };
@@ -85,7 +88,9 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
  * A non-blocking-ready session for c: libssh2 allocates through libasp's
  * allocator (what it frees is wiped; an allocation failure marks c dead)
  * and sends/receives through callbacks that stamp c's traffic times.
- * *abstract is c. NULL when out of memory.
+ * The receive callback also keeps the server's first bytes, up to its
+ * KEXINIT, in c->kex_capture (allocated here; conn.c frees it after the
+ * handshake). *abstract is c. NULL when out of memory.
  */
 LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c);
 

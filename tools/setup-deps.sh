@@ -18,6 +18,14 @@ gnuplot-nox tmux bsdutils"
 TEST_USER=asp-test
 TEST_HOME=/home/$TEST_USER
 
+# Login users of the interoperability suite (tests/integration/test_interop.c),
+# keys only like asp-test, one login shell each ("user:shell"). BusyBox picks
+# its applet by the name it is run as, and sshd runs a login shell as its
+# base name: BusyBox's sh is a link named sh to it.
+BUSYBOX_SH=/usr/local/libexec/asp-busybox/sh
+SHELL_USERS="asp-sh-dash:/usr/bin/dash asp-sh-busybox:$BUSYBOX_SH asp-sh-zsh:/usr/bin/zsh
+asp-sh-fish:/usr/bin/fish"
+
 # sshd's privilege-separation directory.
 SSHD_PRIVSEP_DIR=/run/sshd
 
@@ -85,6 +93,32 @@ ensure_test_user() {
 		chown "$TEST_USER:" "$TEST_HOME"
 		chmod 0755 "$TEST_HOME"
 	fi
+}
+
+ensure_busybox_sh() {
+	[ "$(readlink "$BUSYBOX_SH" 2>/dev/null)" = /usr/bin/busybox ] && return 0
+	say "linking $BUSYBOX_SH to /usr/bin/busybox"
+	as_root mkdir -p "$(dirname "$BUSYBOX_SH")"
+	as_root ln -sfn /usr/bin/busybox "$BUSYBOX_SH"
+}
+
+# Dropbear accepts only login shells listed in /etc/shells (OpenSSH does not ask).
+ensure_shell_users() {
+	for entry in $SHELL_USERS; do
+		user=${entry%%:*} shell=${entry#*:}
+		if ! grep -qx "$shell" /etc/shells; then
+			say "adding $shell to /etc/shells"
+			as_root add-shell "$shell"
+		fi
+		if ! id "$user" >/dev/null 2>&1; then
+			say "creating user $user (login shell $shell)"
+			as_root useradd --create-home --shell "$shell" "$user"
+			as_root usermod -p '*' "$user"
+		elif [ "$(getent passwd "$user" | cut -d: -f7)" != "$shell" ]; then
+			say "setting the login shell of $user to $shell"
+			as_root usermod --shell "$shell" "$user"
+		fi
+	done
 }
 
 # ---- Node
@@ -185,6 +219,8 @@ fi
 
 install_packages
 ensure_test_user
+ensure_busybox_sh
+ensure_shell_users
 ensure_privsep_dir
 # A Node too old for the pi example is a skip (exit 3) unless strict.
 rc=0

@@ -294,6 +294,51 @@ START_TEST(test_check)
 }
 END_TEST
 
+/* --check names what the key exchange agreed on, plainly and as JSON (what to compare across servers). */
+START_TEST(test_check_methods)
+{
+	static const char *const keys[] = { "server_banner", "kex", "cipher", "mac", "host_key_type",
+					    "trust", "auth", "workspace", "file_transport" };
+	char path[400];
+	cJSON *j;
+	result r;
+
+	r = CLI("--check");
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_msg(strstr(r.out, "\nserver:     SSH-2.0-OpenSSH_"), "%s", r.out);
+	ck_assert_msg(strstr(r.out, "\nkex:        curve25519-sha256"), "%s", r.out);
+	ck_assert_msg(strstr(r.out, "\ncipher:     aes"), "%s", r.out);
+	ck_assert_msg(strstr(r.out, "\nmac:        hmac-sha2-"), "%s", r.out);
+	ck_assert_msg(strstr(r.out, "\nfiles:      sftp\n"), "%s", r.out);
+	result_free(&r);
+
+	r = CLI("--check", "--json");
+	ck_assert_msg(r.status == 0, "%s", r.err);
+	ck_assert_msg((j = cJSON_Parse(r.out)) != NULL, "not JSON: %s", r.out);
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		ck_assert_msg(cJSON_IsString(cJSON_GetObjectItem(j, keys[i])) &&
+			      *cJSON_GetObjectItem(j, keys[i])->valuestring, "no %s in %s", keys[i], r.out);
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "kex")->valuestring, "curve25519-sha256");
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "file_transport")->valuestring, "sftp");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "ok")));
+	ck_assert(cJSON_IsNumber(cJSON_GetObjectItem(j, "exec_ms")));
+	cJSON_Delete(j);
+	result_free(&r);
+
+	/* A failure is JSON too, with the error's name and message. */
+	snprintf(path, sizeof(path), "%s/refused.json", fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, path, &(fx_config_opts){ .port = 1 }), 0);
+	r = run_argv(NULL, 0, ARGS(bin, "--config", path, "--check", "--json"));
+	ck_assert_int_eq(r.status, 254);
+	ck_assert_msg((j = cJSON_Parse(r.out)) != NULL, "not JSON: %s", r.out);
+	ck_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "ok")));
+	ck_assert_str_eq(cJSON_GetObjectItem(j, "error")->valuestring, "ASP_ECONNECT");
+	ck_assert_msg(strstr(cJSON_GetObjectItem(j, "message")->valuestring, "cannot connect"), "%s", r.out);
+	cJSON_Delete(j);
+	result_free(&r);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 Suite *suite_cli_usage(void);
@@ -311,6 +356,7 @@ Suite *suite_cli_usage(void)
 	tcase_add_test(one, test_discovery);
 	tcase_add_loop_test(one, test_discovery_untrusted, 0, 4);
 	tcase_add_test(one, test_check);
+	tcase_add_test(one, test_check_methods);
 	suite_add_tcase(s, one);
 	return s;
 }

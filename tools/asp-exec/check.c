@@ -2,13 +2,16 @@
  * check.c - `asp-exec --check`: is this sandbox usable, and how? Validates
  * the configuration, connects (always directly: it is a check of the
  * connection, not of a master), and prints the host key and how it was
- * trusted, the authentication method and round-trip times.
+ * trusted, the authentication method, what the key exchange negotiated,
+ * how files are reached, and round-trip times.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <cjson/cJSON.h>
 
 #include "cli.h"
 
@@ -22,35 +25,114 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/*
+ * Plain: one "label: value" line per fact as soon as it is known. --json:
+ * the same facts gathered into one object printed at the end, with "ok"
+ * and, on failure, "error" and "message".
+ */
+static cJSON *doc;
+
+static void fact(const char *label, const char *key, const char *value)
+{
+	if (doc)
+		cJSON_AddStringToObject(doc, key, value);
+	else
+		printf("%-11s %s\n", label, value);
+}
+
+static void fact_ms(const char *label, const char *key, double ms, const char *what)
+{
+	if (doc)
+		cJSON_AddNumberToObject(doc, key, ms);
+	else
+		printf("%-11s %.2f ms (%s)\n", label, ms, what);
+	fflush(stdout);
+}
+
+static void print_doc(void)
+{
+	char *text = cJSON_PrintUnformatted(doc);
+
+	if (text)
+		printf("%s\n", text);
+	free(text);
+}
+
 static int failed(int rc, const asp_error *e)
 {
 	cli_say(2, "%s", e->message[0] ? e->message : asp_strerror(rc));
+	if (doc) {
+		cJSON_AddFalseToObject(doc, "ok");
+		cJSON_AddStringToObject(doc, "error", asp_error_name(rc));
+		cJSON_AddStringToObject(doc, "message", e->message[0] ? e->message : asp_strerror(rc));
+	}
 	return cli_exit_for_error(rc);
+}
+
+static const char *trust_name(int trust)
+{
+	switch (trust) {
+	case ASP_TRUST_PINNED:
+		return "pinned";
+	case ASP_TRUST_KNOWN:
+		return "known";
+	default:
+		return "first_use";
+	}
 }
 
 static void print_trust(const asp_sandbox_info *info)
 {
+	char line[200];
+
+	if (doc) {
+		fact("", "host_key_type", info->host_key_type);
+		fact("", "host_key_fingerprint", info->host_key_fingerprint);
+		fact("", "trust", trust_name(info->trust));
+		if (info->trust != ASP_TRUST_PINNED)
+			fact("", "known_hosts", info->known_hosts);
+		return;
+	}
 	printf("host key:   %s %s\n", info->host_key_type, info->host_key_fingerprint);
 	if (info->trust == ASP_TRUST_PINNED)
-		printf("trusted:    pinned by connection.host_key\n");
+		snprintf(line, sizeof(line), "pinned by connection.host_key");
 	else if (info->trust == ASP_TRUST_KNOWN)
-		printf("trusted:    known, recorded in %s\n", info->known_hosts);
+		snprintf(line, sizeof(line), "known, recorded in %.150s", info->known_hosts);
 	else
-		printf("trusted:    first use, now recorded in %s\n", info->known_hosts);
+		snprintf(line, sizeof(line), "first use, now recorded in %.150s", info->known_hosts);
+	fact("trusted:", "", line);
 }
 
 static const char *auth_name(int auth)
 {
 	switch (auth) {
 	case ASP_AUTH_NONE:
-		return "none (the server accepted the user name alone)";
+		return doc ? "none" : "none (the server accepted the user name alone)";
 	case ASP_AUTH_PUBLICKEY:
-		return "publickey (connection.identity)";
+		return doc ? "publickey" : "publickey (connection.identity)";
 	case ASP_AUTH_AGENT:
-		return "publickey (ssh-agent)";
+		return doc ? "agent" : "publickey (ssh-agent)";
 	default:
 		return "unknown";
 	}
+}
+
+/* The server's banner and what the key exchange agreed on: what to compare when another server fails. */
+static void print_methods(const asp_sandbox_info *info)
+{
+	fact("server:", "server_banner", info->server_banner);
+	fact("kex:", "kex", info->kex);
+	fact("cipher:", "cipher", info->cipher);
+	fact("mac:", "mac", info->mac);
+}
+
+/* How file calls reach the sandbox, once a file call has decided it. */
+static void print_files(int transport)
+{
+	if (transport == ASP_FILES_SFTP)
+		fact("files:", "file_transport", "sftp");
+	else if (transport == ASP_FILES_EXEC)
+		fact("files:", "file_transport", doc ? "exec" : "exec (shell commands: the server has no SFTP)");
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -60,7 +142,7 @@ static int cmp_double(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Median time of an SFTP stat of the workspace: one round trip. */
+/* Median time of a stat of the workspace: one round trip. */
 static int stat_latency(asp_sandbox *sb, double *out, asp_error *e)
 {
 	double t[LATENCY_SAMPLES];
@@ -100,6 +182,7 @@ static int report(asp_sandbox *sb, double connect_ms)
 	asp_sandbox_info info;
 	asp_error e = { 0 };
 	double rtt, exec_ms;
+	char what[64];
 	int rc;
 
 	memset(&info, 0, sizeof(info));
@@ -107,22 +190,32 @@ static int report(asp_sandbox *sb, double connect_ms)
 	if ((rc = asp_sandbox_info_get(&info, sb, &e)))
 		return failed(rc, &e);
 	print_trust(&info);
-	printf("auth:       %s\n", auth_name(info.auth));
-	printf("connect:    %.1f ms (TCP, SSH handshake, host key, authentication)\n", connect_ms);
+	fact("auth:", "auth", auth_name(info.auth));
+	print_methods(&info);
+	if (doc)
+		cJSON_AddNumberToObject(doc, "connect_ms", connect_ms);
+	else
+		printf("connect:    %.1f ms (TCP, SSH handshake, host key, authentication)\n", connect_ms);
 	fflush(stdout);
 	if ((rc = stat_latency(sb, &rtt, &e)))
 		return failed(rc, &e);
-	printf("round trip: %.2f ms (SFTP stat of the workspace, median of %d)\n", rtt,
-	       LATENCY_SAMPLES);
-	fflush(stdout);
+	/* The stat decided how files are reached on this connection. */
+	if ((rc = asp_sandbox_info_get(&info, sb, &e)))
+		return failed(rc, &e);
+	print_files(info.file_transport);
+	snprintf(what, sizeof(what), "stat of the workspace, median of %d", LATENCY_SAMPLES);
+	fact_ms("round trip:", "round_trip_ms", rtt, what);
 	if ((rc = exec_latency(sb, &exec_ms, &e)))
 		return failed(rc, &e);
-	printf("exec:       %.2f ms (`true`)\n", exec_ms);
-	printf("ok\n");
+	fact_ms("exec:", "exec_ms", exec_ms, "`true`");
+	if (doc)
+		cJSON_AddTrueToObject(doc, "ok");
+	else
+		printf("ok\n");
 	return 0;
 }
 
-int cli_check(const char *config)
+static int check(const char *config)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox *sb = NULL;
@@ -134,7 +227,7 @@ int cli_check(const char *config)
 	if (!config && (rc = asp_config_find(&found, NULL, &e)))
 		return failed(rc, &e);
 	o.config_path = config ? config : found;
-	printf("config:     %s\n", o.config_path);
+	fact("config:", "config", o.config_path);
 	fflush(stdout);
 	if ((rc = asp_config_check(o.config_path, &e))) {
 		asp_free(found);
@@ -145,8 +238,25 @@ int cli_check(const char *config)
 	asp_free(found);
 	if (rc)
 		return failed(rc, &e);
-	printf("workspace:  %s\n", asp_sandbox_workspace(sb));
+	fact("workspace:", "workspace", asp_sandbox_workspace(sb));
 	rc = report(sb, now_ms() - t0);
 	asp_close(sb);
+	return rc;
+}
+
+int cli_check(const char *config, int json)
+{
+	int rc;
+
+	if (json && !(doc = cJSON_CreateObject())) {
+		cli_say(2, "out of memory");
+		return cli_exit_for_error(ASP_ENOMEM);
+	}
+	rc = check(config);
+	if (doc) {
+		print_doc();
+		cJSON_Delete(doc);
+		doc = NULL;
+	}
 	return rc;
 }

@@ -229,8 +229,8 @@ void cli_progress_set(cli_progress *p, uint64_t done, uint64_t total, const char
 /* Totals and a newline after success, else the line erased; frees p. */
 void cli_progress_end(cli_progress *p, int ok);
 
-/* --check: describe the connection; returns the exit status. */
-int cli_check(const char *config);
+/* --check: describe the connection (one JSON object with json); returns the exit status. */
+int cli_check(const char *config, int json);
 
 /* The hidden `--master SOCKET` mode; ready_fd gets one byte once it listens. */
 int cli_master_main(const char *config, const char *socket_path, unsigned int persist_s,

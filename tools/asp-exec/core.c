@@ -70,7 +70,7 @@ static int run(const cli_options *o)
 	if (o->master_socket)
 		return cli_master_main(o->config, o->master_socket, o->persist_s, o->ready_fd);
 	if (o->check)
-		return cli_check(o->config);
+		return cli_check(o->config, o->req->json);
 	if (o->stop)
 		return stop_master(o->config);
 	cli_signals_install(cancel_running);

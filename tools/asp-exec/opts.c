@@ -42,7 +42,7 @@ static const char usage_text[] =
 	"usage: asp-exec [options] [--] COMMAND [ARG...]\n"
 	"       asp-exec [options] --read PATH [--quiet]\n"
 	"       asp-exec [options] --write PATH [--mkdirs] [--quiet] < DATA\n"
-	"       asp-exec [--config FILE] --check | --stop\n"
+	"       asp-exec [--config FILE] --check [--json] | --stop\n"
 	"\n"
 	"Runs COMMAND in the sandbox of the .asp.json found from the current directory\n"
 	"upwards ($ASP_CONFIG or --config FILE win). A single ARG is shell text; several\n"
@@ -58,7 +58,7 @@ static const char usage_text[] =
 	"      --write PATH      replace the file with stdin's bytes, atomically\n"
 	"      --mkdirs          with --write: create missing parent directories\n"
 	"      --quiet           with --read/--write: no progress line on a terminal\n"
-	"      --check           validate, connect, describe the connection\n"
+	"      --check           validate, connect, describe the connection (--json: as JSON)\n"
 	"      --no-master       do not share a connection through a master process\n"
 	"      --persist SECS    a master started by this call exits after SECS idle (300)\n"
 	"      --stop            stop the master of this configuration\n"
@@ -202,8 +202,9 @@ static int check_combination(const cli_options *o, int modes, int nargs)
 		return usage_error("%s", "no command given");
 	if (!exec && nargs > 0)
 		return usage_error("%s", "a command cannot be combined with --read, --write, --check or --stop");
-	if (!exec && (req->json || req->cwd || req->env[0] || req->timeout_ms))
-		return usage_error("%s", "--json, --cwd, --env and --timeout apply to commands only");
+	if (!exec && ((req->json && !o->check) || req->cwd || req->env[0] || req->timeout_ms))
+		return usage_error("%s", "--json applies to commands and --check only; --cwd, --env "
+				   "and --timeout to commands only");
 	if (req->mkdirs && req->mode != CLI_WRITE)
 		return usage_error("%s", "--mkdirs applies to --write only");
 	if (req->quiet && req->mode != CLI_READ && req->mode != CLI_WRITE)
