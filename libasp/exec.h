@@ -19,6 +19,18 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		  const asp_exec_options *o, int *started, asp_error *err);
 
 /*
+ * Process-wide counts, read by the tests: session channels opened for
+ * commands (warm ones included), commands started on a warm channel, warm
+ * channels found closed by the server before use, and requests sent once
+ * more on a new channel because a warm one closed under them.
+ */
+typedef struct asp_exec_stats {
+	unsigned long opens, warm_used, warm_closed, resent;
+} asp_exec_stats;
+
+void asp__exec_stats(asp_exec_stats *out);
+
+/*
  * Run a short helper script (no stdin, no cwd change) and collect its
  * output; used for recursive removal. *status is its exit code.
  */

@@ -445,6 +445,8 @@ int asp__sftp_ensure(asp_conn *c, asp_error *err)
 		return 0;
 	if (c->dead)
 		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
+	if ((rc = asp__chan_settle(c, err))) /* libssh2 opens one channel at a time */
+		return rc;
 	while (!(ch = libssh2_channel_open_ex(c->session, "session", 7, ASP_SFTP_WINDOW,
 					      ASP_PACKET_SIZE, NULL, 0))) {
 		rc = libssh2_session_last_errno(c->session);

@@ -50,6 +50,16 @@ struct asp_conn {
 	int op_cancel_fd;         /* the current call's cancel token (-1 = none) */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
+	/*
+	 * The warm channel (exec.c): a session channel opened ahead of the next
+	 * command, so that a call costs one round trip (the exec request).
+	 * While warm_opening, libssh2's one channel-open state is taken: every
+	 * other channel open on this session must go through exec.c's
+	 * asp__chan_settle first.
+	 */
+	LIBSSH2_CHANNEL *warm;    /* open, no request sent on it yet; or NULL */
+	int warm_opening;         /* its CHANNEL_OPEN is out, the confirmation not yet taken */
+	int warm_off;             /* the server refused one (its session limit): open on demand only */         /* an allocation inside libssh2 failed: the session is not trusted again */
 	asp_sftp_state sftp;
 	asp_sandbox_info info;
 };
@@ -98,5 +108,14 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what);
 
 /* 1 when a libssh2 error code means the transport failed (the map's ASP_ECONNLOST). */
 int asp__ssh_is_transport_error(int rc);
+
+/*
+ * The warm channel (exec.c). asp__chan_warm_start sends the CHANNEL_OPEN
+ * for the next one when the connection has none (never waits);
+ * asp__chan_settle waits for its confirmation, and must be called before
+ * any other channel is opened on the session.
+ */
+void asp__chan_warm_start(asp_conn *c);
+int asp__chan_settle(asp_conn *c, asp_error *err);
 
 #endif
