@@ -247,16 +247,29 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 {
 	const asp_config *cfg = p->cfg;
 	const char *pass = getenv("ASP_IDENTITY_PASSPHRASE");
-	uint64_t tx_before = c->tx_bytes;
-	int rc, wrc;
+	uint64_t tx_before = c->tx_bytes, tx = c->tx_bytes;
+	int rc, wrc = 0, flights = 0;
 
-	SSH_LOOP(c, rc, wrc,
-		 libssh2_userauth_publickey_frommemory(c->session, cfg->user, strlen(cfg->user), NULL, 0,
-						       p->identity->key, p->identity->key_len,
-						       pass ? pass : NULL),
-		 deadline, cancel_fd, err);
-	if (wrc)
-		return wrc;
+	/*
+	 * libssh2 asks whether the key is acceptable, then sends the signed
+	 * request: two flights, each a whole packet sent in its own call. The
+	 * first warm channel's CHANNEL_OPEN follows the signed request, so its
+	 * confirmation comes back with USERAUTH_SUCCESS (the server handles
+	 * packets in order: by the time it reads the open, the user is in).
+	 */
+	while ((rc = libssh2_userauth_publickey_frommemory(c->session, cfg->user, strlen(cfg->user),
+							   NULL, 0, p->identity->key,
+							   p->identity->key_len,
+							   pass ? pass : NULL)) == LIBSSH2_ERROR_EAGAIN) {
+		if (c->tx_bytes != tx && !(libssh2_session_block_directions(c->session) &
+					   LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
+			tx = c->tx_bytes;
+			if (++flights == 2)
+				asp__chan_warm_start(c);
+		}
+		if ((wrc = asp__ssh_wait(c, deadline, cancel_fd, NULL, 0, ASP_WAIT_REPLY, err)))
+			return wrc;
+	}
 	if (rc == 0) {
 		c->info.auth = ASP_AUTH_PUBLICKEY;
 		return 0;

@@ -651,9 +651,14 @@ static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
 	if (!ch)
 		return NULL;
 	libssh2_channel_read_ex(ch, 0, &b, 0);
-	if (!libssh2_channel_eof(ch) && !c->dead)
+	if (!libssh2_channel_eof(ch) && !c->dead) {
+		c->warm_lost = 0;
 		return ch;
+	}
 	stat_warm_closed++;
+	/* Dropbear closes a session channel with no request once another one's command ends. */
+	if (++c->warm_lost >= 2)
+		c->warm_off = 1;
 	free_channel(c, ch);
 	return NULL;
 }

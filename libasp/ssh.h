@@ -59,7 +59,9 @@ struct asp_conn {
 	 */
 	LIBSSH2_CHANNEL *warm;    /* open, no request sent on it yet; or NULL */
 	int warm_opening;         /* its CHANNEL_OPEN is out, the confirmation not yet taken */
-	int warm_off;             /* the server refused one (its session limit): open on demand only */         /* an allocation inside libssh2 failed: the session is not trusted again */
+	int warm_off;             /* the server refused one (its session limit), or closed two in a
+				     row before use: open on demand only */
+	int warm_lost;            /* warm channels in a row found closed by the server */         /* an allocation inside libssh2 failed: the session is not trusted again */
 	asp_sftp_state sftp;
 	asp_sandbox_info info;
 };
