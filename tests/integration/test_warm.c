@@ -126,8 +126,15 @@ START_TEST(test_warm_channel_is_used)
 	int i, opens, execs;
 
 	server_up("LogLevel DEBUG1\n");
+	s0 = stats();
 	sb = sb_open(fx.config);
+	/* The connection's first channel was opened along with authentication. */
+	ck_assert_msg(wait_log(LOG_OPEN, 1, 5000), "sshd opened no session at connect");
+	ck_assert_int_eq(log_count(LOG_EXEC), 0);
 	expect_stdout(sb, "echo first", "first\n");
+	s1 = stats();
+	ck_assert_msg(s1.warm_used == s0.warm_used + 1, "the first call did not use the channel "
+		      "opened at connect");
 	ck_assert_msg(wait_log(LOG_EXEC, 1, 5000), "sshd logged no exec request");
 	for (i = 0; i < 5; i++) {
 		char want[32], cmd[32];
