@@ -61,7 +61,10 @@ struct asp_conn {
 	int warm_opening;         /* its CHANNEL_OPEN is out, the confirmation not yet taken */
 	int warm_off;             /* the server refused one (its session limit), or closed two in a
 				     row before use: open on demand only */
-	int warm_lost;            /* warm channels in a row found closed by the server */         /* an allocation inside libssh2 failed: the session is not trusted again */
+	int warm_lost;            /* warm channels in a row found closed by the server */
+	int one_flight;           /* while set, a send ends the libssh2 call: reads answer EAGAIN
+				     until it is cleared (conn.c counts authentication's flights) */
+	int sent_this_call;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	asp_sftp_state sftp;
 	asp_sandbox_info info;
 };

@@ -194,6 +194,29 @@ START_TEST(test_warm_channel_outlives_channel_timeout)
 }
 END_TEST
 
+/*
+ * sshd's UnusedConnectionTimeout closes a connection with no channel in
+ * use; a warm channel (no request yet) does not count as one, so the
+ * server's policy still holds: the idle connection is closed, the pool
+ * notices, and the next call runs once on a new connection.
+ */
+START_TEST(test_warm_unused_connection_timeout)
+{
+	asp_sandbox *sb;
+
+	server_up("UnusedConnectionTimeout 1\n");
+	sb = sb_open(fx.config);
+	mark(sb, "unused.txt", "first call");
+	ck_assert_msg(wait_log("terminating inactive connection", 1, 10000),
+		      "sshd did not close the idle connection (UnusedConnectionTimeout 1)");
+	fx_sleep_ms(200); /* let the FIN arrive */
+	mark(sb, "unused.txt", "after sshd closed the idle connection");
+	ck_assert_int_eq(log_count("Accepted publickey"), 2);
+	ck_assert_int_eq(lines_in("unused.txt"), 2);
+	asp_close(sb);
+}
+END_TEST
+
 /* A restart between calls takes the warm channel with the connection: the next call runs once. */
 START_TEST(test_warm_restart_between_calls)
 {
@@ -344,6 +367,7 @@ Suite *suite_warm(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_warm_channel_is_used);
 	tcase_add_test(tc, test_warm_channel_outlives_channel_timeout);
+	tcase_add_test(tc, test_warm_unused_connection_timeout);
 	tcase_add_test(tc, test_warm_restart_between_calls);
 	tcase_add_test(tc, test_warm_cut_between_calls);
 	tcase_add_test(tc, test_warm_acknowledged_never_replayed);
