@@ -247,7 +247,7 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 {
 	const asp_config *cfg = p->cfg;
 	const char *pass = getenv("ASP_IDENTITY_PASSPHRASE");
-	uint64_t tx_before = c->tx_bytes, tx = c->tx_bytes;
+	uint64_t tx_before = c->tx_bytes, tx = c->tx_bytes, flight1 = 0;
 	int rc, wrc = 0, flights = 0;
 
 	/*
@@ -269,7 +269,12 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 		if (c->tx_bytes != tx && !(libssh2_session_block_directions(c->session) &
 					   LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
 			tx = c->tx_bytes;
-			if (++flights == 2) {
+			/* From the key query out to the signed request out: a round trip. */
+			if (++flights == 1)
+				flight1 = asp__now_ms();
+			else if (flights == 2)
+				c->rtt_ms = (unsigned int)(asp__now_ms() - flight1);
+			if (flights == 2) {
 				asp__chan_warm_start(c);
 				c->sent_this_call = 0;
 			}

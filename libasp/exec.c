@@ -152,6 +152,10 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 
 #define IO_BUF 65536
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
+#define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
+#ifndef ASP_INLINE_STDIN_RTT_MS
+#define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
+#endif
 
 typedef struct run {
 	asp_conn *c;
@@ -174,6 +178,7 @@ typedef struct run {
 	unsigned char *fdbuf;   /* IO_BUF bytes of stdin_fd data not yet sent, when stdin_fd is used */
 	size_t fdbuf_len, fdbuf_off;
 	int fd_eof, eof_sent;
+	int stdin_inline;       /* stdin_data went inside the exec request (inline_stdin) */
 	/* killing */
 	int kill_wanted;
 	LIBSSH2_CHANNEL *kch;
@@ -323,7 +328,7 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 
 	if (x->eof_sent)
 		return 0;
-	if (o->stdin_data && x->stdin_off < o->stdin_len) {
+	if (o->stdin_data && x->stdin_off < o->stdin_len && !x->stdin_inline) {
 		n = libssh2_channel_write(x->ch, (const char *)o->stdin_data + x->stdin_off,
 					  o->stdin_len - x->stdin_off);
 		if (n == LIBSSH2_ERROR_EAGAIN)
@@ -576,7 +581,13 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
  * acknowledge started nothing and goes once more on a new channel.
  */
 
-static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent;
+static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline;
+static _Atomic int force_inline;
+
+void asp__exec_force_inline(int on)
+{
+	force_inline = on;
+}
 
 void asp__exec_stats(asp_exec_stats *out)
 {
@@ -584,6 +595,7 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->warm_used = stat_warm_used;
 	out->warm_closed = stat_warm_closed;
 	out->resent = stat_resent;
+	out->stdin_inline = stat_inline;
 }
 
 static LIBSSH2_CHANNEL *open_step(asp_conn *c)
@@ -870,11 +882,41 @@ static int check_cut(run *x, asp_error *err)
 	return rc;
 }
 
+/*
+ * OpenSSH opens a session channel's window only when its command starts,
+ * so stdin sent on the channel waits for the exec request's answer: a
+ * round trip more. Small stdin can ride in the request instead, as the
+ * command's stdin through a pipe from printf (the command then runs in a
+ * subshell, which costs a fork in the sandbox): done when the connection's
+ * round trip is longer than that (ASP_INLINE_STDIN_RTT_MS), for stdin_data
+ * of at most ASP_INLINE_STDIN_MAX bytes without a NUL byte. *out is the
+ * command to run, or empty.
+ */
+static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *command, asp_buf *out,
+			asp_error *err)
+{
+	char *text;
+	int rc;
+
+	if (!o->stdin_data || !o->stdin_len || o->stdin_len > ASP_INLINE_STDIN_MAX ||
+	    (c->rtt_ms < ASP_INLINE_STDIN_RTT_MS && !force_inline) ||
+	    memchr(o->stdin_data, 0, o->stdin_len))
+		return 0;
+	if (!(text = asp__malloc(o->stdin_len + 1)))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	memcpy(text, o->stdin_data, o->stdin_len);
+	text[o->stdin_len] = '\0';
+	rc = asp__buf_puts(out, "printf %s ") || asp__quote(out, text) ||
+	     asp__buf_puts(out, " | eval ' '") || asp__quote(out, command);
+	asp__free(text);
+	return rc ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
+}
+
 int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
 		  const asp_exec_options *o, int *started, asp_error *err)
 {
 	run x;
-	asp_buf script = { 0 };
+	asp_buf script = { 0 }, piped = { 0 };
 	unsigned char rnd[12];
 	uint64_t t0 = asp__now_ms();
 	int rc, i;
@@ -895,10 +937,26 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 	memcpy(x.end, x.marker, x.end_len);
 	memcpy(x.end + x.end_len, ":end\n", 5);
 	x.end_len += 5;
-	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
+	if ((rc = inline_stdin(c, o, command, &piped, err)) ||
+	    (rc = asp__exec_script(&script, x.marker, cwd, o->env, piped.len ? (char *)piped.data
+								       : command, err))) {
+		asp__buf_free(&piped);
 		asp__buf_free(&script);
 		return rc;
 	}
+	if (piped.len && script.len > ASP_EXEC_SCRIPT_MAX) {
+		/* Too long with its stdin inside: send the stdin on the channel after all. */
+		script.len = 0;
+		piped.len = 0;
+		if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
+			asp__buf_free(&piped);
+			asp__buf_free(&script);
+			return rc;
+		}
+	}
+	x.stdin_inline = piped.len > 0;
+	stat_inline += x.stdin_inline;
+	asp__buf_free(&piped);
 	if (script.len > ASP_EXEC_SCRIPT_MAX) {
 		/* libssh2 cannot send a larger exec request (about 34.7 KB in 1.10): say so before trying. */
 		rc = asp__error(err, ASP_EINVAL, "exec: the command, cwd and env come to %zu bytes as shell "

@@ -21,14 +21,19 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 /*
  * Process-wide counts, read by the tests: session channels opened for
  * commands (warm ones included), commands started on a warm channel, warm
- * channels found closed by the server before use, and requests sent once
- * more on a new channel because a warm one closed under them.
+ * channels found closed by the server before use, requests sent once more
+ * on a new channel because a warm one closed under them, and commands whose
+ * stdin went inside the exec request.
  */
 typedef struct asp_exec_stats {
 	unsigned long opens, warm_used, warm_closed, resent;
+	unsigned long stdin_inline; /* commands whose stdin_data rode in the exec request */
 } asp_exec_stats;
 
 void asp__exec_stats(asp_exec_stats *out);
+
+/* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
+void asp__exec_force_inline(int on);
 
 /*
  * Run a short helper script (no stdin, no cwd change) and collect its

@@ -62,6 +62,7 @@ struct asp_conn {
 	int warm_off;             /* the server refused one (its session limit), or closed two in a
 				     row before use: open on demand only */
 	int warm_lost;            /* warm channels in a row found closed by the server */
+	unsigned int rtt_ms;      /* round trip measured during authentication (conn.c), 0 unknown */
 	int one_flight;           /* while set, a send ends the libssh2 call: reads answer EAGAIN
 				     until it is cleared (conn.c counts authentication's flights) */
 	int sent_this_call;         /* an allocation inside libssh2 failed: the session is not trusted again */

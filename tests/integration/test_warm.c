@@ -358,6 +358,57 @@ START_TEST(test_warm_max_sessions_1)
 }
 END_TEST
 
+/* Run cmd with stdin `in`; the command's stdout, exit code and whether stdin went inline. */
+static void stdin_case(asp_sandbox *sb, const char *cmd, const void *in, size_t len, const void *want,
+		       size_t wlen, int code, int inlined)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_stats s0, s1;
+	asp_exec_result *r;
+
+	o.stdin_data = in;
+	o.stdin_len = len;
+	s0 = stats();
+	r = run_opts(sb, cmd, &o);
+	s1 = stats();
+	assert_exited(r, code);
+	assert_stream(r, ASP_STDOUT, want, wlen);
+	ck_assert_msg(s1.stdin_inline - s0.stdin_inline == (unsigned long)inlined,
+		      "`%s` with %zu bytes of stdin: inline %lu, expected %d", cmd, len,
+		      s1.stdin_inline - s0.stdin_inline, inlined);
+	asp_exec_result_free(r);
+}
+
+/*
+ * Small stdin inside the exec request (chosen when the round trip is long;
+ * forced here): the command sees exactly the bytes, then EOF, with quotes,
+ * percent signs, backslashes and no final newline; its exit code and a
+ * partial read come through; stdin it never reads does not block it. Data
+ * with a NUL byte or longer than 4 KiB goes on the channel as before.
+ */
+START_TEST(test_warm_stdin_inline)
+{
+	static const char text[] = "it's 100% \\n 'quoted' \"dq\" $HOME `x`\n\nlast line, no newline";
+	char big[4097], nul[] = { 'a', 0, 'b' };
+	asp_sandbox *sb;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	asp__exec_force_inline(1);
+	stdin_case(sb, "cat", text, strlen(text), text, strlen(text), 0, 1);
+	stdin_case(sb, "cat; exit 3", "x", 1, "x", 1, 3, 1);
+	stdin_case(sb, "head -c 3", text, strlen(text), text, 3, 0, 1);
+	stdin_case(sb, "echo not reading", text, strlen(text), "not reading\n", 12, 0, 1);
+	stdin_case(sb, "wc -c | tr -d ' '", "\n", 1, "1\n", 2, 0, 1);
+	memset(big, 'b', sizeof(big));
+	stdin_case(sb, "wc -c | tr -d ' '", big, 4096, "4096\n", 5, 0, 1);
+	stdin_case(sb, "wc -c | tr -d ' '", big, 4097, "4097\n", 5, 0, 0);
+	stdin_case(sb, "od -An -c | tr -d ' \n'", nul, 3, "a\\0b", 4, 0, 0);
+	asp__exec_force_inline(0);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_warm(void)
 {
 	Suite *s = suite_create("warm");
@@ -373,6 +424,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_acknowledged_never_replayed);
 	tcase_add_test(tc, test_warm_max_sessions_2);
 	tcase_add_test(tc, test_warm_max_sessions_1);
+	tcase_add_test(tc, test_warm_stdin_inline);
 	suite_add_tcase(s, tc);
 	return s;
 }
