@@ -889,8 +889,8 @@ static int check_cut(run *x, asp_error *err)
  * command's stdin through a pipe from printf (the command then runs in a
  * subshell, which costs a fork in the sandbox): done when the connection's
  * round trip is longer than that (ASP_INLINE_STDIN_RTT_MS), for stdin_data
- * of at most ASP_INLINE_STDIN_MAX bytes without a NUL byte. *out is the
- * command to run, or empty.
+ * of at most ASP_INLINE_STDIN_MAX bytes without a NUL byte and with no
+ * stdin_fd to follow it. *out is the command to run, or empty.
  */
 static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *command, asp_buf *out,
 			asp_error *err)
@@ -898,7 +898,7 @@ static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *comm
 	char *text;
 	int rc;
 
-	if (!o->stdin_data || !o->stdin_len || o->stdin_len > ASP_INLINE_STDIN_MAX ||
+	if (!o->stdin_data || !o->stdin_len || o->stdin_len > ASP_INLINE_STDIN_MAX || streams_fd(o) ||
 	    (c->rtt_ms < ASP_INLINE_STDIN_RTT_MS && !force_inline) ||
 	    memchr(o->stdin_data, 0, o->stdin_len))
 		return 0;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "asp.h"
 #include "exec.h"
@@ -404,6 +405,28 @@ START_TEST(test_warm_stdin_inline)
 	stdin_case(sb, "wc -c | tr -d ' '", big, 4096, "4096\n", 5, 0, 1);
 	stdin_case(sb, "wc -c | tr -d ' '", big, 4097, "4097\n", 5, 0, 0);
 	stdin_case(sb, "od -An -c | tr -d ' \n'", nul, 3, "a\\0b", 4, 0, 0);
+	{
+		/* stdin_fd follows stdin_data on the same stdin: never inline. */
+		asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+		asp_exec_stats s0 = stats(), s1;
+		asp_exec_result *r;
+		int fds[2];
+
+		ck_assert_int_eq(pipe(fds), 0);
+		ck_assert_int_eq(write(fds[1], "-fd", 3), 3);
+		close(fds[1]);
+		o.stdin_data = (const unsigned char *)"data";
+		o.stdin_len = 4;
+		o.flags = ASP_EXEC_STDIN_FD;
+		o.stdin_fd = fds[0];
+		r = run_opts(sb, "cat", &o);
+		s1 = stats();
+		close(fds[0]);
+		assert_exited(r, 0);
+		assert_stream(r, ASP_STDOUT, "data-fd", 7);
+		ck_assert_uint_eq(s1.stdin_inline, s0.stdin_inline);
+		asp_exec_result_free(r);
+	}
 	asp__exec_force_inline(0);
 	asp_close(sb);
 }
