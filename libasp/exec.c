@@ -575,10 +575,11 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
  * the call returns. The next call sends its exec request at once: one round
  * trip instead of two. It holds one of the server's sessions (OpenSSH
  * MaxSessions) while idle; a server that refuses it gets no more warm
- * channels on that connection. A warm channel the server closed (sshd's
- * ChannelTimeout, a restart) is noticed before use, or, when the close
- * crosses the request, by the server's answer: a request the server did not
- * acknowledge started nothing and goes once more on a new channel.
+ * channels on that connection. A warm channel the server closed (Dropbear
+ * does; OpenSSH 9.2's ChannelTimeout never expires a channel with no
+ * request) is noticed before use, or, when the close crosses the request,
+ * by the server's answer: a request the server did not acknowledge started
+ * nothing and goes once more on a new channel.
  */
 
 static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline;
