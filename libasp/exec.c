@@ -153,6 +153,8 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define IO_BUF 65536
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
+#define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__exec_files_faster */
+#define ASP_EXEC_FILES_WRITE_MAX 65536u
 #ifndef ASP_INLINE_STDIN_RTT_MS
 #define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
 #endif
@@ -588,6 +590,30 @@ static _Atomic int force_inline;
 void asp__exec_force_inline(int on)
 {
 	force_inline = on;
+}
+
+static _Atomic int force_files;
+
+void asp__exec_force_files(int on)
+{
+	force_files = on;
+}
+
+/*
+ * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): a 4 KiB
+ * read costs 2 round trips over SFTP (open, then read) and 1.2 as `cat` on
+ * the warm channel; an atomic 4 KiB write 3 over SFTP and 1.3 as one shell
+ * command (its data inside the request); stat 1 either way, so it stays on
+ * SFTP. On loopback the shell's start in the sandbox (a few ms) makes SFTP
+ * far faster. So with file_transport auto, reads and atomic writes of at
+ * most ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the round trip
+ * measured while authenticating is ASP_EXEC_FILES_RTT_MS or more.
+ */
+int asp__exec_files_faster(const asp_conn *c, size_t write_len)
+{
+	if (c->files_want != ASP_FILES_AUTO || c->dead || write_len > ASP_EXEC_FILES_WRITE_MAX)
+		return 0;
+	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
 }
 
 void asp__exec_stats(asp_exec_stats *out)

@@ -36,6 +36,16 @@ void asp__exec_stats(asp_exec_stats *out);
 void asp__exec_force_inline(int on);
 
 /*
+ * 1 when a read (write_len 0) or an atomic write of write_len bytes is
+ * faster as a shell command on the warm channel than over SFTP on c: the
+ * file transport is auto and the round trip is long (see exec.c).
+ */
+int asp__exec_files_faster(const asp_conn *c, size_t write_len);
+
+/* Tests only: take that route whatever the round trip (1) or not (0). */
+void asp__exec_force_files(int on);
+
+/*
  * Run a short helper script (no stdin, no cwd change) and collect its
  * output; used for recursive removal. *status is its exit code.
  */

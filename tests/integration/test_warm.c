@@ -432,6 +432,46 @@ START_TEST(test_warm_stdin_inline)
 }
 END_TEST
 
+/*
+ * With file_transport auto on a long round trip (forced here), reads and
+ * atomic writes run as shell commands on the warm channel: the SFTP
+ * subsystem is not even started for them, the bytes are exact, and a
+ * write's temp file is gone. stat and in-place writes still use SFTP.
+ */
+START_TEST(test_warm_small_files_over_exec)
+{
+	static const char text[] = "small file\nwith 'quotes' and 100%\n";
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	asp_error e = { 0 };
+	unsigned char bin[300];
+	int i;
+
+	for (i = 0; i < (int)sizeof(bin); i++)
+		bin[i] = (unsigned char)i;
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	asp__exec_force_files(1);
+	s0 = stats();
+	put(sb, "small.txt", text);
+	assert_content(sb, "small.txt", text, strlen(text));
+	put_opts(sb, "small.bin", bin, sizeof(bin), NULL);
+	assert_content(sb, "small.bin", bin, sizeof(bin));
+	s1 = stats();
+	ck_assert_msg(s1.warm_used >= s0.warm_used + 4, "the file calls did not run on warm channels");
+	ck_assert_int_eq(log_count("subsystem 'sftp'"), 0);
+	assert_no_temp_files(sb, fx.workspace, ".");
+	(void)stat_ok(sb, "small.txt");
+	ck_assert_int_eq(log_count("subsystem 'sftp'"), 1);
+	wo.in_place = 1;
+	ck_assert_int_eq(asp_write(sb, "small.txt", "x", 1, &wo, &e), ASP_OK);
+	asp__exec_force_files(0);
+	assert_local_content(ws_path(fx.workspace, "small.txt"), "x", 1);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_warm(void)
 {
 	Suite *s = suite_create("warm");
@@ -448,6 +488,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_max_sessions_2);
 	tcase_add_test(tc, test_warm_max_sessions_1);
 	tcase_add_test(tc, test_warm_stdin_inline);
+	tcase_add_test(tc, test_warm_small_files_over_exec);
 	suite_add_tcase(s, tc);
 	return s;
 }
