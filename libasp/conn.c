@@ -250,14 +250,42 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 {
 	const asp_config *cfg = p->cfg;
 	const char *pass = getenv("ASP_IDENTITY_PASSPHRASE");
-	uint64_t tx_before = c->tx_bytes;
-	int rc, wrc;
+	uint64_t tx_before = c->tx_bytes, tx = c->tx_bytes, flight1 = 0;
+	int rc, wrc = 0, flights = 0;
 
-	SSH_LOOP(c, rc, wrc,
-		 libssh2_userauth_publickey_frommemory(c->session, cfg->user, strlen(cfg->user), NULL, 0,
-						       p->identity->key, p->identity->key_len,
-						       pass ? pass : NULL),
-		 deadline, cancel_fd, err);
+	/*
+	 * libssh2 asks whether the key is acceptable, then sends the signed
+	 * request. The first warm channel's CHANNEL_OPEN follows the signed
+	 * request, so its confirmation comes back with USERAUTH_SUCCESS (the
+	 * server handles packets in order: by the time it reads the open, the
+	 * user is in). To tell the two flights apart, each libssh2 call ends
+	 * with its send (one_flight): a call that has sent reads nothing more,
+	 * so the answer to the query is read, and the signed request sent, in
+	 * a later call.
+	 */
+	c->one_flight = 1;
+	while ((rc = libssh2_userauth_publickey_frommemory(c->session, cfg->user, strlen(cfg->user),
+							   NULL, 0, p->identity->key,
+							   p->identity->key_len,
+							   pass ? pass : NULL)) == LIBSSH2_ERROR_EAGAIN) {
+		c->sent_this_call = 0;
+		if (c->tx_bytes != tx && !(libssh2_session_block_directions(c->session) &
+					   LIBSSH2_SESSION_BLOCK_OUTBOUND)) {
+			tx = c->tx_bytes;
+			/* From the key query out to the signed request out: a round trip. */
+			if (++flights == 1)
+				flight1 = asp__now_ms();
+			else if (flights == 2)
+				c->rtt_ms = (unsigned int)(asp__now_ms() - flight1);
+			if (flights == 2) {
+				asp__chan_warm_start(c);
+				c->sent_this_call = 0;
+			}
+		}
+		if ((wrc = asp__ssh_wait(c, deadline, cancel_fd, NULL, 0, ASP_WAIT_REPLY, err)))
+			break;
+	}
+	c->one_flight = c->sent_this_call = 0;
 	if (wrc)
 		return wrc;
 	if (rc == 0) {

@@ -152,6 +152,12 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 
 #define IO_BUF 65536
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
+#define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
+#define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__exec_files_faster */
+#define ASP_EXEC_FILES_WRITE_MAX 65536u
+#ifndef ASP_INLINE_STDIN_RTT_MS
+#define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
+#endif
 
 typedef struct run {
 	asp_conn *c;
@@ -174,16 +180,20 @@ typedef struct run {
 	unsigned char *fdbuf;   /* IO_BUF bytes of stdin_fd data not yet sent, when stdin_fd is used */
 	size_t fdbuf_len, fdbuf_off;
 	int fd_eof, eof_sent;
+	int stdin_inline;       /* stdin_data went inside the exec request (inline_stdin) */
 	/* killing */
 	int kill_wanted;
 	LIBSSH2_CHANNEL *kch;
 	int kill_state;         /* 0 idle, 1 opening, 2 starting, 3 running, 4 done */
+	int kill_begun;         /* a channel open for it is out */
 	asp_buf kscript;
 	uint64_t kill_deadline;
 	int cb_failed;
 } run;
 
 static void start_kill(run *x, int timed_out);
+static LIBSSH2_CHANNEL *kill_open_step(asp_conn *c, int *begun, int *failed);
+static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch);
 
 /* stdin_fd is used only when asked for, so a zeroed struct never reads fd 0. */
 static int streams_fd(const asp_exec_options *o)
@@ -320,7 +330,7 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 
 	if (x->eof_sent)
 		return 0;
-	if (o->stdin_data && x->stdin_off < o->stdin_len) {
+	if (o->stdin_data && x->stdin_off < o->stdin_len && !x->stdin_inline) {
 		n = libssh2_channel_write(x->ch, (const char *)o->stdin_data + x->stdin_off,
 					  o->stdin_len - x->stdin_off);
 		if (n == LIBSSH2_ERROR_EAGAIN)
@@ -387,9 +397,9 @@ static void kill_step(run *x)
 		x->kill_state = 1;
 	}
 	if (x->kill_state == 1) {
-		x->kch = libssh2_channel_open_ex(x->c->session, "session", 7, 65536, ASP_PACKET_SIZE, NULL, 0);
-		if (!x->kch) {
-			if (libssh2_session_last_errno(x->c->session) != LIBSSH2_ERROR_EAGAIN)
+		int failed;
+		if (!(x->kch = kill_open_step(x->c, &x->kill_begun, &failed))) {
+			if (failed)
 				x->kill_state = 4;
 			return;
 		}
@@ -553,15 +563,170 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
 			break;
 }
 
-static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
+/* ------------------------------------------------------------ channels */
+
+/*
+ * Every session channel a command uses (its own, the kill channel, helper
+ * scripts, file calls over exec) comes from here, so that the warm channel
+ * serves them all and libssh2's single channel-open state is never used by
+ * two opens at once.
+ *
+ * The warm channel: right after a command's exec request goes out, the
+ * CHANNEL_OPEN for the next command's channel follows in the same flight;
+ * its confirmation comes back with the command's answer and is taken before
+ * the call returns. The next call sends its exec request at once: one round
+ * trip instead of two. It holds one of the server's sessions (OpenSSH
+ * MaxSessions) while idle; a server that refuses it gets no more warm
+ * channels on that connection. A warm channel the server closed (Dropbear
+ * does; OpenSSH 9.2's ChannelTimeout never expires a channel with no
+ * request) is noticed before use, or, when the close crosses the request,
+ * by the server's answer: a request the server did not acknowledge started
+ * nothing and goes once more on a new channel.
+ */
+
+static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline;
+static _Atomic int force_inline;
+
+void asp__exec_force_inline(int on)
+{
+	force_inline = on;
+}
+
+static _Atomic int force_files;
+
+void asp__exec_force_files(int on)
+{
+	force_files = on;
+}
+
+/*
+ * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): a 4 KiB
+ * read costs 2 round trips over SFTP (open, then read) and 1.2 as `cat` on
+ * the warm channel; an atomic 4 KiB write 3 over SFTP and 1.3 as one shell
+ * command (its data inside the request); stat 1 either way, so it stays on
+ * SFTP. On loopback the shell's start in the sandbox (a few ms) makes SFTP
+ * far faster. So with file_transport auto, reads and atomic writes of at
+ * most ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the round trip
+ * measured while authenticating is ASP_EXEC_FILES_RTT_MS or more.
+ */
+int asp__exec_files_faster(const asp_conn *c, size_t write_len)
+{
+	if (c->files_want != ASP_FILES_AUTO || c->dead || write_len > ASP_EXEC_FILES_WRITE_MAX)
+		return 0;
+	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
+}
+
+void asp__exec_stats(asp_exec_stats *out)
+{
+	out->opens = stat_opens;
+	out->warm_used = stat_warm_used;
+	out->warm_closed = stat_warm_closed;
+	out->resent = stat_resent;
+	out->stdin_inline = stat_inline;
+}
+
+static LIBSSH2_CHANNEL *open_step(asp_conn *c)
+{
+	return libssh2_channel_open_ex(c->session, "session", 7, ASP_EXEC_WINDOW, ASP_PACKET_SIZE,
+				       NULL, 0);
+}
+
+/* Take the warm channel's confirmation if it came; never waits. */
+static void warm_poll(asp_conn *c)
+{
+	LIBSSH2_CHANNEL *ch;
+	int rc;
+
+	if (!c->warm_opening)
+		return;
+	if ((ch = open_step(c))) {
+		c->warm = ch;
+		c->warm_opening = 0;
+		return;
+	}
+	if ((rc = libssh2_session_last_errno(c->session)) == LIBSSH2_ERROR_EAGAIN)
+		return;
+	/* Refused (the server's session limit) or the link failed: the next call will see which. */
+	c->warm_opening = 0;
+	c->warm_off = 1;
+	if (asp__ssh_is_transport_error(rc))
+		c->dead = 1;
+}
+
+void asp__chan_warm_start(asp_conn *c)
+{
+	/* Only behind a packet that went out whole: libssh2 sends one packet at a time. */
+	if (c->warm || c->warm_opening || c->warm_off || c->dead ||
+	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+		return;
+	c->warm_opening = 1;
+	stat_opens++;
+	warm_poll(c);
+}
+
+int asp__chan_settle(asp_conn *c, asp_error *err)
 {
 	int rc;
 
-	if (c->dead)
-		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
-	while (!(*out = libssh2_channel_open_ex(c->session, "session", 7, ASP_EXEC_WINDOW,
-						ASP_PACKET_SIZE, NULL, 0))) {
+	for (;;) {
+		warm_poll(c);
+		if (!c->warm_opening)
+			return 0;
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	}
+}
+
+/*
+ * The warm channel, unless the server has closed it meanwhile (a zero-byte
+ * read takes in what arrived while it waited). NULL when there is none.
+ */
+static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
+{
+	LIBSSH2_CHANNEL *ch = c->warm;
+	char b;
+
+	c->warm = NULL;
+	if (!ch)
+		return NULL;
+	libssh2_channel_read_ex(ch, 0, &b, 0);
+	if (!libssh2_channel_eof(ch) && !c->dead) {
+		c->warm_lost = 0;
+		return ch;
+	}
+	stat_warm_closed++;
+	/* Dropbear closes a session channel with no request once another one's command ends. */
+	if (++c->warm_lost >= 2)
+		c->warm_off = 1;
+	free_channel(c, ch);
+	return NULL;
+}
+
+/*
+ * A server at its session limit refuses the open. OpenSSH frees a closed
+ * channel's session only after it has handled the packets that came with
+ * the close, so an open that follows a close closely can be refused for a
+ * slot that is free a moment later: try again a few times, a little later.
+ */
+static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
+{
+	static const unsigned int later_ms[] = { 2, 10, 50 };
+	unsigned int refused = 0;
+	int rc;
+
+	stat_opens++;
+	while (!(*out = open_step(c))) {
 		rc = libssh2_session_last_errno(c->session);
+		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead &&
+		    refused < sizeof(later_ms) / sizeof(later_ms[0])) {
+			uint64_t until = asp__now_ms() + later_ms[refused++];
+			while (asp__now_ms() < until)
+				if ((rc = asp__ssh_wait(c, until, -1, NULL, 0, ASP_WAIT_PATIENT, err)) &&
+				    rc != ASP_ETIMEOUT)
+					return rc;
+			stat_opens++;
+			continue;
+		}
 		if (rc != LIBSSH2_ERROR_EAGAIN)
 			return asp__ssh_error(c, rc, err, "opening a channel");
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
@@ -570,17 +735,122 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 	return 0;
 }
 
-static int start_command(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, asp_error *err)
+/* A channel for a command: the warm one when it is still open, else a new one. */
+static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err)
 {
 	int rc;
 
-	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, (const char *)script->data,
-						     (unsigned int)script->len)) == LIBSSH2_ERROR_EAGAIN)
+	*warm = 0;
+	if (c->dead)
+		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
+	if ((rc = asp__chan_settle(c, err)))
+		return rc;
+	if ((*out = warm_take(c))) {
+		*warm = 1;
+		stat_warm_used++;
+		return 0;
+	}
+	if (c->dead)
+		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
+	return open_channel(c, out, err);
+}
+
+/* The server answered neither yes nor no: it closed the channel instead (nothing ran). */
+#define NOT_ANSWERED 1
+#define REFUSED 2
+
+/*
+ * Send the exec request and wait for the server's answer; the next warm
+ * channel's CHANNEL_OPEN follows the request. *sent becomes 1 once bytes of
+ * the request may have reached the server. 0 when the server acknowledged
+ * it (the command runs), REFUSED or NOT_ANSWERED when it started nothing,
+ * else an ASP_E* code.
+ */
+static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, int *sent,
+			asp_error *err)
+{
+	uint64_t tx = c->tx_bytes;
+	int rc;
+
+	for (;;) {
+		rc = libssh2_channel_process_startup(ch, "exec", 4, (const char *)script->data,
+						     (unsigned int)script->len);
+		if (c->tx_bytes != tx)
+			*sent = 1;
+		if (rc != LIBSSH2_ERROR_EAGAIN)
+			break;
+		/*
+		 * libssh2 returns the answer as soon as it is read, so a close
+		 * already seen came before any answer: the request was not acted on.
+		 */
+		if (libssh2_channel_eof(ch))
+			return NOT_ANSWERED;
+		asp__chan_warm_start(c);
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			return rc;
+	}
 	if (rc == LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED)
+		return REFUSED;
+	if (rc)
+		return asp__ssh_error(c, rc, err, "starting the command");
+	asp__chan_warm_start(c); /* when the answer came at once: the command runs meanwhile */
+	return 0;
+}
+
+/*
+ * Take a channel and start `script` on it. A warm channel that the server
+ * closed, or that refused or went unanswered, started nothing: the request
+ * goes once more on a new channel. *started becomes 1 once the request may
+ * have been acted on: from then on a failure is never retried.
+ */
+static int chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, int *started,
+		      asp_error *err)
+{
+	int attempt, warm = 0, sent, rc = 0;
+
+	*out = NULL;
+	for (attempt = 0; attempt < 2; attempt++) {
+		sent = 0;
+		if ((rc = chan_take(c, out, &warm, err)))
+			return rc;
+		rc = request_exec(c, *out, script, &sent, err);
+		if (rc != REFUSED && rc != NOT_ANSWERED) {
+			*started = sent;
+			return rc;
+		}
+		free_channel(c, *out);
+		*out = NULL;
+		if (!warm)
+			break;
+		stat_resent++;
+	}
+	if (rc == REFUSED)
 		return asp__error(err, ASP_EACCES, "%s: the server refused to run commands", c->where);
-	return rc ? asp__ssh_error(c, rc, err, "starting the command") : 0;
+	return asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel before "
+			  "answering its exec request; the command did not start", c->where);
+}
+
+/* The kill channel, one step at a time: the warm channel when there is one. */
+static LIBSSH2_CHANNEL *kill_open_step(asp_conn *c, int *begun, int *failed)
+{
+	LIBSSH2_CHANNEL *ch;
+	int rc;
+
+	*failed = 0;
+	warm_poll(c);
+	if (c->warm_opening)
+		return NULL;
+	if (!*begun && (ch = warm_take(c)))
+		return ch;
+	if (!*begun) {
+		*begun = 1;
+		stat_opens++;
+	}
+	if ((ch = open_step(c)))
+		return ch;
+	if ((rc = libssh2_session_last_errno(c->session)) != LIBSSH2_ERROR_EAGAIN)
+		*failed = 1;
+	return NULL;
 }
 
 /*
@@ -664,11 +934,41 @@ static int check_cut(run *x, asp_error *err)
 	return rc;
 }
 
+/*
+ * OpenSSH opens a session channel's window only when its command starts,
+ * so stdin sent on the channel waits for the exec request's answer: a
+ * round trip more. Small stdin can ride in the request instead, as the
+ * command's stdin through a pipe from printf (the command then runs in a
+ * subshell, which costs a fork in the sandbox): done when the connection's
+ * round trip is longer than that (ASP_INLINE_STDIN_RTT_MS), for stdin_data
+ * of at most ASP_INLINE_STDIN_MAX bytes without a NUL byte and with no
+ * stdin_fd to follow it. *out is the command to run, or empty.
+ */
+static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *command, asp_buf *out,
+			asp_error *err)
+{
+	char *text;
+	int rc;
+
+	if (!o->stdin_data || !o->stdin_len || o->stdin_len > ASP_INLINE_STDIN_MAX || streams_fd(o) ||
+	    (c->rtt_ms < ASP_INLINE_STDIN_RTT_MS && !force_inline) ||
+	    memchr(o->stdin_data, 0, o->stdin_len))
+		return 0;
+	if (!(text = asp__malloc(o->stdin_len + 1)))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	memcpy(text, o->stdin_data, o->stdin_len);
+	text[o->stdin_len] = '\0';
+	rc = asp__buf_puts(out, "printf %s ") || asp__quote(out, text) ||
+	     asp__buf_puts(out, " | eval ' '") || asp__quote(out, command);
+	asp__free(text);
+	return rc ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
+}
+
 int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
 		  const asp_exec_options *o, int *started, asp_error *err)
 {
 	run x;
-	asp_buf script = { 0 };
+	asp_buf script = { 0 }, piped = { 0 };
 	unsigned char rnd[12];
 	uint64_t t0 = asp__now_ms();
 	int rc, i;
@@ -689,10 +989,26 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 	memcpy(x.end, x.marker, x.end_len);
 	memcpy(x.end + x.end_len, ":end\n", 5);
 	x.end_len += 5;
-	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
+	if ((rc = inline_stdin(c, o, command, &piped, err)) ||
+	    (rc = asp__exec_script(&script, x.marker, cwd, o->env, piped.len ? (char *)piped.data
+								       : command, err))) {
+		asp__buf_free(&piped);
 		asp__buf_free(&script);
 		return rc;
 	}
+	if (piped.len && script.len > ASP_EXEC_SCRIPT_MAX) {
+		/* Too long with its stdin inside: send the stdin on the channel after all. */
+		script.len = 0;
+		piped.len = 0;
+		if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
+			asp__buf_free(&piped);
+			asp__buf_free(&script);
+			return rc;
+		}
+	}
+	x.stdin_inline = piped.len > 0;
+	stat_inline += x.stdin_inline;
+	asp__buf_free(&piped);
 	if (script.len > ASP_EXEC_SCRIPT_MAX) {
 		/* libssh2 cannot send a larger exec request (about 34.7 KB in 1.10): say so before trying. */
 		rc = asp__error(err, ASP_EINVAL, "exec: the command, cwd and env come to %zu bytes as shell "
@@ -707,10 +1023,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((rc = open_channel(c, &x.ch, err)))
-		goto out;
-	*started = 1;
-	if ((rc = start_command(c, x.ch, &script, err)))
+	if ((rc = chan_start(c, &script, &x.ch, started, err)))
 		goto out;
 	/* Started: from here the command's own timeout and cancel rule, not the call's deadline. */
 	asp__conn_end_op(c);
@@ -761,6 +1074,10 @@ out:
 	}
 	free_channel(c, x.kch);
 	free_channel(c, x.ch);
+	if (x.kill_begun && !x.kch)
+		c->dead = 1; /* its open is still out: libssh2 cannot open another channel on this session */
+	if (!c->dead)
+		asp__chan_settle(c, NULL); /* the next warm channel; its confirmation came with the answer */
 	asp__buf_free(&x.kscript);
 	asp__buf_free(&x.pre);
 	asp__free(x.rbuf);
@@ -780,11 +1097,11 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 	LIBSSH2_CHANNEL *ch = NULL;
 	asp_buf s = { 0 };
 	char buf[4096], obuf[4096];
-	int rc;
+	int rc, started = 0;
 
 	if (asp__buf_puts(&s, script))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	if ((rc = open_channel(c, &ch, err)) || (rc = start_command(c, ch, &s, err)))
+	if ((rc = chan_start(c, &s, &ch, &started, err)))
 		goto out;
 	while (!libssh2_channel_eof(ch)) {
 		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf));
@@ -808,6 +1125,8 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 	*status = libssh2_channel_get_exit_status(ch);
 out:
 	free_channel(c, ch);
+	if (!c->dead)
+		asp__chan_settle(c, NULL);
 	asp__buf_free(&s);
 	return rc;
 }

@@ -19,6 +19,33 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		  const asp_exec_options *o, int *started, asp_error *err);
 
 /*
+ * Process-wide counts, read by the tests: session channels opened for
+ * commands (warm ones included), commands started on a warm channel, warm
+ * channels found closed by the server before use, requests sent once more
+ * on a new channel because a warm one closed under them, and commands whose
+ * stdin went inside the exec request.
+ */
+typedef struct asp_exec_stats {
+	unsigned long opens, warm_used, warm_closed, resent;
+	unsigned long stdin_inline; /* commands whose stdin_data rode in the exec request */
+} asp_exec_stats;
+
+void asp__exec_stats(asp_exec_stats *out);
+
+/* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
+void asp__exec_force_inline(int on);
+
+/*
+ * 1 when a read (write_len 0) or an atomic write of write_len bytes is
+ * faster as a shell command on the warm channel than over SFTP on c: the
+ * file transport is auto and the round trip is long (see exec.c).
+ */
+int asp__exec_files_faster(const asp_conn *c, size_t write_len);
+
+/* Tests only: take that route whatever the round trip (1) or not (0). */
+void asp__exec_force_files(int on);
+
+/*
  * Run a short helper script (no stdin, no cwd change) and collect its
  * output (out, errout: NULL or buffers for the first 4 KiB of stdout and
  * stderr); used for recursive removal. *status is its exit code.

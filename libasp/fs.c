@@ -154,6 +154,8 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	uint32_t id, fstat_id = 0;
 	int rc, eof = 0, skip = 0, short_end = 0, fstat_pending = 0;
 
+	if (asp__exec_files_faster(c, 0))
+		return asp__shfs_read(c, path, offset, limit, cap, out, err);
 	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
 	if (rc == ASP_FILES_EXEC)
@@ -1132,7 +1134,9 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 {
 	int rc;
 
-	if ((rc = asp__files_transport(c, err)) < 0)
+	if (!o->in_place && asp__exec_files_faster(c, len))
+		rc = ASP_FILES_EXEC;
+	else if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
 	if (rc == ASP_FILES_EXEC) {
 		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);

@@ -168,6 +168,7 @@ static LIBSSH2_SEND_FUNC(conn_send)
 	if (n > 0) {
 		c->last_tx_ms = asp__now_ms();
 		c->tx_bytes += (uint64_t)n;
+		c->sent_this_call = c->one_flight;
 		return n;
 	}
 	return n < 0 ? -errno : 0;
@@ -194,7 +195,11 @@ static void capture_kexinit(asp_conn *c, const void *data, size_t n)
 static LIBSSH2_RECV_FUNC(conn_recv)
 {
 	asp_conn *c = *abstract;
-	ssize_t n = recv(socket, buffer, length, flags);
+	ssize_t n;
+
+	if (c->sent_this_call)
+		return -EAGAIN;
+	n = recv(socket, buffer, length, flags);
 
 	if (n > 0) {
 		c->last_rx_ms = asp__now_ms();

@@ -471,6 +471,8 @@ static int open_sftp(asp_conn *c, const char **why, asp_error *err)
 
 	if (c->dead)
 		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
+	if ((rc = asp__chan_settle(c, err))) /* libssh2 opens one channel at a time */
+		return rc;
 	while (!(ch = libssh2_channel_open_ex(c->session, "session", 7, ASP_SFTP_WINDOW,
 					      ASP_PACKET_SIZE, NULL, 0))) {
 		rc = libssh2_session_last_errno(c->session);

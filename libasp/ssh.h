@@ -56,6 +56,22 @@ struct asp_conn {
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */
 	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */
 	int kex_capture_done;
+	/*
+	 * The warm channel (exec.c): a session channel opened ahead of the next
+	 * command, so that a call costs one round trip (the exec request).
+	 * While warm_opening, libssh2's one channel-open state is taken: every
+	 * other channel open on this session must go through exec.c's
+	 * asp__chan_settle first.
+	 */
+	LIBSSH2_CHANNEL *warm;    /* open, no request sent on it yet; or NULL */
+	int warm_opening;         /* its CHANNEL_OPEN is out, the confirmation not yet taken */
+	int warm_off;             /* the server refused one (its session limit), or closed two in a
+				     row before use: open on demand only */
+	int warm_lost;            /* warm channels in a row found closed by the server */
+	unsigned int rtt_ms;      /* round trip measured during authentication (conn.c), 0 unknown */
+	int one_flight;           /* while set, a send ends the libssh2 call: reads answer EAGAIN
+				     until it is cleared (conn.c counts authentication's flights) */
+	int sent_this_call;       /* a send happened during the current libssh2 call (one_flight) */
 	asp_sftp_state sftp;
 	asp_sandbox_info info;
 };
@@ -106,5 +122,14 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what);
 
 /* 1 when a libssh2 error code means the transport failed (the map's ASP_ECONNLOST). */
 int asp__ssh_is_transport_error(int rc);
+
+/*
+ * The warm channel (exec.c). asp__chan_warm_start sends the CHANNEL_OPEN
+ * for the next one when the connection has none (never waits);
+ * asp__chan_settle waits for its confirmation, and must be called before
+ * any other channel is opened on the session.
+ */
+void asp__chan_warm_start(asp_conn *c);
+int asp__chan_settle(asp_conn *c, asp_error *err);
 
 #endif

@@ -1,0 +1,494 @@
+/*
+ * test_warm.c - the warm channel: each pooled connection keeps a session
+ * channel open ahead of the next command, so a call sends its exec request
+ * at once. Against the real sshd fixture (and the fault proxy):
+ *
+ *   - the warm channel is really used: sshd's DEBUG log shows one session
+ *     channel more opened than commands requested, before the next call, and
+ *     libasp's channel counters (asp__exec_stats, tests only) agree;
+ *   - a warm channel the server closed (ChannelTimeout shorter than the gap
+ *     between calls), a server restart, a cut link between calls: the next
+ *     command runs, exactly once (a marker file gets one line per call);
+ *   - a command the server acknowledged and then lost is never replayed;
+ *   - the server's session limit (MaxSessions 2, with SFTP and a kill
+ *     channel needed) is respected: calls keep working;
+ *   - stdin, exit codes and timeouts behave the same on a warm channel.
+ *
+ * No timing is asserted: every check is on what ran and what the server saw.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "asp.h"
+#include "exec.h"
+#include "fixture/fixture.h"
+#include "fixture/proxy.h"
+#include "helpers.h"
+
+static fx_sshd fx;
+static fx_proxy px;
+
+static void setup(void)
+{
+	memset(&fx, 0, sizeof(fx));
+	memset(&px, 0, sizeof(px));
+	px.ctl = -1;
+}
+
+static void teardown(void)
+{
+	fx_proxy_stop(&px);
+	fx_sshd_stop(&fx);
+}
+
+static void server_up(const char *extra)
+{
+	ck_assert_int_eq(fx_sshd_start_with(&fx, extra), 0);
+}
+
+/* Occurrences of `needle` in sshd's log. */
+static int log_count(const char *needle)
+{
+	char *text = fx_read_file(fx.log, NULL), *p;
+	int n = 0;
+
+	ck_assert_msg(text != NULL, "cannot read sshd's log %s", fx.log);
+	for (p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	free(text);
+	return n;
+}
+
+/* Wait up to ms for the log to hold `needle` at least n times. */
+static int wait_log(const char *needle, int n, long ms)
+{
+	for (long waited = 0;; waited += 50) {
+		if (log_count(needle) >= n)
+			return 1;
+		if (waited >= ms)
+			return 0;
+		fx_sleep_ms(50);
+	}
+}
+
+/* sshd's DEBUG1 lines for a session channel opened and an exec request. */
+#define LOG_OPEN "server_input_channel_open: ctype session"
+#define LOG_EXEC "req exec"
+
+static int lines_in(const char *rel)
+{
+	char *text = fx_read_file(ws_path(fx.workspace, rel), NULL);
+	int n = 0;
+
+	if (!text)
+		return 0;
+	for (char *p = text; *p; p++)
+		n += *p == '\n';
+	free(text);
+	return n;
+}
+
+static asp_exec_stats stats(void)
+{
+	asp_exec_stats s;
+
+	asp__exec_stats(&s);
+	return s;
+}
+
+/* Append one line to `rel` in the workspace; the call must succeed. */
+static void mark(asp_sandbox *sb, const char *rel, const char *what)
+{
+	char cmd[256];
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	int rc;
+
+	snprintf(cmd, sizeof(cmd), "echo ran >> %s", rel);
+	rc = asp_exec(&r, sb, cmd, NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "%s: exec `%s`: %s: %s", what, cmd, asp_error_name(rc), e.message);
+	ck_assert_int_eq(asp_exec_result_exit_code(r), 0);
+	asp_exec_result_free(r);
+}
+
+/*
+ * After the first call, every call finds its channel open: sshd has opened
+ * one session more than it ran commands, before each call is made, and the
+ * call opens only the next one.
+ */
+START_TEST(test_warm_channel_is_used)
+{
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	int i, opens, execs;
+
+	server_up("LogLevel DEBUG1\n");
+	s0 = stats();
+	sb = sb_open(fx.config);
+	/* The connection's first channel was opened along with authentication. */
+	ck_assert_msg(wait_log(LOG_OPEN, 1, 5000), "sshd opened no session at connect");
+	ck_assert_int_eq(log_count(LOG_EXEC), 0);
+	expect_stdout(sb, "echo first", "first\n");
+	s1 = stats();
+	ck_assert_msg(s1.warm_used == s0.warm_used + 1, "the first call did not use the channel "
+		      "opened at connect");
+	ck_assert_msg(wait_log(LOG_EXEC, 1, 5000), "sshd logged no exec request");
+	for (i = 0; i < 5; i++) {
+		char want[32], cmd[32];
+		/* Before the call: the channel it will use is already open on the server. */
+		ck_assert_msg(wait_log(LOG_OPEN, i + 2, 5000),
+			      "call %d: sshd has not opened the next session before the call "
+			      "(%d opens, %d execs)", i + 2, log_count(LOG_OPEN), log_count(LOG_EXEC));
+		opens = log_count(LOG_OPEN);
+		execs = log_count(LOG_EXEC);
+		ck_assert_msg(opens == execs + 1, "before call %d: %d sessions opened, %d exec requests",
+			      i + 2, opens, execs);
+		s0 = stats();
+		snprintf(cmd, sizeof(cmd), "echo call-%d", i);
+		snprintf(want, sizeof(want), "call-%d\n", i);
+		expect_stdout(sb, cmd, want);
+		s1 = stats();
+		ck_assert_msg(s1.warm_used == s0.warm_used + 1, "call %d did not run on the warm channel",
+			      i + 2);
+		ck_assert_msg(s1.opens == s0.opens + 1, "call %d opened %lu channels (the next warm one only "
+			      "expected)", i + 2, s1.opens - s0.opens);
+	}
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * OpenSSH 9.2 gives a session channel its ChannelTimeout when it opens
+ * (the log says "inactive timeout: 1") but only expires channels that run
+ * something: a warm channel, which has had no request yet, is never
+ * closed by it, however long the gap between calls. The pattern "session"
+ * is the one such a channel carries (session:command etc. come with the
+ * request). Each call still runs on its warm channel, exactly once.
+ */
+START_TEST(test_warm_channel_outlives_channel_timeout)
+{
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	int i;
+
+	server_up("LogLevel DEBUG1\nChannelTimeout session=1\n");
+	sb = sb_open(fx.config);
+	mark(sb, "timeout.txt", "first call");
+	ck_assert_msg(wait_log("(inactive timeout: 1)", 2, 5000),
+		      "sshd did not give the warm channel its ChannelTimeout");
+	for (i = 0; i < 2; i++) {
+		fx_sleep_ms(2500); /* longer than the timeout and sshd's whole-second rounding */
+		s0 = stats();
+		mark(sb, "timeout.txt", "after a gap longer than ChannelTimeout");
+		s1 = stats();
+		ck_assert_msg(s1.warm_used == s0.warm_used + 1 && s1.warm_closed == s0.warm_closed,
+			      "gap %d: the warm channel was not used (used %lu, closed %lu)", i + 1,
+			      s1.warm_used - s0.warm_used, s1.warm_closed - s0.warm_closed);
+	}
+	ck_assert_int_eq(log_count("seconds of inactivity"), 0);
+	ck_assert_int_eq(lines_in("timeout.txt"), 3);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * sshd's UnusedConnectionTimeout closes a connection with no channel in
+ * use; a warm channel (no request yet) does not count as one, so the
+ * server's policy still holds: the idle connection is closed, the pool
+ * notices, and the next call runs once on a new connection.
+ */
+START_TEST(test_warm_unused_connection_timeout)
+{
+	asp_sandbox *sb;
+
+	server_up("UnusedConnectionTimeout 1\n");
+	sb = sb_open(fx.config);
+	mark(sb, "unused.txt", "first call");
+	ck_assert_msg(wait_log("terminating inactive connection", 1, 10000),
+		      "sshd did not close the idle connection (UnusedConnectionTimeout 1)");
+	fx_sleep_ms(200); /* let the FIN arrive */
+	mark(sb, "unused.txt", "after sshd closed the idle connection");
+	ck_assert_int_eq(log_count("Accepted publickey"), 2);
+	ck_assert_int_eq(lines_in("unused.txt"), 2);
+	asp_close(sb);
+}
+END_TEST
+
+/* A restart between calls takes the warm channel with the connection: the next call runs once. */
+START_TEST(test_warm_restart_between_calls)
+{
+	asp_sandbox *sb;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	mark(sb, "restart.txt", "before the restart");
+	ck_assert_int_eq(fx_sshd_restart(&fx), 0);
+	mark(sb, "restart.txt", "after the restart");
+	mark(sb, "restart.txt", "on the new connection's warm channel");
+	ck_assert_int_eq(lines_in("restart.txt"), 3);
+	asp_close(sb);
+}
+END_TEST
+
+static void proxy_up(const char *extra, char *config, size_t size)
+{
+	server_up(extra);
+	ck_assert_int_eq(fx_proxy_start(&px, fx.port), 0);
+	snprintf(config, size, "%s/proxied.asp.json", fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, config, &(fx_config_opts){ .port = px.port }), 0);
+}
+
+/* The link is reset between calls (the warm channel is gone with it): the next call runs once. */
+START_TEST(test_warm_cut_between_calls)
+{
+	char config[400];
+	asp_sandbox *sb;
+
+	proxy_up(NULL, config, sizeof(config));
+	sb = sb_open(config);
+	mark(sb, "cut.txt", "before the cut");
+	mark(sb, "cut.txt", "on the warm channel");
+	ck_assert_int_eq(fx_proxy_cut(&px), 0);
+	mark(sb, "cut.txt", "after the cut");
+	ck_assert_int_eq(lines_in("cut.txt"), 3);
+	asp_close(sb);
+}
+END_TEST
+
+typedef struct bg_exec {
+	asp_sandbox *sb;
+	const char *cmd;
+	int rc;
+	asp_error e;
+} bg_exec;
+
+static void *bg_run(void *arg)
+{
+	bg_exec *b = arg;
+	asp_exec_result *r = NULL;
+
+	b->rc = asp_exec(&r, b->sb, b->cmd, NULL, &b->e);
+	asp_exec_result_free(r);
+	return NULL;
+}
+
+/*
+ * A command the server acknowledged on a warm channel, then cut off with
+ * the link: ASP_ECONNLOST, and it is never run a second time.
+ */
+START_TEST(test_warm_acknowledged_never_replayed)
+{
+	char config[400];
+	asp_sandbox *sb;
+	pthread_t t;
+	bg_exec b = { 0 };
+	asp_exec_stats s0, s1;
+
+	proxy_up(NULL, config, sizeof(config));
+	sb = sb_open(config);
+	mark(sb, "acked.txt", "the first call");
+	s0 = stats();
+	b.sb = sb;
+	b.cmd = "echo ran >> acked.txt; sleep 3";
+	ck_assert_int_eq(pthread_create(&t, NULL, bg_run, &b), 0);
+	for (int waited = 0; lines_in("acked.txt") < 2 && waited < 10000; waited += 20)
+		fx_sleep_ms(20);
+	ck_assert_msg(lines_in("acked.txt") == 2, "the command did not start");
+	ck_assert_int_eq(fx_proxy_cut(&px), 0);
+	pthread_join(t, NULL);
+	s1 = stats();
+	ASSERT_ERR(b.rc, b.e, ASP_ECONNLOST, "not replayed");
+	fx_sleep_ms(500);
+	ck_assert_int_eq(lines_in("acked.txt"), 2);
+	ck_assert_msg(s1.warm_used == s0.warm_used + 1, "the command did not run on the warm channel");
+	mark(sb, "acked.txt", "the next call");
+	ck_assert_int_eq(lines_in("acked.txt"), 3);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * The server's session limit: with MaxSessions 2 the SFTP channel, a
+ * running command and its warm successor fill it, and a timeout needs a
+ * kill channel too; with MaxSessions 1 there is never room for a warm
+ * channel. Every call still works; the refused opens are only the warm ones.
+ */
+static void calls_within_limit(const char *extra)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r;
+	asp_sandbox *sb;
+	int i;
+
+	server_up(extra);
+	sb = sb_open(fx.config);
+	for (i = 0; i < 3; i++)
+		mark(sb, "limit.txt", "exec within the session limit");
+	o.timeout_ms = 300;
+	r = run_opts(sb, "sleep 30", &o);
+	ck_assert_msg(asp_exec_result_timed_out(r), "the command was not stopped at its timeout");
+	asp_exec_result_free(r);
+	mark(sb, "limit.txt", "exec after a timeout");
+	ck_assert_int_eq(lines_in("limit.txt"), 4);
+	asp_close(sb);
+}
+
+START_TEST(test_warm_max_sessions_2)
+{
+	asp_sandbox *sb;
+
+	calls_within_limit("MaxSessions 2\n");
+	/* With the SFTP channel open too. */
+	sb = sb_open(fx.config);
+	put(sb, "limit-file.txt", "x");
+	mark(sb, "limit.txt", "exec beside the SFTP channel");
+	assert_content(sb, "limit-file.txt", "x", 1);
+	mark(sb, "limit.txt", "exec beside the SFTP channel, again");
+	ck_assert_int_eq(lines_in("limit.txt"), 6);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_warm_max_sessions_1)
+{
+	calls_within_limit("MaxSessions 1\n");
+}
+END_TEST
+
+/* Run cmd with stdin `in`; the command's stdout, exit code and whether stdin went inline. */
+static void stdin_case(asp_sandbox *sb, const char *cmd, const void *in, size_t len, const void *want,
+		       size_t wlen, int code, int inlined)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_stats s0, s1;
+	asp_exec_result *r;
+
+	o.stdin_data = in;
+	o.stdin_len = len;
+	s0 = stats();
+	r = run_opts(sb, cmd, &o);
+	s1 = stats();
+	assert_exited(r, code);
+	assert_stream(r, ASP_STDOUT, want, wlen);
+	ck_assert_msg(s1.stdin_inline - s0.stdin_inline == (unsigned long)inlined,
+		      "`%s` with %zu bytes of stdin: inline %lu, expected %d", cmd, len,
+		      s1.stdin_inline - s0.stdin_inline, inlined);
+	asp_exec_result_free(r);
+}
+
+/*
+ * Small stdin inside the exec request (chosen when the round trip is long;
+ * forced here): the command sees exactly the bytes, then EOF, with quotes,
+ * percent signs, backslashes and no final newline; its exit code and a
+ * partial read come through; stdin it never reads does not block it. Data
+ * with a NUL byte or longer than 4 KiB goes on the channel as before.
+ */
+START_TEST(test_warm_stdin_inline)
+{
+	static const char text[] = "it's 100% \\n 'quoted' \"dq\" $HOME `x`\n\nlast line, no newline";
+	char big[4097], nul[] = { 'a', 0, 'b' };
+	asp_sandbox *sb;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	asp__exec_force_inline(1);
+	stdin_case(sb, "cat", text, strlen(text), text, strlen(text), 0, 1);
+	stdin_case(sb, "cat; exit 3", "x", 1, "x", 1, 3, 1);
+	stdin_case(sb, "head -c 3", text, strlen(text), text, 3, 0, 1);
+	stdin_case(sb, "echo not reading", text, strlen(text), "not reading\n", 12, 0, 1);
+	stdin_case(sb, "wc -c | tr -d ' '", "\n", 1, "1\n", 2, 0, 1);
+	memset(big, 'b', sizeof(big));
+	stdin_case(sb, "wc -c | tr -d ' '", big, 4096, "4096\n", 5, 0, 1);
+	stdin_case(sb, "wc -c | tr -d ' '", big, 4097, "4097\n", 5, 0, 0);
+	stdin_case(sb, "od -An -c | tr -d ' \n'", nul, 3, "a\\0b", 4, 0, 0);
+	{
+		/* stdin_fd follows stdin_data on the same stdin: never inline. */
+		asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+		asp_exec_stats s0 = stats(), s1;
+		asp_exec_result *r;
+		int fds[2];
+
+		ck_assert_int_eq(pipe(fds), 0);
+		ck_assert_int_eq(write(fds[1], "-fd", 3), 3);
+		close(fds[1]);
+		o.stdin_data = (const unsigned char *)"data";
+		o.stdin_len = 4;
+		o.flags = ASP_EXEC_STDIN_FD;
+		o.stdin_fd = fds[0];
+		r = run_opts(sb, "cat", &o);
+		s1 = stats();
+		close(fds[0]);
+		assert_exited(r, 0);
+		assert_stream(r, ASP_STDOUT, "data-fd", 7);
+		ck_assert_uint_eq(s1.stdin_inline, s0.stdin_inline);
+		asp_exec_result_free(r);
+	}
+	asp__exec_force_inline(0);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * With file_transport auto on a long round trip (forced here), reads and
+ * atomic writes run as shell commands on the warm channel: the SFTP
+ * subsystem is not even started for them, the bytes are exact, and a
+ * write's temp file is gone. stat and in-place writes still use SFTP.
+ */
+START_TEST(test_warm_small_files_over_exec)
+{
+	static const char text[] = "small file\nwith 'quotes' and 100%\n";
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	asp_error e = { 0 };
+	unsigned char bin[300];
+	int i;
+
+	for (i = 0; i < (int)sizeof(bin); i++)
+		bin[i] = (unsigned char)i;
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	asp__exec_force_files(1);
+	s0 = stats();
+	put(sb, "small.txt", text);
+	assert_content(sb, "small.txt", text, strlen(text));
+	put_opts(sb, "small.bin", bin, sizeof(bin), NULL);
+	assert_content(sb, "small.bin", bin, sizeof(bin));
+	s1 = stats();
+	ck_assert_msg(s1.warm_used >= s0.warm_used + 4, "the file calls did not run on warm channels");
+	ck_assert_int_eq(log_count("subsystem 'sftp'"), 0);
+	assert_no_temp_files(sb, fx.workspace, ".");
+	(void)stat_ok(sb, "small.txt");
+	ck_assert_int_eq(log_count("subsystem 'sftp'"), 1);
+	wo.in_place = 1;
+	ck_assert_int_eq(asp_write(sb, "small.txt", "x", 1, &wo, &e), ASP_OK);
+	asp__exec_force_files(0);
+	assert_local_content(ws_path(fx.workspace, "small.txt"), "x", 1);
+	asp_close(sb);
+}
+END_TEST
+
+Suite *suite_warm(void)
+{
+	Suite *s = suite_create("warm");
+	TCase *tc = tcase_create("warm");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_warm_channel_is_used);
+	tcase_add_test(tc, test_warm_channel_outlives_channel_timeout);
+	tcase_add_test(tc, test_warm_unused_connection_timeout);
+	tcase_add_test(tc, test_warm_restart_between_calls);
+	tcase_add_test(tc, test_warm_cut_between_calls);
+	tcase_add_test(tc, test_warm_acknowledged_never_replayed);
+	tcase_add_test(tc, test_warm_max_sessions_2);
+	tcase_add_test(tc, test_warm_max_sessions_1);
+	tcase_add_test(tc, test_warm_stdin_inline);
+	tcase_add_test(tc, test_warm_small_files_over_exec);
+	suite_add_tcase(s, tc);
+	return s;
+}
