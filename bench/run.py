@@ -344,6 +344,9 @@ PYASP_ENV = {"PYTHONPATH": os.path.join(ROOT, "bindings", "python")}
 PEERS = [
     Peer("libasp", [os.path.join(BUILD, "bench", "bench_asp")],
          {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
+    Peer("libasp (1 connection)", [os.path.join(BUILD, "bench", "bench_asp"), "bulk_conns=1",
+                                   "peer=libasp (1 connection)"],
+         {"bulk"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
     Peer("libssh2", [os.path.join(BUILD, "bench", "bench_libssh2")],
          {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_libssh2"), "bench_libssh2")),
     Peer("asyncssh", [PY, os.path.join(BENCH, "peer_asyncssh.py")],
@@ -364,12 +367,12 @@ PEERS = [
          check=lambda: (shutil.which("ssh") is not None, "no ssh client")),
 ]
 # Row order in the tables; names the programs report.
-ORDER = ["libasp", "libasp (non-atomic)", "libssh2", "asyncssh", "paramiko", "node ssh2",
+ORDER = ["libasp", "libasp (non-atomic)", "libasp (1 connection)", "libssh2", "asyncssh", "paramiko", "node ssh2",
          "node libasp", "node libasp (non-atomic)", "python libasp", "python libasp (non-atomic)",
          "ssh ControlMaster", "ssh fresh", "asp-exec master", "asp-exec --no-master",
          "local /bin/true", "sftp", "scp"]
 # Rows that are libasp itself, or no SSH client at all: not peers in "best peer" comparisons.
-OURS = {"libasp", "libasp (non-atomic)", "node libasp", "node libasp (non-atomic)", "python libasp",
+OURS = {"libasp", "libasp (non-atomic)", "libasp (1 connection)", "node libasp", "node libasp (non-atomic)", "python libasp",
         "python libasp (non-atomic)", "asp-exec master", "asp-exec --no-master", "local /bin/true"}
 
 
@@ -901,10 +904,14 @@ def main():
                     "smoke: none)")
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
     ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
+    ap.add_argument("--bulk-sizes", default="", help="comma-separated MiB, instead of the scale's")
     a = ap.parse_args()
     smoke = a.smoke or a.scale == "smoke"
     out = a.out if a.out is not None else ("" if smoke else os.path.join(ROOT, "docs", "PERFORMANCE.md"))
-    scale = SCALES[a.scale]
+    scale = dict(SCALES[a.scale])
+    if a.bulk_sizes:
+        scale["bulk_sizes"] = [int(x) for x in a.bulk_sizes.split(",")]
+        scale["bulk_reps"] = [scale["bulk_reps"][-1]]
     workloads = [w for w in a.workloads.split(",") if w]
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:

@@ -481,6 +481,11 @@ fail:
 	return rc;
 }
 
+int asp__sftp_is_open(const asp_conn *c)
+{
+	return c->sftp.chan != NULL && c->info.file_transport != ASP_FILES_EXEC;
+}
+
 int asp__sftp_has_posix_rename(const asp_conn *c)
 {
 	return c->sftp.posix_rename;

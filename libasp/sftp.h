@@ -64,6 +64,9 @@ int asp__sftp_ensure(asp_conn *c, asp_error *err);
  */
 void asp__sftp_free_state(asp_conn *c);
 
+/* 1 when file calls on c go over its open SFTP channel (not shell commands). */
+int asp__sftp_is_open(const asp_conn *c);
+
 /* Does the server offer posix-rename@openssh.com? (after asp__sftp_ensure) */
 int asp__sftp_has_posix_rename(const asp_conn *c);
 
