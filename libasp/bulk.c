@@ -130,6 +130,8 @@ static void *helper(void *arg)
 		asp__fs_close_handle(c, h, hl);
 	}
 	asp__conn_end_op(c);
+	if (!asp__conn_dead(c))
+		asp__sftp_idle(c);
 	asp__pool_put(bc->pool, c);
 	return NULL;
 }

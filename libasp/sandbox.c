@@ -19,6 +19,7 @@
 #include "identity.h"
 #include "pool.h"
 #include "quote.h"
+#include "sftp.h"
 
 #define MAX_ORPHANS 64
 #define ASP_PATH_BYTES_MAX 32768u
@@ -419,6 +420,8 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		rc = op(c, ctx, &started, err);
 		asp__conn_end_op(c);
 		dead = asp__conn_dead(c);
+		if (!dead)
+			asp__sftp_idle(c); /* an idle connection holds no transfer buffers */
 		asp__pool_put(sb->pool, c);
 		if (!rc || !dead || (started && !idempotent))
 			break;

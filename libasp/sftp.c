@@ -491,6 +491,25 @@ int asp__sftp_has_posix_rename(const asp_conn *c)
 	return c->sftp.posix_rename;
 }
 
+void asp__sftp_idle(asp_conn *c)
+{
+	asp_sftp_state *s = &c->sftp;
+
+	if (s->in_front) {
+		consume(s, s->in_front);
+		s->in_front = 0;
+	}
+	/* Replies still to come (a CLOSE's) are read into a fresh buffer later. */
+	if (s->in_off == s->in.len) {
+		asp__buf_free(&s->in);
+		s->in_off = 0;
+	}
+	if (s->out_off == s->out.len) {
+		asp__buf_free(&s->out);
+		s->out_off = s->out_mark = 0;
+	}
+}
+
 void asp__sftp_free_state(asp_conn *c)
 {
 	asp__buf_free(&c->sftp.in);

@@ -67,6 +67,13 @@ void asp__sftp_free_state(asp_conn *c);
 /* 1 when file calls on c go over its open SFTP channel (not shell commands). */
 int asp__sftp_is_open(const asp_conn *c);
 
+/*
+ * Between calls: give back the engine's buffers (they grow to megabytes
+ * during a bulk transfer) unless bytes are still held in them. Replies
+ * still due (a CLOSE's) are read into a new buffer by the next call.
+ */
+void asp__sftp_idle(asp_conn *c);
+
 /* Does the server offer posix-rename@openssh.com? (after asp__sftp_ensure) */
 int asp__sftp_has_posix_rename(const asp_conn *c);
 

@@ -19,6 +19,7 @@
  */
 #include <check.h>
 #include <ctype.h>
+#include <malloc.h>
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -32,6 +33,21 @@
 #include "asp.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/allocator_interface.h>
+static size_t heap_in_use(void)
+{
+	return __sanitizer_get_current_allocated_bytes();
+}
+#else
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 m = mallinfo2();
+
+	return m.uordblks + m.hblkhd;
+}
+#endif
 
 #define MiB (1024u * 1024u)
 
@@ -611,6 +627,39 @@ START_TEST(test_bulk_file_shrinks_while_read)
 }
 END_TEST
 
+/* ------------------------------------------------------------ idle memory */
+
+/*
+ * A pooled connection between calls holds no transfer buffers: after 64 MiB
+ * each way over one connection, the heap in use is back within 256 KiB of
+ * what it was (the SFTP engine's buffers grow to megabytes while busy).
+ */
+START_TEST(test_bulk_idle_connection_holds_no_buffers)
+{
+	asp_sandbox *sb = open_bulk(1, 0);
+	unsigned char *data = random_bytes(64 * MiB, 11), *got = NULL;
+	asp_exec_result *r = run(sb, "true");
+	asp_error err = { 0 };
+	size_t glen = 0, before, after;
+	int rc;
+
+	asp_exec_result_free(r);
+	before = heap_in_use();
+	rc = asp_write(sb, "idle.bin", data, 64 * MiB, NULL, &err);
+	ASSERT_OK(rc, err, "asp_write");
+	rc = asp_read(&got, &glen, sb, "idle.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "asp_read");
+	asp_free(got);
+	after = heap_in_use();
+	fprintf(stderr, "bulk: heap in use after 64 MiB each way on one idle connection: %+ld KiB\n",
+		((long)after - (long)before) / 1024);
+	ck_assert_msg(after < before + 256 * 1024, "the idle connection holds %zu KiB more than "
+		      "before the transfers", (after - before) / 1024);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
 Suite *suite_bulk(void)
 {
 	Suite *s = suite_create("bulk");
@@ -627,6 +676,7 @@ Suite *suite_bulk(void)
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
 	tcase_add_test(tc, test_bulk_file_grows_while_read);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
+	tcase_add_test(tc, test_bulk_idle_connection_holds_no_buffers);
 	suite_add_tcase(s, tc);
 	return s;
 }
