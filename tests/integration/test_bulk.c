@@ -32,6 +32,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "fixture/proxy.h"
 #include "helpers.h"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -579,6 +580,56 @@ START_TEST(test_bulk_cancel_mid_read)
 }
 END_TEST
 
+/*
+ * Every connection through a proxy is reset after 6 MiB from the client:
+ * a 64 MiB write spread over four connections loses each that takes a part
+ * (8 MiB or more: the helpers' and the caller's), and its retry's.
+ * The write fails, the target keeps its old content, and once the link is
+ * fine the handle's next call leaves no temp file behind.
+ */
+START_TEST(test_bulk_connection_cut_mid_write)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_error err = { 0 };
+	asp_stat_info st;
+	fx_proxy px;
+	fx_proxy_stats s0, s1;
+	char cfg[400], old_sha[65];
+	unsigned char *big;
+	int rc;
+
+	memset(&px, 0, sizeof(px));
+	px.ctl = -1;
+	ck_assert_int_eq(fx_proxy_start(&px, fx.port), 0);
+	snprintf(cfg, sizeof(cfg), "%s/proxy.asp.json", fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .port = px.port }), 0);
+	o.config_path = cfg;
+	o.io_timeout_ms = 5000;
+	o.connect_timeout_ms = 5000;
+	rc = asp_open(&sb, &o, &err);
+	ASSERT_OK(rc, err, "asp_open through the proxy");
+	big = old_and_new(sb, old_sha);
+	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_CUT_AFTER_BYTES, 6 * MiB), 0);
+	ck_assert_int_eq(fx_proxy_stats_get(&px, &s0), 0);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	ck_assert_int_eq(fx_proxy_stats_get(&px, &s1), 0);
+	fprintf(stderr, "bulk: 64 MiB write, every connection cut after 6 MiB -> %s after %llu cuts (%s)\n",
+		asp_error_name(rc), (unsigned long long)(s1.cut - s0.cut), err.message);
+	ck_assert_msg(s1.cut - s0.cut >= 1, "no connection was cut");
+	ck_assert_int_ne(rc, ASP_OK);
+	expect_old(old_sha);
+	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_PASS, 0), 0);
+	rc = asp_stat(&st, sb, "atomic.bin", NULL, &err);
+	ASSERT_OK(rc, err, "asp_stat");
+	ck_assert_int_eq(temps("atomic.bin", NULL), 0);
+	expect_old(old_sha);
+	asp_close(sb);
+	fx_proxy_stop(&px);
+	free(big);
+}
+END_TEST
+
 /* ------------------------------------------------------------ a file that changes size */
 
 START_TEST(test_bulk_file_grows_while_read)
@@ -675,6 +726,7 @@ Suite *suite_bulk(void)
 	tcase_add_test(tc, test_bulk_sshd_killed_mid_read);
 	tcase_add_test(tc, test_bulk_cancel_mid_write);
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
+	tcase_add_test(tc, test_bulk_connection_cut_mid_write);
 	tcase_add_test(tc, test_bulk_file_grows_while_read);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
 	tcase_add_test(tc, test_bulk_idle_connection_holds_no_buffers);
