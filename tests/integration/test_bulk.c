@@ -25,6 +25,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -146,13 +147,13 @@ static int temps(const char *name, uint64_t *blocks)
 	return n;
 }
 
-/* Is pid a descendant of the fixture's sshd listener? */
-static int under_sshd(pid_t pid)
+/* Is pid `top` or a descendant of it? */
+static int under(pid_t pid, pid_t top)
 {
 	for (int depth = 0; depth < 10 && pid > 1; depth++) {
 		char path[64], *stat, *paren;
 		int ppid = 0;
-		if (pid == fx.pid)
+		if (pid == top)
 			return 1;
 		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 		if (!(stat = fx_read_file(path, NULL)))
@@ -183,7 +184,7 @@ static uint64_t server_read_bytes(void)
 		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
 		if (!(text = fx_read_file(path, &n)))
 			continue;
-		if (!memmem(text, n, "sftp-server", 11) || !under_sshd(atoi(e->d_name))) {
+		if (!memmem(text, n, "sftp-server", 11) || !under(atoi(e->d_name), fx.pid)) {
 			free(text);
 			continue;
 		}
@@ -202,7 +203,40 @@ static uint64_t server_read_bytes(void)
 /* ------------------------------------------------------------ the watcher */
 
 enum { AT_TEMP_BLOCKS, AT_SERVER_READ };
-enum { DO_KILL, DO_CANCEL, DO_SHRINK, DO_GROW };
+enum { DO_KILL, DO_KILL_NEWEST, DO_CANCEL, DO_SHRINK, DO_GROW };
+
+/* The sshd process of the connection made last (the listener's newest child), or 0. */
+static pid_t newest_connection(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	unsigned long long best = 0;
+	pid_t pid = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], *stat, *paren;
+		int ppid = 0;
+		unsigned long long start = 0;
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if (!(stat = fx_read_file(path, NULL)))
+			continue;
+		paren = strrchr(stat, ')');
+		/* state ppid, then 17 fields up to starttime (field 22) */
+		if (paren && sscanf(paren + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+				    "%*d %*d %*d %*d %llu", &ppid, &start) == 2 &&
+		    ppid == fx.pid && start >= best) {
+			best = start;
+			pid = atoi(e->d_name);
+		}
+		free(stat);
+	}
+	closedir(d);
+	return pid;
+}
 
 typedef struct watcher {
 	int when, what;
@@ -213,6 +247,27 @@ typedef struct watcher {
 	int done;             /* the action was taken (a kill: sshd was alive and is gone) */
 	uint64_t seen;        /* bytes seen when it acted */
 } watcher;
+
+/* SIGKILL a connection's sshd process and every process under it (its session, its sftp-server). */
+static int kill_connection(pid_t top)
+{
+	pid_t pids[64];
+	int n = 0, ok = 1;
+	DIR *d;
+	struct dirent *e;
+
+	if (top <= 0 || !pid_alive(top) || !(d = opendir("/proc")))
+		return 0;
+	while ((e = readdir(d)) != NULL && n < 64)
+		if (isdigit((unsigned char)e->d_name[0]) && under(atoi(e->d_name), top))
+			pids[n++] = atoi(e->d_name);
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		kill(pids[i], SIGKILL);
+	for (int i = 0; i < n; i++)
+		ok &= wait_gone(pids[i], 10000);
+	return ok && n >= 2;
+}
 
 static void *watch(void *arg)
 {
@@ -230,6 +285,8 @@ static void *watch(void *arg)
 			if (w->what == DO_KILL) {
 				pid_t pid = fx.pid;
 				w->done = pid_alive(pid) && fx_sshd_kill9(&fx) == 0 && !pid_alive(pid);
+			} else if (w->what == DO_KILL_NEWEST) {
+				w->done = kill_connection(newest_connection());
 			} else if (w->what == DO_CANCEL) {
 				asp_cancel_trigger(w->cancel);
 				w->done = 1;
@@ -581,6 +638,40 @@ START_TEST(test_bulk_cancel_mid_read)
 END_TEST
 
 /*
+ * One helper's connection dies mid-write (its sshd process is SIGKILLed: the
+ * listener's newest child; the caller's connection is the handle's first),
+ * the caller's lives: the write fails at once with that part's error, the
+ * caller removes the temp file, and the target keeps its old content.
+ */
+START_TEST(test_bulk_helper_killed_mid_write)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	asp_error err = { 0 };
+	char old_sha[65];
+	unsigned char *big = old_and_new(sb, old_sha);
+	watcher w = { AT_TEMP_BLOCKS, DO_KILL_NEWEST, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	int rc;
+
+	watch_start(&th, &w);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	watch_end(th, &w);
+	fprintf(stderr, "bulk: a helper's sshd killed at %llu bytes of the temp file -> %s (%s)\n",
+		(unsigned long long)w.seen, asp_error_name(rc), err.message);
+	ck_assert_msg(w.done, "no helper connection was killed mid-write (the write returned %s)",
+		      asp_error_name(rc));
+	ck_assert_int_ne(rc, ASP_OK);
+	expect_old(old_sha);
+	ck_assert_int_eq(temps("atomic.bin", NULL), 0);
+	/* The handle goes on: the same write now succeeds. */
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	ASSERT_OK(rc, err, "the write again");
+	asp_close(sb);
+	free(big);
+}
+END_TEST
+
+/*
  * Every connection through a proxy is reset after 6 MiB from the client:
  * a 64 MiB write spread over four connections loses each that takes a part
  * (8 MiB or more: the helpers' and the caller's), and its retry's.
@@ -727,6 +818,7 @@ Suite *suite_bulk(void)
 	tcase_add_test(tc, test_bulk_cancel_mid_write);
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
 	tcase_add_test(tc, test_bulk_connection_cut_mid_write);
+	tcase_add_test(tc, test_bulk_helper_killed_mid_write);
 	tcase_add_test(tc, test_bulk_file_grows_while_read);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
 	tcase_add_test(tc, test_bulk_idle_connection_holds_no_buffers);
