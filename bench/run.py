@@ -55,13 +55,13 @@ SCALES = {
                   scale_n=[1, 2], scale_servers=1),
     "quick": dict(iters=50, warmup=5, fresh_iters=10, cli_iters=20,
                   callers=[1, 4, 16, 64], conc_ops=128, max_conn=16,
-                  bulk_sizes=[1, 64], bulk_reps=[3, 2],
+                  bulk_sizes=[1, 16, 64], bulk_reps=[3, 2, 2],
                   cold_iters=5,
                   wan_iters=5, wan_fresh_iters=2, wan_cold_iters=2, wan_rtts=[10, 50, 100],
                   scale_n=[1, 10], scale_servers=2),
     "full": dict(iters=300, warmup=30, fresh_iters=40, cli_iters=100,
                  callers=[1, 4, 16, 64], conc_ops=512, max_conn=16,
-                 bulk_sizes=[1, 64, 256], bulk_reps=[5, 3, 3],
+                 bulk_sizes=[1, 16, 64, 256], bulk_reps=[5, 3, 3, 3],
                  cold_iters=20,
                  wan_iters=15, wan_fresh_iters=3, wan_cold_iters=3, wan_rtts=[10, 50, 100],
                  scale_n=[1, 10, 100], scale_servers=4),
@@ -956,7 +956,7 @@ METHOD = """## Method
   no loss): 50 ms RTT in the tables, and the scale's other RTTs (10 and 100 ms) in the latency plot.
   Its TCP connect is local, so cold-start RTT counts there are one RTT short of a real link for every
   peer alike.
-- Bulk: libasp uses the handle's default pool (4 connections); a read or atomic write of 8 MiB or
+- Bulk: libasp uses the handle's default pool (4 connections); a read or atomic write of 32 MiB or
   more is cut into parts that several pooled connections move at once (libasp/bulk.c), and
   *libasp (1 connection)* is the same with `max_connections = 1`.
 - Scale: RSS (VmRSS) of the client before and after opening N connections that each ran one exec;

@@ -28,8 +28,13 @@
 #include "cancel.h"
 #include "sftp.h"
 
-/* Below this many bytes one connection is as fast (measured: docs/PERFORMANCE.md). */
-#define BULK_MIN (8u << 20)
+/*
+ * Below this many bytes one connection was as fast or faster on loopback
+ * (2 cores; bench/run.py --bulk-sizes 8,16,32,64 with the "libasp (1
+ * connection)" row): the helpers' OPENs and the parts' pipeline drains
+ * outweigh the parallel crypto.
+ */
+#define BULK_MIN (32u << 20)
 /* Parts are at least this large: each ends in a pipeline drain, one round trip. */
 #define BULK_PART (4u << 20)
 #define BULK_HELPERS_MAX 15u

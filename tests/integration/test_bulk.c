@@ -371,8 +371,9 @@ END_TEST
 
 START_TEST(test_bulk_part_boundaries)
 {
-	static const size_t sizes[] = { 8 * MiB - 1, 8 * MiB, 8 * MiB + 1, 12 * MiB - 1, 12 * MiB + 1,
-					16 * MiB + 1, 33 * MiB + 12345 };
+	/* The parallel threshold is 32 MiB; parts are 4 MiB or more, on 64 KiB boundaries. */
+	static const size_t sizes[] = { 32 * MiB - 1, 32 * MiB, 32 * MiB + 1, 36 * MiB - 1, 36 * MiB + 1,
+					40 * MiB + 65537, 70 * MiB + 12345 };
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data, *got;
 	asp_error err = { 0 };
@@ -385,24 +386,24 @@ START_TEST(test_bulk_part_boundaries)
 		roundtrip(sb, rel, sizes[i], 10 + i);
 	}
 	/* Ranges of the last one (its local content is seed 1016's). */
-	data = random_bytes(33 * MiB + 12345, 1016);
-	rc = asp_read(&got, &glen, sb, "b6.bin", 3 * MiB + 5, 9 * MiB, NULL, &err);
+	data = random_bytes(70 * MiB + 12345, 1016);
+	rc = asp_read(&got, &glen, sb, "b6.bin", 3 * MiB + 5, 41 * MiB, NULL, &err);
 	ASSERT_OK(rc, err, "offset and limit");
-	assert_bytes("b6.bin [3 MiB + 5, +9 MiB)", got, glen, data + 3 * MiB + 5, 9 * MiB);
+	assert_bytes("b6.bin [3 MiB + 5, +41 MiB)", got, glen, data + 3 * MiB + 5, 41 * MiB);
 	asp_free(got);
 	rc = asp_read(&got, &glen, sb, "b6.bin", 20 * MiB + 1, ASP_READ_ALL, NULL, &err);
 	ASSERT_OK(rc, err, "offset to the end");
-	assert_bytes("b6.bin [20 MiB + 1, end)", got, glen, data + 20 * MiB + 1, 13 * MiB + 12344);
+	assert_bytes("b6.bin [20 MiB + 1, end)", got, glen, data + 20 * MiB + 1, 50 * MiB + 12344);
 	asp_free(got);
 	asp_close(sb);
 
 	/* The cap: more than max_read_bytes is ASP_ELIMIT, a limit within it is read. */
-	sb = open_bulk(4, 16 * MiB);
+	sb = open_bulk(4, 40 * MiB);
 	rc = asp_read(&got, &glen, sb, "b6.bin", 0, ASP_READ_ALL, NULL, &err);
 	ASSERT_ERR(rc, err, ASP_ELIMIT, "b6.bin");
-	rc = asp_read(&got, &glen, sb, "b6.bin", 1, 16 * MiB, NULL, &err);
+	rc = asp_read(&got, &glen, sb, "b6.bin", 1, 40 * MiB, NULL, &err);
 	ASSERT_OK(rc, err, "a read of the cap's size");
-	assert_bytes("b6.bin [1, 16 MiB + 1)", got, glen, data + 1, 16 * MiB);
+	assert_bytes("b6.bin [1, 40 MiB + 1)", got, glen, data + 1, 40 * MiB);
 	asp_free(got);
 	asp_close(sb);
 	free(data);
