@@ -9,8 +9,9 @@
  *
  * Workloads: lat, conc, bulk, cold (+ scale_conns for ssh2). ssh2's writes are
  * plain SFTP writes (writeFile); the binding's are atomic (its default).
- * Run with UV_THREADPOOL_SIZE >= the largest caller count, so the binding's
- * calls (libuv worker threads) are not capped at libuv's default of 4.
+ * Each of the binding's calls holds a libuv worker thread while it runs; the
+ * binding starts the pool with 64 threads unless UV_THREADPOOL_SIZE is set
+ * (bench/run.py sets 128, above the largest caller count).
  */
 const fs = require('node:fs');
 const net = require('node:net');

@@ -364,6 +364,8 @@ PEERS = [
     Peer("python libasp", [PY, os.path.join(BENCH, "peer_pyasp.py")],
          {"lat", "conc", "bulk", "cold", "wan"}, env=PYASP_ENV,
          check=lambda: _importable("asp", PYASP_ENV)),
+    Peer("python libasp aio", [PY, os.path.join(BENCH, "peer_aio.py")], {"lat", "conc"},
+         env=PYASP_ENV, check=lambda: _importable("asp.aio", PYASP_ENV)),
     Peer("cli", [PY, os.path.join(BENCH, "peer_cli.py")], {"lat", "bulk", "cold", "wan"},
          check=lambda: (shutil.which("ssh") is not None, "no ssh client")),
 ]

@@ -126,7 +126,7 @@ struct level {
 
 static const char *const top_keys[] = { "version", "transport", "connection", "workspace", NULL };
 static const char *const conn_keys[] = { "host", "port", "user", "identity", "host_key",
-					 "x-asp-proxy-command", NULL };
+					 "proxyCommand", "x-asp-proxy-command", NULL };
 
 static const struct level top_level = { NULL, top_keys, conn_keys, "it belongs inside \"connection\"" };
 static const struct level conn_level = { "connection", conn_keys, top_keys, "it belongs at the top level" };
@@ -300,6 +300,14 @@ static int parse_connection(asp_config *cfg, const asp_json_ctx *c, const cJSON 
 		return rc;
 	if ((rc = get_string(&cfg->host_key, c, conn, p, "host_key", STR_NONEMPTY, NULL)))
 		return rc;
+	/* proxyCommand is the ASP RFC's name for what libasp first called x-asp-proxy-command. */
+	if (member(conn, "proxyCommand") && member(conn, "x-asp-proxy-command"))
+		return asp__json_fail(c, p, "proxyCommand and x-asp-proxy-command are the same "
+				      "setting; give only one (proxyCommand is the ASP name)");
+	if ((rc = get_string(&cfg->proxy_command, c, conn, p, "proxyCommand", STR_NONEMPTY, NULL)))
+		return rc;
+	if (cfg->proxy_command)
+		return 0;
 	return get_string(&cfg->proxy_command, c, conn, p, "x-asp-proxy-command", STR_NONEMPTY,
 			  NULL);
 }

@@ -91,8 +91,14 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 	size_t i;
 	int rc;
 
-	/* exec </dev/null is not used: stdin belongs to the command. */
-	if (asp__buf_puts(out, "cd -- ") || asp__quote(out, cwd) ||
+	/*
+	 * sshd puts the harness's address and port in SSH_CLIENT and
+	 * SSH_CONNECTION: the command does not need them, and the agent should
+	 * see the sandbox, not the harness. exec </dev/null is not used: stdin
+	 * belongs to the command.
+	 */
+	if (asp__buf_puts(out, "unset SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND; cd -- ") ||
+	    asp__quote(out, cwd) ||
 	    asp__buf_printf(out, " 2>/dev/null || { printf '%%s:nocwd\\n' %s; exit 126; }; ",
 			    marker))
 		return asp__error(err, ASP_ENOMEM, "out of memory");

@@ -90,7 +90,7 @@ say "running examples/c/tool_loop from $tmp/project/deep/inside (discovery walks
 (cd "$tmp/project/deep/inside" && "$tmp/tool_loop")
 
 say "running examples/python/agent.py (the Python binding; read/write/edit/bash tools)"
-(cd "$tmp/project/deep/inside" && /usr/bin/python3 "$top/examples/python/agent.py")
+(cd "$tmp/project/deep/inside" && /usr/bin/python3 "$top/examples/python/agent.py" --scripted)
 
 say "running examples/shell/agent.sh (asp-exec with its connection-sharing master)"
 (cd "$tmp/project" && ASP_EXEC="$top/build/bin/asp-exec" sh "$top/examples/shell/agent.sh")

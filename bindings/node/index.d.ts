@@ -225,9 +225,13 @@ export declare function checkConfig(path: CString): Promise<void>;
 export declare function version(): string;
 /** Load the shared library now (otherwise done on first use); returns where it was found. */
 export declare function load(): string;
-/** Where the shared library was loaded from ($ASP_LIBRARY, the build tree, or 'libasp.so.0'). */
+/**
+ * Where the shared library was loaded from ($ASP_LIBRARY, the build tree, or 'libasp.so.0').
+ * Under require it loads the library when read; under import it was read at import
+ * (undefined when the library could not be loaded then).
+ */
 export declare const libraryPath: string;
-/** Every error code by name, from the library: { ASP_OK: 0, ASP_ERROR: -1, ... }. */
+/** Every error code by name, from the library: { ASP_OK: 0, ASP_ERROR: -1, ... } (read at import under import, like libraryPath). */
 export declare const codes: Readonly<Record<AspErrorCode, number>>;
 /** Pass as ReadOptions.limit to read to the end (the default). */
 export declare const READ_ALL: bigint;

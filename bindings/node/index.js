@@ -43,6 +43,21 @@ const KNOWN_LAST_CODE = -21;
  */
 const ASYNC_STACK_SIZE = 8 * 1024 * 1024;
 const MIN_ASYNC_STACK_SIZE = 1024 * 1024;
+/*
+ * koffi keeps this many async call memories (stack + heap) for reuse; a call
+ * beyond them maps a fresh stack and unmaps it afterwards, page faults and
+ * all (koffi's default of 4 cost 16 concurrent execs a quarter of their
+ * client CPU). 16 is koffi's most.
+ */
+const RESIDENT_ASYNC_POOLS = 16;
+/*
+ * Every sandbox call holds a libuv worker thread until it returns (a command
+ * can run for minutes), and libuv's default pool has 4 threads: a fifth
+ * concurrent exec would wait, and so would the program's own fs and dns
+ * calls. Unless UV_THREADPOOL_SIZE says otherwise, start the pool with this
+ * many threads (idle ones cost an unused stack each).
+ */
+const THREADPOOL_SIZE = 64;
 
 const TYPE_NAMES = { 1: 'file', 2: 'directory', 3: 'symlink', 4: 'other' };
 const TRUST_NAMES = { 1: 'pinned', 2: 'known', 3: 'first-use' };
@@ -81,10 +96,34 @@ function candidates() {
 	return list;
 }
 
-function configureKoffi() {
+/*
+ * libuv reads UV_THREADPOOL_SIZE once, when the first job is queued; queue
+ * one now, with the variable set only for that moment so child processes do
+ * not inherit it. If the program already used the pool (an ES module import
+ * does, to read the files), this changes nothing: set UV_THREADPOOL_SIZE in
+ * the environment then (README.md).
+ */
+function sizeThreadPool() {
+	if (process.env.UV_THREADPOOL_SIZE !== undefined)
+		return;
+	process.env.UV_THREADPOOL_SIZE = String(THREADPOOL_SIZE);
 	try {
-		if (koffi.config().async_stack_size < ASYNC_STACK_SIZE)
-			koffi.config({ async_stack_size: ASYNC_STACK_SIZE });
+		fs.access(__filename, () => {});
+	} finally {
+		delete process.env.UV_THREADPOOL_SIZE;
+	}
+}
+
+function configureKoffi() {
+	const want = {};
+	const cfg = koffi.config();
+	if (cfg.async_stack_size < ASYNC_STACK_SIZE)
+		want.async_stack_size = ASYNC_STACK_SIZE;
+	if (cfg.resident_async_pools < RESIDENT_ASYNC_POOLS)
+		want.resident_async_pools = RESIDENT_ASYNC_POOLS;
+	try {
+		if (Object.keys(want).length)
+			koffi.config(want);
 	} catch (e) {
 		/* Another module loaded a library through this koffi first. */
 		const size = koffi.config().async_stack_size;
@@ -812,6 +851,8 @@ class Sandbox {
 
 /* ------------------------------------------------------------ module API */
 
+sizeThreadPool();
+
 function fileTransport(v) {
 	if (v === undefined || v === null)
 		return 0;
@@ -897,3 +938,48 @@ module.exports = {
 	},
 	load,
 };
+
+/* [C name, value, where] for each entry of a value -> name map, named through cNames (name -> C name). */
+function enumEntries(where, byValue, cNames) {
+	return Object.entries(byValue).filter(([, name]) => name !== null)
+		.map(([value, name]) => [cNames[name] || `(no C name for ${name})`, Number(value), where]);
+}
+
+/*
+ * For the binding's own tests (test/layout.test.js): the koffi types that
+ * mirror asp.h's structs and the constants copied from it. A symbol key, so
+ * it is no part of the API (Object.keys, the ES module and index.d.ts do not
+ * see it).
+ */
+Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
+	value: () => {
+		load();
+		const t = lib.types;
+		return {
+			structs: {
+				asp_open_options: t.openOptions, asp_call_options: t.callOptions,
+				asp_write_options: t.writeOptions, asp_exec_options: t.execOptions,
+				asp_stat_info: t.statInfo, asp_sandbox_info: t.sandboxInfo,
+			},
+			/* asp_error is a Buffer decoded by hand: int code, then char message[]. */
+			errorSize: newErr().length,
+			errorMessageOffset: 4,
+			constants: {
+				ASP_OPEN_LAZY, ASP_MKDIR_PARENTS, ASP_REMOVE_RECURSIVE, ASP_STDOUT, ASP_STDERR,
+				ASP_OPEN_OPTIONS_VERSION: OPEN_OPTIONS_VERSION, ASP_WRITE_OPTIONS_VERSION: WRITE_OPTIONS_VERSION,
+				ASP_CALL_OPTIONS_VERSION: CALL_OPTIONS_VERSION, ASP_EXEC_OPTIONS_VERSION: EXEC_OPTIONS_VERSION,
+				ASP_SANDBOX_INFO_VERSION: SANDBOX_INFO_VERSION, ASP_ERROR_MESSAGE_MAX: ERROR_MESSAGE_MAX,
+				ASP_EINVAL, ASP_ECANCELLED,
+			},
+			readAll: READ_ALL,
+			/* [C enum name, the value the binding maps to or from, which map]. */
+			enums: [
+				...Object.entries(FILES_BY_NAME).map(([name, v]) => [`ASP_FILES_${name.toUpperCase()}`, v, 'FILES_BY_NAME']),
+				...enumEntries('FILES_NAMES', FILES_NAMES, { sftp: 'ASP_FILES_SFTP', exec: 'ASP_FILES_EXEC' }),
+				...enumEntries('TRUST_NAMES', TRUST_NAMES, { pinned: 'ASP_TRUST_PINNED', known: 'ASP_TRUST_KNOWN', 'first-use': 'ASP_TRUST_FIRST_USE' }),
+				...enumEntries('AUTH_NAMES', AUTH_NAMES, { none: 'ASP_AUTH_NONE', publickey: 'ASP_AUTH_PUBLICKEY', agent: 'ASP_AUTH_AGENT' }),
+				...enumEntries('TYPE_NAMES', TYPE_NAMES, { file: 'ASP_TYPE_FILE', directory: 'ASP_TYPE_DIR', symlink: 'ASP_TYPE_SYMLINK', other: 'ASP_TYPE_OTHER' }),
+			],
+		};
+	},
+});

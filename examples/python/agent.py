@@ -15,18 +15,29 @@ way ASP intends:
 
 If discovery finds a `.asp.json` ($ASP_CONFIG, else the current directory and
 its parents) every tool runs in the sandbox; otherwise everything runs
-locally in the current directory. A real harness gets its tool calls from a
-model; this one runs a scripted plan, so it needs no LLM:
+locally in the current directory. The harness is an asyncio program: the
+sandbox is reached through asp.aio, and the calls of one model turn run
+concurrently.
 
+The tool calls come from a model when OPENAI_BASE_URL names an
+OpenAI-compatible endpoint (chat completions with function tools; the model
+is OPENAI_MODEL, the key OPENAI_API_KEY if the endpoint wants one), else from
+a scripted plan, so it needs no LLM:
+
+    OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=qwen2.5-coder \
+        python3 examples/python/agent.py "add a --verbose flag to cli.py"
     python3 examples/python/agent.py                 # the built-in plan
     python3 examples/python/agent.py --plan plan.json   # [{"tool": "read", "args": {...}}, ...]
+    python3 examples/python/agent.py --scripted      # the plan even when an endpoint is set
     python3 examples/python/agent.py --local DIR     # force local hands in DIR
 
-The transcript (what the model would see) goes to stdout; where the tools
-ran goes to stderr.
+The transcript (what the model sees) goes to stdout; where the tools ran goes
+to stderr. The model is told of a project directory and four tools, nothing
+of where they run.
 """
 
 import argparse
+import asyncio
 import json
 import os
 import pwd
@@ -35,6 +46,8 @@ import subprocess
 import sys
 import tempfile
 import typing
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 # Use the checkout's bindings when `asp` is not installed.
@@ -55,9 +68,11 @@ except ImportError:
 READ_DEFAULT_LIMIT = 2000      # lines per read
 READ_MAX_LINE_CHARS = 2000     # longer lines are cut
 BASH_DEFAULT_TIMEOUT = 120     # seconds
+BASH_MAX_TIMEOUT = 3600        # seconds, the most a call may ask for
 BASH_MAX_CHARS = 20000         # per stream, shown to the model (head + tail)
 BASH_CAPTURE_BYTES = 1 << 20   # per stream, kept by the hands (head + tail)
 KILL_GRACE = 2.0               # SIGTERM, then SIGKILL after this long
+MAX_TURNS = 50                 # model turns before the harness gives up
 
 
 # ================================================================ mechanism layer
@@ -81,34 +96,34 @@ def cap(data, max_bytes):
 
 
 class SandboxHands:
-    """Raw I/O in the ASP sandbox, through libasp."""
+    """Raw I/O in the ASP sandbox, through libasp (asp.aio: the event loop never blocks)."""
 
     def __init__(self, sandbox):
-        self.sb = sandbox
+        self.sb = sandbox  # an asp.aio.AsyncSandbox
         self.where = (f"in the sandbox (config {sandbox.config_path}, "
                       f"workspace {sandbox.workspace})")
 
-    def read_bytes(self, path):
-        return self.sb.read(path)
+    async def read_bytes(self, path):
+        return await self.sb.read(path)
 
-    def exists(self, path):
-        return self.sb.exists(path)
+    async def exists(self, path):
+        return await self.sb.exists(path)
 
-    def write_bytes(self, path, data):
-        self.sb.write(path, data, mkdirs=True)  # atomic; an existing file keeps its mode
+    async def write_bytes(self, path, data):
+        await self.sb.write(path, data, mkdirs=True)  # atomic; an existing file keeps its mode
 
-    def run(self, command, timeout, capture_bytes):
-        r = self.sb.exec(command, timeout=timeout, max_output=capture_bytes,
-                         kill_grace=KILL_GRACE)
+    async def run(self, command, timeout, capture_bytes):
+        r = await self.sb.exec(command, timeout=timeout, max_output=capture_bytes,
+                               kill_grace=KILL_GRACE)
         return Run(r.exit_code, r.signal, r.stdout, r.stderr, r.stdout_total, r.stderr_total,
                    r.timed_out)
 
-    def close(self):
-        self.sb.close()
+    async def close(self):
+        await self.sb.close()
 
 
 class LocalHands:
-    """The same raw I/O on this machine, rooted at a directory."""
+    """The same raw I/O on this machine, rooted at a directory (blocking work in threads)."""
 
     def __init__(self, root):
         self.root = os.path.abspath(root)
@@ -118,14 +133,26 @@ class LocalHands:
     def _abs(self, path):
         return os.path.join(self.root, path)  # an absolute path stays as given
 
-    def read_bytes(self, path):
+    async def read_bytes(self, path):
+        return await asyncio.to_thread(self._read, path)
+
+    async def exists(self, path):
+        return os.path.exists(self._abs(path))
+
+    async def write_bytes(self, path, data):
+        await asyncio.to_thread(self._write, path, data)
+
+    async def run(self, command, timeout, capture_bytes):
+        return await asyncio.to_thread(self._run, command, timeout, capture_bytes)
+
+    async def close(self):
+        pass
+
+    def _read(self, path):
         with open(self._abs(path), "rb") as f:
             return f.read()
 
-    def exists(self, path):
-        return os.path.exists(self._abs(path))
-
-    def write_bytes(self, path, data):
+    def _write(self, path, data):
         target = self._abs(path)
         parent = os.path.dirname(target)
         os.makedirs(parent, exist_ok=True)
@@ -147,7 +174,7 @@ class LocalHands:
             os.unlink(tmp)
             raise
 
-    def run(self, command, timeout, capture_bytes):
+    def _run(self, command, timeout, capture_bytes):
         p = subprocess.Popen([self.shell, "-c", command], cwd=self.root,
                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
@@ -176,9 +203,6 @@ class LocalHands:
                 return
             except subprocess.TimeoutExpired:
                 continue
-
-    def close(self):
-        pass
 
 
 # ================================================================ policy layer
@@ -226,9 +250,9 @@ class Tools:
 
     # -- plumbing ------------------------------------------------------
 
-    def _load(self, path):
+    async def _load(self, path):
         try:
-            return self.hands.read_bytes(path)
+            return await self.hands.read_bytes(path)
         except FileNotFoundError:
             raise ToolError(f"Error: file not found: {path}") from None
         except IsADirectoryError:
@@ -239,9 +263,9 @@ class Tools:
         except OSError as e:
             raise ToolError(f"Error: cannot read {path}: {e.strerror or e}") from None
 
-    def _store(self, path, data):
+    async def _store(self, path, data):
         try:
-            self.hands.write_bytes(path, data)
+            await self.hands.write_bytes(path, data)
         except IsADirectoryError:
             raise ToolError(f"Error: {path} is a directory") from None
         except (NotADirectoryError, FileNotFoundError, FileExistsError):
@@ -263,11 +287,11 @@ class Tools:
 
     # -- read ------------------------------------------------------------
 
-    def read(self, path, offset=1, limit=READ_DEFAULT_LIMIT):
+    async def read(self, path, offset=1, limit=READ_DEFAULT_LIMIT):
         """Lines offset..offset+limit-1 (1-based) of a text file, numbered like cat -n."""
         if offset < 1 or limit < 1:
             raise ToolError("Error: offset and limit must be positive line counts")
-        lines = split_lines(self._text(path, self._load(path)))
+        lines = split_lines(self._text(path, await self._load(path)))
         if not lines:
             return f"[{path} is empty]"
         if offset > len(lines):
@@ -283,23 +307,23 @@ class Tools:
 
     # -- write -------------------------------------------------------------
 
-    def write(self, path, content):
+    async def write(self, path, content):
         """Create or replace a file (parents are created)."""
-        existed = self.hands.exists(path)
+        existed = await self.hands.exists(path)
         data = content.encode("utf-8")
-        self._store(path, data)
+        await self._store(path, data)
         verb = "Overwrote" if existed else "Created"
         return f"{verb} {path} ({len(data)} bytes, {len(split_lines(content))} lines)"
 
     # -- edit --------------------------------------------------------------
 
-    def edit(self, path, old_string, new_string, replace_all=False):
+    async def edit(self, path, old_string, new_string, replace_all=False):
         """Replace old_string (which must occur exactly once, unless replace_all) by new_string."""
         if not old_string:
             raise ToolError("Error: old_string is empty; use write to create a file")
         if old_string == new_string:
             raise ToolError("Error: old_string and new_string are identical; nothing to change")
-        text = self._text(path, self._load(path))
+        text = self._text(path, await self._load(path))
         count = text.count(old_string)
         if count == 0:
             raise ToolError(f"Error: old_string was not found in {path}. It must match the "
@@ -316,7 +340,7 @@ class Tools:
         first = text.find(old_string)
         updated = text.replace(old_string, new_string) if replace_all else \
             text.replace(old_string, new_string, 1)
-        self._store(path, updated.encode("utf-8"))
+        await self._store(path, updated.encode("utf-8"))
         lines = split_lines(updated)
         start = updated.count("\n", 0, first) + 1
         end = start + new_string.count("\n")
@@ -327,10 +351,13 @@ class Tools:
 
     # -- bash --------------------------------------------------------------
 
-    def bash(self, command, timeout=BASH_DEFAULT_TIMEOUT):
+    async def bash(self, command, timeout=BASH_DEFAULT_TIMEOUT):
         """Run a shell command in the workspace; output cut to a budget, status spelled out."""
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+                not 0 < timeout <= BASH_MAX_TIMEOUT:
+            raise ToolError(f"Error: timeout must be a number of seconds in 1..{BASH_MAX_TIMEOUT}")
         try:
-            r = self.hands.run(command, timeout, BASH_CAPTURE_BYTES)
+            r = await self.hands.run(command, timeout, BASH_CAPTURE_BYTES)
         except OSError as e:
             raise ToolError(f"Error: cannot run the command: {e.strerror or e}") from None
         parts = []
@@ -357,13 +384,15 @@ class Tools:
 
     # -- dispatch ----------------------------------------------------------
 
-    def call(self, tool, args):
+    async def call(self, tool, args):
         fn = {"read": self.read, "write": self.write, "edit": self.edit,
               "bash": self.bash}.get(tool)
         if fn is None:
             return f"Error: unknown tool {tool!r}"
+        if not isinstance(args, dict):
+            return f"Error: the arguments of {tool} must be a JSON object"
         try:
-            return fn(**args)
+            return await fn(**args)
         except ToolError as e:
             return str(e)
         except TypeError as e:  # the model passed wrong arguments
@@ -424,14 +453,142 @@ def load_plan(path):
         return [(step["tool"], step.get("args", {})) for step in json.load(f)]
 
 
-def run_plan(tools, plan):
+async def run_plan(tools, plan):
     """The transcript: each call and what the model reads back."""
     out = []
     for i, (tool, args) in enumerate(plan, 1):
         out.append(f"=== [{i}] {tool} {json.dumps(args, sort_keys=True, ensure_ascii=False)}")
-        out.append(tools.call(tool, args))
+        out.append(await tools.call(tool, args))
         out.append("")
     return "\n".join(out)
+
+
+# ================================================================ the model
+
+SYSTEM_PROMPT = (
+    "You are a coding agent working in a project directory. Use the tools to read, write "
+    "and edit files and to run shell commands there; relative paths start at the project "
+    "root. Read a file before you edit it. When the task is done, reply with a short "
+    "summary and no tool call.")
+
+
+def _function(name, description, properties, required):
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required,
+                       "additionalProperties": False}}}
+
+
+_PATH = {"type": "string", "description": "File path, relative to the project root."}
+
+TOOL_SPECS = [
+    _function("read", "Read a text file. Lines come back numbered like cat -n; long files "
+              "are cut, and a note says how to read on.",
+              {"path": _PATH,
+               "offset": {"type": "integer", "minimum": 1,
+                          "description": "First line to show (1-based; default 1)."},
+               "limit": {"type": "integer", "minimum": 1,
+                         "description": f"Lines to show (default {READ_DEFAULT_LIMIT})."}},
+              ["path"]),
+    _function("write", "Create or replace a file with the given content; missing parent "
+              "directories are created.",
+              {"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
+    _function("edit", "Replace old_string by new_string in a file. old_string must match "
+              "the file exactly and occur once, unless replace_all is true.",
+              {"path": _PATH, "old_string": {"type": "string"},
+               "new_string": {"type": "string"},
+               "replace_all": {"type": "boolean", "description": "Replace every occurrence."}},
+              ["path", "old_string", "new_string"]),
+    _function("bash", "Run a shell command in the project root. Output is cut to a budget "
+              "keeping its head and tail; the exit code is reported.",
+              {"command": {"type": "string"},
+               "timeout": {"type": "number", "minimum": 1, "maximum": BASH_MAX_TIMEOUT,
+                           "description": f"Seconds (default {BASH_DEFAULT_TIMEOUT}); the "
+                                          "command is killed when they pass."}},
+              ["command"]),
+]
+
+
+class ModelError(Exception):
+    """The endpoint failed or answered something that is not a chat completion."""
+
+
+class ChatClient:
+    """POST {base_url}/chat/completions, standard library only (urllib)."""
+
+    def __init__(self, base_url, model, api_key=None, timeout=600):
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model, self.api_key, self.timeout = model, api_key, timeout
+
+    def _post(self, body):
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = "Bearer " + self.api_key
+        req = urllib.request.Request(self.url, data=json.dumps(body).encode(), headers=headers,
+                                     method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+                raw = r.read()
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:500].decode("utf-8", "replace")
+            raise ModelError(f"{self.url}: HTTP {e.code} {e.reason}: {detail}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise ModelError(f"{self.url}: {getattr(e, 'reason', e)}") from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ModelError(f"{self.url}: the reply is not JSON: {raw[:200]!r}") from None
+
+    async def complete(self, messages, tools):
+        """One chat completion -> the assistant message (a dict)."""
+        body = {"model": self.model, "messages": messages, "tools": tools,
+                "tool_choice": "auto"}
+        reply = await asyncio.to_thread(self._post, body)
+        try:
+            message = reply["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError):
+            raise ModelError(f"{self.url}: no choices[0].message in the reply: "
+                             f"{json.dumps(reply)[:300]}") from None
+        if not isinstance(message, dict):
+            raise ModelError(f"{self.url}: choices[0].message is not an object")
+        return message
+
+
+async def run_tool_call(tools, call):
+    """One tool call of the model -> (transcript label, the text the model gets back)."""
+    fn = call.get("function") or {}
+    name = fn.get("name") or "?"
+    raw = fn.get("arguments") or "{}"
+    try:
+        args = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError as e:
+        return f"{name} {raw}", f"Error: the arguments of {name} are not valid JSON: {e}"
+    label = f"{name} {json.dumps(args, sort_keys=True, ensure_ascii=False)}"
+    return label, await tools.call(name, args)
+
+
+async def run_model(tools, client, task, max_turns=MAX_TURNS, out=print):
+    """The agent loop: the model's tool calls run (those of one turn concurrently) and
+    go back as tool messages until it answers without one. -> True when it finished."""
+    messages = [{"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": task}]
+    for turn in range(1, max_turns + 1):
+        message = await client.complete(messages, TOOL_SPECS)
+        calls = message.get("tool_calls") or []
+        kept = {"role": "assistant", "content": message.get("content")}
+        if calls:
+            kept["tool_calls"] = calls
+        messages.append(kept)
+        if message.get("content"):
+            out(f"=== [{turn}] assistant\n{message['content']}\n")
+        if not calls:
+            return True
+        results = await asyncio.gather(*(run_tool_call(tools, c) for c in calls))
+        for call, (label, text) in zip(calls, results):
+            out(f"=== [{turn}] {label}\n{text}\n")
+            messages.append({"role": "tool", "tool_call_id": call.get("id"), "content": text})
+    out(f"=== stopped: no answer after {max_turns} model turns")
+    return False
 
 
 # ================================================================ choosing the hands
@@ -450,7 +607,7 @@ def find_dot_asp_json(start):
         d = parent
 
 
-def choose_hands(local_dir=None):
+async def choose_hands(local_dir=None):
     if local_dir is not None:
         return LocalHands(local_dir)
     if asp is None:
@@ -466,24 +623,53 @@ def choose_hands(local_dir=None):
             raise SystemExit(f"agent: ASP_CONFIG={os.environ['ASP_CONFIG']} names no file")
         return LocalHands(os.getcwd())
     try:
-        return SandboxHands(asp.open(config))
+        return SandboxHands(await asp.aio.open(config))
     except asp.AspError as e:
         raise SystemExit(f"agent: cannot open the sandbox: {e} ({e.name})")
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--plan", help="JSON list of {\"tool\": ..., \"args\": {...}}")
-    ap.add_argument("--local", metavar="DIR", help="run the tools locally in DIR")
-    args = ap.parse_args(argv)
-    plan = load_plan(args.plan) if args.plan else DEMO_PLAN
-    hands = choose_hands(args.local)
+async def amain(args, plan, client):
+    hands = await choose_hands(args.local)
     print(f"agent: tools run {hands.where}", file=sys.stderr)
     try:
-        sys.stdout.write(run_plan(Tools(hands), plan))
+        if client is None:
+            sys.stdout.write(await run_plan(Tools(hands), plan))
+            return 0
+        print(f"agent: model {client.model} at {client.url}", file=sys.stderr)
+        done = await run_model(Tools(hands), client, args.task, args.max_turns,
+                               out=lambda text: print(text, flush=True))
+        return 0 if done else 3
+    except ModelError as e:
+        raise SystemExit(f"agent: the model endpoint failed: {e}")
     finally:
-        hands.close()
-    return 0
+        await hands.close()
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("task", nargs="?", help="what the model should do (model mode)")
+    ap.add_argument("--plan", help="JSON list of {\"tool\": ..., \"args\": {...}} (scripted)")
+    ap.add_argument("--scripted", action="store_true",
+                    help="run the plan even when OPENAI_BASE_URL is set")
+    ap.add_argument("--local", metavar="DIR", help="run the tools locally in DIR")
+    ap.add_argument("--max-turns", type=int, default=MAX_TURNS, metavar="N",
+                    help=f"model turns before giving up (default {MAX_TURNS})")
+    args = ap.parse_args(argv)
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    client = None
+    if base_url and not (args.scripted or args.plan):
+        if not args.task:
+            ap.error("OPENAI_BASE_URL is set: give the task for the model "
+                     "(or --scripted for the built-in plan)")
+        model = os.environ.get("OPENAI_MODEL")
+        if not model:
+            ap.error("OPENAI_BASE_URL is set but OPENAI_MODEL is not: name the model")
+        client = ChatClient(base_url, model, os.environ.get("OPENAI_API_KEY"))
+    elif args.task:
+        ap.error("a task needs a model: set OPENAI_BASE_URL and OPENAI_MODEL "
+                 "(without them the agent runs its scripted plan)")
+    plan = load_plan(args.plan) if args.plan else DEMO_PLAN
+    return asyncio.run(amain(args, plan, client))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 /*
  * test_cli_files.c - asp-exec --read and --write against the real sshd fixture:
- * binary round trips, errors, reads in ranges, a cancelled read. Each test runs
+ * binary round trips, errors, reads in ranges, a cancelled read, progress on a
+ * terminal. Each test runs
  * twice: through the master and with --no-master.
  *
  * Each test gets its own sshd and its own XDG_RUNTIME_DIR, so masters of
@@ -144,6 +145,97 @@ START_TEST(test_read_cancelled)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- progress */
+
+/*
+ * asp-exec with extra args, its stderr a pseudo-terminal (script(1)) and
+ * `redirect` shell text after it (e.g. "> /dev/null"): what the terminal
+ * showed comes back in out.
+ */
+static result on_terminal(const char *const *args, const char *redirect)
+{
+	const char *const *argv = cli_argv(args);
+	char cmd[4096] = "";
+	size_t n = 0;
+
+	for (int i = 0; argv[i]; i++) {
+		ck_assert_msg(!strchr(argv[i], '\''), "a quote in %s", argv[i]);
+		n += (size_t)snprintf(cmd + n, sizeof(cmd) - n, "'%s' ", argv[i]);
+		ck_assert(n < sizeof(cmd));
+	}
+	snprintf(cmd + n, sizeof(cmd) - n, "%s", redirect);
+	return run_argv(NULL, 0, ARGS("/usr/bin/script", "-q", "-e", "-c", cmd, "/dev/null"));
+}
+
+/*
+ * --read and --write of a 4 MiB file show their progress on a terminal
+ * (stderr), finished with the totals; never when stderr is not a terminal,
+ * nor with --quiet, nor for a file under 1 MiB.
+ */
+START_TEST(test_progress_on_terminal)
+{
+	char path[400], redirect[512], *local, *remote;
+	size_t len, rlen;
+	result r;
+
+	use_master = _i == 0;
+	snprintf(path, sizeof(path), "%s/big.bin", fx.workspace);
+	ck_assert_int_eq(fx_run("head -c 4194304 /dev/urandom > '%s' && chmod 644 '%s' && "
+				"head -c 1000 /dev/urandom > '%s/small.bin' && chmod 644 '%s/small.bin'",
+				path, path, fx.workspace, fx.workspace), 0);
+
+	r = on_terminal(ARGS("--read", "big.bin"), "> /dev/null");
+	ck_assert_msg(r.status == 0, "read on a terminal: status %d: %s%s", r.status, r.out, r.err);
+	ck_assert_msg(strstr(r.out, "asp-exec: read big.bin: 4.0 MiB in "), "no progress: %s", r.out);
+	ck_assert_msg(strstr(r.out, "MiB/s\033[K\r\n"), "not finished with a newline: %s", r.out);
+	result_free(&r);
+
+	r = on_terminal(ARGS("--read", "big.bin", "--quiet"), "> /dev/null");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(r.out_len == 0, "--quiet drew: %s", r.out);
+	result_free(&r);
+
+	r = on_terminal(ARGS("--read", "small.bin"), "> /dev/null");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(r.out_len == 0, "a 1000-byte read drew: %s", r.out);
+	result_free(&r);
+
+	r = CLI("--read", "big.bin");
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_uint_eq(r.out_len, 4194304);
+	ck_assert_msg(r.err_len == 0, "progress on a pipe: %s", r.err);
+	result_free(&r);
+
+	snprintf(redirect, sizeof(redirect), "< '%s'", path);
+	r = on_terminal(ARGS("--write", "up.bin"), redirect);
+	ck_assert_msg(r.status == 0, "write on a terminal: %s", r.out);
+	ck_assert_msg(strstr(r.out, "asp-exec: write up.bin: 4.0 MiB in "), "no progress: %s", r.out);
+	result_free(&r);
+	local = fx_read_file(path, &len);
+	snprintf(path, sizeof(path), "%s/up.bin", fx.workspace);
+	remote = fx_read_file(path, &rlen);
+	ck_assert(local && remote && len == rlen && memcmp(local, remote, len) == 0);
+	free(remote);
+
+	r = on_terminal(ARGS("--write", "up2.bin", "--quiet"), redirect);
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(r.out_len == 0, "--quiet drew: %s", r.out);
+	result_free(&r);
+
+	r = cli_in(local, len, ARGS("--write", "up3.bin"));
+	ck_assert_int_eq(r.status, 0);
+	ck_assert_msg(r.err_len == 0, "progress on a pipe: %s", r.err);
+	result_free(&r);
+	free(local);
+
+	/* --quiet is for file transfers only. */
+	r = CLI("--quiet", "true");
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_msg(strstr(r.err, "--quiet applies to --read and --write only"), "stderr: %s", r.err);
+	result_free(&r);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 Suite *suite_cli_files(void);
@@ -160,6 +252,7 @@ Suite *suite_cli_files(void)
 	tcase_add_loop_test(both, test_read_write_errors, 0, 2);
 	tcase_add_loop_test(both, test_read_streams_in_ranges, 0, 2);
 	tcase_add_loop_test(both, test_read_cancelled, 0, 2);
+	tcase_add_loop_test(both, test_progress_on_terminal, 0, 2);
 	suite_add_tcase(s, both);
 	return s;
 }

@@ -18,6 +18,7 @@
  */
 #include <check.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,43 @@ START_TEST(test_proxy_descriptors)
 }
 END_TEST
 
+/* connection.proxyCommand (the ASP RFC's name) runs the same way: sshd in inetd mode as the proxy. */
+START_TEST(test_proxy_command_rfc_name)
+{
+	char cfg[300], extra[1200], pidfile[300];
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	long proxy_pid = 0;
+	char *text;
+	int rc;
+
+	snprintf(pidfile, sizeof(pidfile), "%s/rfc-proxy-pid", fx.dir);
+	snprintf(cfg, sizeof(cfg), "%s/rfc.asp.json", fx.dir);
+	snprintf(extra, sizeof(extra),
+		 "\"proxyCommand\": \"echo $$ > %s; exec /usr/sbin/sshd -i -f %s/sshd_config -E "
+		 "%s/inetd.log\"", pidfile, fx.dir, fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .extra = extra }), 0);
+	o.config_path = cfg;
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open through proxyCommand: %s: %s", asp_error_name(rc),
+		      e.message);
+	rc = asp_exec(&r, sb, "echo through-the-proxy", NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "exec through proxyCommand: %s: %s", asp_error_name(rc), e.message);
+	ck_assert_int_eq(asp_exec_result_exit_code(r), 0);
+	asp_exec_result_free(r);
+	/* The connection really ran through the command: it recorded its pid and is still running. */
+	text = fx_read_file(pidfile, NULL);
+	ck_assert_msg(text && sscanf(text, "%ld", &proxy_pid) == 1 && proxy_pid > 1,
+		      "proxyCommand did not run (no pid in %s)", pidfile);
+	free(text);
+	ck_assert_msg(kill((pid_t)proxy_pid, 0) == 0, "the proxyCommand process %ld is not running",
+		      proxy_pid);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_proxyfd(void)
 {
 	Suite *s = suite_create("proxyfd");
@@ -197,6 +235,7 @@ Suite *suite_proxyfd(void)
 	tcase_add_unchecked_fixture(tc, proxyfd_setup, proxyfd_teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_proxy_descriptors);
+	tcase_add_test(tc, test_proxy_command_rfc_name);
 	suite_add_tcase(s, tc);
 	return s;
 }

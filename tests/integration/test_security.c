@@ -273,6 +273,39 @@ START_TEST(test_no_secret_reaches_sandbox)
 }
 END_TEST
 
+/*
+ * sshd tells the login shell where the client is (SSH_CLIENT,
+ * SSH_CONNECTION: the harness's address and port); a command does not see
+ * them. Control: the wrapper's own shell did get them from sshd.
+ */
+START_TEST(test_harness_address_not_in_command_env)
+{
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	asp_sandbox *sb;
+	const unsigned char *out;
+	char *text, *sep;
+	size_t n;
+	int rc;
+
+	start_server(NULL);
+	sb = open_ok(fx.config);
+	rc = asp_exec(&r, sb, "env; echo ---; tr '\\0' '\\n' < /proc/$$/environ", NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "exec: %s", e.message);
+	out = asp_exec_result_output(r, ASP_STDOUT, &n);
+	text = strndup((const char *)out, n);
+	ck_assert_ptr_nonnull(sep = strstr(text, "---\n"));
+	ck_assert_msg(strstr(sep, "SSH_CONNECTION=127.0.0.1 ") && strstr(sep, "SSH_CLIENT=127.0.0.1 "),
+		      "control: sshd did not give the login shell SSH_CONNECTION/SSH_CLIENT:\n%s", sep);
+	*sep = '\0';
+	ck_assert_msg(!strstr(text, "SSH_CONNECTION=") && !strstr(text, "SSH_CLIENT=") &&
+		      !strstr(text, "127.0.0.1"), "the harness's address reached the command:\n%s", text);
+	free(text);
+	asp_exec_result_free(r);
+	asp_close(sb);
+}
+END_TEST
+
 /* -------------------------------------------------------------- proxy command */
 
 /* %r (the user) and %h reach x-asp-proxy-command single-quoted: no shell syntax gets through. */
@@ -538,6 +571,7 @@ Suite *suite_security(void)
 	tcase_add_loop_test(tc, test_key_text_never_in_messages, 0, 10);
 	tcase_add_test(tc, test_key_file_of_another_user);
 	tcase_add_test(tc, test_no_secret_reaches_sandbox);
+	tcase_add_test(tc, test_harness_address_not_in_command_env);
 	tcase_add_test(tc, test_proxy_command_placeholders_quoted);
 	tcase_add_test(tc, test_descriptors_close_on_exec);
 	tcase_add_test(tc, test_sftp_packet_size_cap);

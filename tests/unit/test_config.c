@@ -161,7 +161,14 @@ static const struct {
 	{ CONF(HU ", \"prot\": 22", ""), "connection.prot: unknown field (did you mean \"port\"?)" },
 	{ CONF(HU ", \"identiy\": \"k\"", ""), "connection.identiy: unknown field (did you mean \"identity\"?)" },
 	{ CONF(HU ", \"proxy_command\": \"p\"", ""),
-	  "connection.proxy_command: unknown field (did you mean \"x-asp-proxy-command\"?)" },
+	  "connection.proxy_command: unknown field (did you mean \"proxyCommand\"?)" },
+	{ CONF(HU ", \"proxyCommand\": \"\"", ""),
+	  "connection.proxyCommand: expected non-empty string, got \"\"" },
+	{ CONF(HU ", \"proxyCommand\": [\"ssh\"]", ""),
+	  "connection.proxyCommand: expected string, got array" },
+	{ CONF(HU ", \"proxyCommand\": \"a\", \"x-asp-proxy-command\": \"a\"", ""),
+	  "connection: proxyCommand and x-asp-proxy-command are the same setting; give only one "
+	  "(proxyCommand is the ASP name)" },
 	{ CONF(HU ", \"x-asp-proxy\": \"p\"", ""),
 	  "connection.x-asp-proxy: unknown field (x-asp-* is reserved for libasp extensions)" },
 	{ CONF(HU ", \"password\": \"p\"", ""),
@@ -324,6 +331,16 @@ START_TEST(test_all_fields)
 	ck_assert_str_eq(cfg->host_key, "SHA256:abc");
 	ck_assert_str_eq(cfg->proxy_command, "ssh -W %h:%p bastion");
 	ck_assert_str_eq(cfg->workspace, "/workspace");
+	asp__config_free(cfg);
+}
+END_TEST
+
+/* The ASP RFC's name for the proxy command means exactly what x-asp-proxy-command means. */
+START_TEST(test_proxy_command_rfc_name)
+{
+	asp_config *cfg = parse_ok(CONF(HU ", \"proxyCommand\": \"websocat --binary -E - wss://%h/\"", ""));
+
+	ck_assert_str_eq(cfg->proxy_command, "websocat --binary -E - wss://%h/");
 	asp__config_free(cfg);
 }
 END_TEST
@@ -1097,6 +1114,7 @@ Suite *suite_config(void)
 	tcase_add_test(tc, test_bad_arguments);
 	tcase_add_test(tc, test_defaults);
 	tcase_add_test(tc, test_all_fields);
+	tcase_add_test(tc, test_proxy_command_rfc_name);
 	tcase_add_test(tc, test_port_notations);
 	tcase_add_test(tc, test_strings_kept_exactly);
 	tcase_add_test(tc, test_location);

@@ -5,7 +5,9 @@
  *   up.c      `up`: keys, files, network, container, firewall, config; rollback
  *   manage.c  `down`, `status`, `list`
  *   verify.c  `verify`: evidence that the sandbox is what `up` promised
- *   podman.c  argv builders and process spawning (fork/execvp, never a shell)
+ *   podman.c  argv builders and process spawning (fork/execvp, never a shell);
+ *             the container engine (podman or docker) and its few differences
+ *   kube.c    the Kubernetes backend: manifest, apply, teardown
  *   keys.c    ed25519 host and client keys (ssh-keygen)
  *   state.c   the state directory, state.json, small file helpers
  *
@@ -23,12 +25,14 @@
 
 #define ASF_LABEL         "io.libasp.asf"
 #define ASF_LABEL_NAME    "io.libasp.asf.name"
+#define ASF_LABEL_CLIENT  "io.libasp.asf.client" /* kubernetes: pods that may reach sshd */
 #define ASF_PREFIX        "asf-"
 #define ASF_SSHD_PORT     2222   /* unprivileged: no CAP_NET_BIND_SERVICE needed */
 #define ASF_CTR_WORKSPACE "/workspace"
 #define ASF_CTR_ETC       "/etc/asf"
 #define ASF_USER          "agent"
 #define ASF_NFT_TABLE     "asf_egress"
+#define ASF_GATE          ".egress-blocked" /* docker: sshd waits for this file in ASF_CTR_ETC */
 
 /* The capabilities sshd needs as root in the container; why: docs/SECURITY.md. */
 #define ASF_CAPS          "CAP_SETGID,CAP_SETUID,CAP_SYS_CHROOT"
@@ -79,10 +83,17 @@ int asf_run(asf_out *o, char *const *argv, int timeout_s, asf_err *e);
 /* Absolute path of `prog` in $PATH into out (size outlen); -1 if not found. */
 int asf_which(const char *prog, char *out, size_t outlen);
 
-/* The podman binary, found once per process (absolute path) */
+/* The engine's binary (podman or docker), found once per process (absolute path) */
 extern char asf_podman[4096];
+/* "podman" (default) or "docker": --engine, or the engine recorded in state.json. */
+extern char asf_engine[16];
+int engine_docker(void);
+/* Set the engine; -1 with e set for anything but podman or docker. */
+int engine_set(const char *name, asf_err *e);
+/* Does the container or network `name` exist (labelled or not)? */
+int engine_exists(const char *kind, const char *name);
 
-/* Find podman and check it answers (`podman version`). */
+/* Find the engine and check it answers (`ENGINE version`). */
 int podman_ready(asf_err *e);
 
 /*
@@ -174,7 +185,11 @@ typedef struct asf_up_opts {
 	const char *pids;        /* e.g. "512" */
 	const char *publish;     /* ADDR[:PORT] */
 	const char *out;         /* where the .asp.json goes */
+	const char *backend;     /* "container" (default) or "kubernetes" */
+	const char *namespace_;  /* kubernetes: default "default" */
+	const char *manifest;    /* kubernetes: where the manifest goes (default STATE/NAME/kubernetes.yaml) */
 	unsigned int uid;        /* the sandbox user's uid/gid */
+	int manifest_only;       /* `manifest`: write the manifest and the .asp.json, apply nothing */
 	int replace;
 	int json;
 } asf_up_opts;
@@ -193,6 +208,42 @@ int cmd_verify(const char *name, const char *report, int json);
  * Returns the number of failures. Used by `down` and by up's rollback.
  */
 int teardown(const char *name, cJSON *report);
+
+/* manage.c: one {object, name, result[, detail]} in a `down` report (report may be NULL). */
+void asf_note(cJSON *report, const char *object, const char *name, const char *result, const char *detail);
+
+/* ------------------------------------------------------------ kube.c */
+
+/* One sandbox as Kubernetes objects. */
+typedef struct asf_kube {
+	const char *name;
+	const char *namespace_;
+	const char *image;
+	const char *dir;         /* its state directory: sshd/ holds the Secret's files */
+	const char *workspace;   /* host path (hostPath volume) */
+	int ws_ro;
+	int service;             /* --ingress service: a Service, sshd reachable on the pod network */
+	unsigned long long mem_bytes;
+	double cpus;
+	long pids;
+	int podman;              /* podman kube play's copy: a ConfigMap of text for the Secret (kube.c) */
+} asf_kube;
+
+/* The objects, in apply order: Secret, NetworkPolicy, [Service,] Pod. */
+cJSON *kube_objects(const asf_kube *k, asf_err *e);
+/* The manifest: multi-document YAML of JSON documents, mode 0600 (the host key is in it). */
+int kube_write(const char *path, const char *name, const cJSON *objs, asf_err *e);
+/*
+ * Apply with the engine: "kubectl" (apply, wait for Ready) or "podman"
+ * (kube play without network, egress table into the pod's netns, start).
+ * Records "applied" in st (saved) before anything is created.
+ */
+int kube_apply(const asf_kube *k, const char *manifest, const char *runtime, long nofile, long nproc,
+	       cJSON *st, asf_err *e);
+/* The exec ingress's proxy command: kubectl exec / podman exec ... sshd -i. */
+void kube_proxy_argv(asf_argv *a, const cJSON *st);
+/* Remove what the manifest made; returns the number of failures. */
+int kube_teardown(const char *name, const cJSON *st, cJSON *report);
 
 /* up.c: the krun check, usable or not; 0 when usable, else -1 and e says why. */
 int krun_usable(asf_err *e);

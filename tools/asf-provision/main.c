@@ -15,17 +15,23 @@
 
 static void usage(FILE *f)
 {
-	fputs("usage: asf-provision [--state-dir DIR] COMMAND ...\n"
+	fputs("usage: asf-provision [--state-dir DIR] [--engine podman|docker] COMMAND ...\n"
 	      "\n"
 	      "  up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
 	      "     [--runtime runc|crun|krun] [--egress none] [--ingress publish|exec]\n"
 	      "     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
 	      "     [--uid 1000] [--out FILE.asp.json] [--replace] [--json]\n"
+	      "  up|manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
+	      "     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
+	      "     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n"
+	      "     (--engine kubectl, the default here: a cluster; podman: podman kube play)\n"
 	      "  verify N [--report FILE] [--json]\n"
 	      "  status [N] [--json]\n"
 	      "  list [--json]\n"
 	      "  down N [--json]\n"
 	      "\n"
+	      "--engine: the container engine (default podman); verify, status and down\n"
+	      "use the one recorded when the sandbox was made.\n"
 	      "State: --state-dir, $ASF_STATE_DIR, /var/lib/asf-provision (root) or\n"
 	      "$XDG_STATE_HOME/asf-provision. See asf-provision(1).\n", f);
 }
@@ -54,14 +60,16 @@ static int bad_arg(const char *cmd, const char *arg)
 	return 2;
 }
 
-static int run_up(int argc, char **argv)
+static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 {
 	asf_up_opts o;
 	const char *v;
+	asf_err e;
 	int i;
 
 	memset(&o, 0, sizeof(o));
 	o.uid = 1000;
+	o.manifest_only = manifest_only;
 	for (i = 0; i < argc; i++) {
 		if ((v = optval(argc, argv, &i, "--name"))) o.name = v;
 		else if ((v = optval(argc, argv, &i, "--workspace"))) o.workspace = v;
@@ -75,6 +83,9 @@ static int run_up(int argc, char **argv)
 		else if ((v = optval(argc, argv, &i, "--pids"))) o.pids = v;
 		else if ((v = optval(argc, argv, &i, "--publish"))) o.publish = v;
 		else if ((v = optval(argc, argv, &i, "--out"))) o.out = v;
+		else if ((v = optval(argc, argv, &i, "--backend"))) o.backend = v;
+		else if ((v = optval(argc, argv, &i, "--namespace"))) o.namespace_ = v;
+		else if ((v = optval(argc, argv, &i, "--manifest"))) o.manifest = v;
 		else if ((v = optval(argc, argv, &i, "--uid"))) {
 			char *end;
 			unsigned long u = strtoul(v, &end, 10);
@@ -86,7 +97,16 @@ static int run_up(int argc, char **argv)
 		}
 		else if (!strcmp(argv[i], "--replace")) o.replace = 1;
 		else if (!strcmp(argv[i], "--json")) o.json = 1;
-		else return bad_arg("up", argv[i]);
+		else return bad_arg(manifest_only ? "manifest" : "up", argv[i]);
+	}
+	/* A cluster unless --engine says otherwise (podman: podman kube play here). */
+	if (o.backend && !strcmp(o.backend, "kubernetes") && !engine && engine_set("kubectl", &e)) {
+		fprintf(stderr, "asf-provision: %s\n", e.msg);
+		return 2;
+	}
+	if (manifest_only && !(o.backend && !strcmp(o.backend, "kubernetes"))) {
+		fprintf(stderr, "asf-provision: manifest: needs --backend kubernetes\n");
+		return 2;
 	}
 	return cmd_up(&o);
 }
@@ -117,9 +137,47 @@ static int parse_simple(const char *cmd, int argc, char **argv, const char **nam
 	return 0;
 }
 
+/*
+ * A sandbox is handled by the engine that made it (state.json "engine");
+ * --engine naming another one is an error. Without state (an orphan found
+ * by label), --engine or the default says where to look.
+ */
+static int engine_of(const char *cmd, const char *name, const char *given)
+{
+	asf_err e = { "" };
+	const char *rec;
+	cJSON *st;
+
+	if (!name_valid(name) || !state_exists(name) || !(st = state_load(name, &e)))
+		return 0;
+	rec = js(st, "engine") ? js(st, "engine") : "podman";
+	if (given && strcmp(given, rec)) {
+		fprintf(stderr, "asf-provision: %s: sandbox %s was made with --engine %s, not %s\n", cmd,
+			name, rec, given);
+		cJSON_Delete(st);
+		return 2;
+	}
+	if (engine_set(rec, &e)) {
+		fprintf(stderr, "asf-provision: %s: %s: state.json \"engine\": %s\n", cmd, name, e.msg);
+		cJSON_Delete(st);
+		return 2;
+	}
+	cJSON_Delete(st);
+	return 0;
+}
+
+/* verify and status look at the host's containers and namespaces: not a cluster's. */
+static int on_cluster(const char *cmd, const char *name)
+{
+	fprintf(stderr, "asf-provision: %s: sandbox %s runs on a Kubernetes cluster (--engine kubectl): "
+		"%s reads the container engine and network namespace on this host and cannot look "
+		"into a cluster's node; see docs/kubernetes.md\n", cmd, name, cmd);
+	return 2;
+}
+
 int main(int argc, char **argv)
 {
-	const char *state = NULL, *cmd, *name = NULL, *report = NULL, *v;
+	const char *state = NULL, *engine = NULL, *cmd, *name = NULL, *report = NULL, *v;
 	asf_err e = { "" };
 	int i = 1, json = 0, rc;
 
@@ -130,6 +188,8 @@ int main(int argc, char **argv)
 		}
 		if ((v = optval(argc, argv, &i, "--state-dir")))
 			state = v;
+		else if ((v = optval(argc, argv, &i, "--engine")))
+			engine = v;
 		else
 			return bad_arg("asf-provision", argv[i]);
 	}
@@ -142,27 +202,34 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	if (state_root_init(state, &e)) {
+	if (state_root_init(state, &e) || (engine && engine_set(engine, &e))) {
 		fprintf(stderr, "asf-provision: %s\n", e.msg);
 		return 2;
 	}
 	argc -= i;
 	argv += i;
-	if (!strcmp(cmd, "up"))
-		return run_up(argc, argv);
+	if (!strcmp(cmd, "up") || !strcmp(cmd, "manifest"))
+		return run_up(argc, argv, engine, !strcmp(cmd, "manifest"));
 	if (!strcmp(cmd, "verify")) {
-		if ((rc = parse_simple(cmd, argc, argv, &name, &json, &report, 1)))
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, &report, 1)) ||
+		    (rc = engine_of(cmd, name, engine)))
 			return rc;
+		if (!strcmp(asf_engine, "kubectl"))
+			return on_cluster(cmd, name);
 		return cmd_verify(name, report, json);
 	}
 	if (!strcmp(cmd, "down")) {
-		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 1)))
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 1)) ||
+		    (rc = engine_of(cmd, name, engine)))
 			return rc;
 		return cmd_down(name, json);
 	}
 	if (!strcmp(cmd, "status")) {
-		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 0)))
+		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 0)) ||
+		    (name && (rc = engine_of(cmd, name, engine))))
 			return rc;
+		if (name && !strcmp(asf_engine, "kubectl"))
+			return on_cluster(cmd, name);
 		return cmd_status(name, json);
 	}
 	if (!strcmp(cmd, "list")) {

@@ -15,8 +15,8 @@
 
 #include "asf.h"
 
-static void note(cJSON *report, const char *object, const char *name, const char *result,
-		 const char *detail)
+void asf_note(cJSON *report, const char *object, const char *name, const char *result,
+	      const char *detail)
 {
 	cJSON *r;
 
@@ -51,34 +51,33 @@ static int remove_kind(const char *kind, const char *name, const char *expected,
 	int failed = 0;
 
 	if (podman_labelled(&v, &n, kind, name, &e)) {
-		note(report, kind, expected ? expected : name, "failed", e.msg);
+		asf_note(report, kind, expected ? expected : name, "failed", e.msg);
 		return 1;
 	}
 	if (expected && !contains(v, n, expected)) {
-		const char *exists = !strcmp(kind, "container") ? "container" : "network";
 		/* Named in the state but not labelled: absent, or someone else's. */
-		if (strcmp(kind, "volume") && podman(&o, &e, exists, "exists", expected, (char *)NULL) == 0) {
-			out_free(&o);
-			note(report, kind, expected, "failed", "exists without our label: left alone");
+		if (strcmp(kind, "volume") && engine_exists(kind, expected)) {
+			asf_note(report, kind, expected, "failed", "exists without our label: left alone");
 			failed++;
 		} else {
-			note(report, kind, expected, "absent", NULL);
+			asf_note(report, kind, expected, "absent", NULL);
 		}
 	}
 	for (i = 0; i < n; i++) {
 		int rc;
 		if (!strcmp(kind, "container"))
-			rc = podman(&o, &e, "rm", "--force", "--time", "5", v[i], (char *)NULL);
+			rc = engine_docker() ? podman(&o, &e, "rm", "--force", v[i], (char *)NULL) :
+			     podman(&o, &e, "rm", "--force", "--time", "5", v[i], (char *)NULL);
 		else if (!strcmp(kind, "network"))
 			rc = podman(&o, &e, "network", "rm", v[i], (char *)NULL);
 		else
 			rc = podman(&o, &e, "volume", "rm", "--force", v[i], (char *)NULL);
 		if (rc) {
-			note(report, kind, v[i], "failed", e.msg);
+			asf_note(report, kind, v[i], "failed", e.msg);
 			failed++;
 		} else {
 			out_free(&o);
-			note(report, kind, v[i], "removed", NULL);
+			asf_note(report, kind, v[i], "removed", NULL);
 		}
 	}
 	strv_free(v, n);
@@ -98,18 +97,18 @@ static int restore_workspace(const cJSON *st, cJSON *report)
 	if (!host || !jb(ws, "chowned"))
 		return 0;
 	if (chown_dir(host, (uid_t)-1, (gid_t)-1, &sb, &e)) {
-		note(report, "workspace-owner", host, "absent", e.msg);
+		asf_note(report, "workspace-owner", host, "absent", e.msg);
 		return 0;
 	}
 	if (sb.st_uid != uid) {
-		note(report, "workspace-owner", host, "absent", "owner changed since up: left alone");
+		asf_note(report, "workspace-owner", host, "absent", "owner changed since up: left alone");
 		return 0;
 	}
 	if (chown_dir(host, (uid_t)jn(ws, "orig_uid", 0), (gid_t)jn(ws, "orig_gid", 0), NULL, &e)) {
-		note(report, "workspace-owner", host, "failed", e.msg);
+		asf_note(report, "workspace-owner", host, "failed", e.msg);
 		return 1;
 	}
-	note(report, "workspace-owner", host, "restored", "original owner given back");
+	asf_note(report, "workspace-owner", host, "restored", "original owner given back");
 	return 0;
 }
 
@@ -127,14 +126,14 @@ static int remove_config(const char *name, const cJSON *st, cJSON *report)
 	if (!out || !strcmp(out, copy))
 		return 0;
 	if (lstat(out, &sb) && errno == ENOENT) {
-		note(report, "config", out, "absent", NULL);
+		asf_note(report, "config", out, "absent", NULL);
 		return 0;
 	}
 	/* Not followed, not blocked on, bounded: whatever is there now is only compared. */
 	if (!(a = read_file(out, ASF_CONFIG_MAX, NULL, &e))) {
 		char why[sizeof(e.msg) + 32];
 		str_fmt(why, sizeof(why), "%s; left alone", e.msg);
-		note(report, "config", out, "absent", why);
+		asf_note(report, "config", out, "absent", why);
 		return 0;
 	}
 	b = read_file(copy, ASF_CONFIG_MAX, NULL, NULL);
@@ -142,14 +141,14 @@ static int remove_config(const char *name, const cJSON *st, cJSON *report)
 	free(a);
 	free(b);
 	if (!same) {
-		note(report, "config", out, "absent", "changed since up: left alone");
+		asf_note(report, "config", out, "absent", "changed since up: left alone");
 		return 0;
 	}
 	if (unlink(out)) {
-		note(report, "config", out, "failed", strerror(errno));
+		asf_note(report, "config", out, "failed", strerror(errno));
 		return 1;
 	}
-	note(report, "config", out, "removed", NULL);
+	asf_note(report, "config", out, "removed", NULL);
 	return 0;
 }
 
@@ -164,40 +163,46 @@ int teardown(const char *name, cJSON *report)
 
 	str_fmt(derived, sizeof(derived), ASF_PREFIX "%s", name);
 	st = state_load(name, &e);
+	if (st && js(st, "backend") && !strcmp(js(st, "backend"), "kubernetes")) {
+		failed += kube_teardown(name, st, report);
+		goto common;
+	}
 	if (podman_ready(&e)) {
-		note(report, "podman", "podman", "failed", e.msg);
+		asf_note(report, "podman", "podman", "failed", e.msg);
 		cJSON_Delete(st);
 		return 1;
 	}
 	failed += remove_kind("container", name, st ? js(st, "container") : derived, report);
 	failed += remove_kind("network", name, st ? js(st, "network") : derived, report);
 	failed += remove_kind("volume", name, NULL, report);
+common:
 	if (st) {
 		failed += restore_workspace(st, report);
 		failed += remove_config(name, st, report);
 	}
 	state_dir(dir, sizeof(dir), name);
 	if (!state_exists(name)) {
-		note(report, "state", dir, "absent", NULL);
+		asf_note(report, "state", dir, "absent", NULL);
 	} else if (failed) {
-		note(report, "state", dir, "failed", "kept: other objects could not be removed");
+		asf_note(report, "state", dir, "failed", "kept: other objects could not be removed");
 	} else if (state_remove(name, &e)) {
-		note(report, "state", dir, "failed", e.msg);
+		asf_note(report, "state", dir, "failed", e.msg);
 		failed++;
 	} else {
-		note(report, "state", dir, "removed", NULL);
+		asf_note(report, "state", dir, "removed", NULL);
 	}
-	/* Re-scan: anything still labelled is a failure, whatever the steps above said. */
-	for (i = 0; i < 3; i++) {
+	/* Re-scan: anything still labelled is a failure, whatever the steps above said
+	 * (kube_teardown re-scans its own objects). */
+	for (i = 0; i < 3 && !(st && js(st, "backend") && !strcmp(js(st, "backend"), "kubernetes")); i++) {
 		char **v;
 		size_t n, k;
 		if (podman_labelled(&v, &n, kinds[i], name, &e)) {
-			note(report, kinds[i], name, "failed", e.msg);
+			asf_note(report, kinds[i], name, "failed", e.msg);
 			failed++;
 			continue;
 		}
 		for (k = 0; k < n; k++) {
-			note(report, kinds[i], v[k], "failed", "still present after removal");
+			asf_note(report, kinds[i], v[k], "failed", "still present after removal");
 			failed++;
 		}
 		strv_free(v, n);
@@ -300,8 +305,10 @@ static int all_names(char ***out, size_t *n, asf_err *e)
 
 	if (state_names(&v, &k))
 		return asf_fail(e, "cannot read %s: %s", asf_state_root, strerror(errno));
-	if (podman(&o, e, "ps", "-a", "--filter", "label=" ASF_LABEL "=1", "--format",
-		   "{{index .Labels \"" ASF_LABEL_NAME "\"}}", (char *)NULL) == 0) {
+	/* docker's .Labels is a string; its .Label method takes the key. */
+	if (podman(&o, e, "ps", "-a", "--filter", "label=" ASF_LABEL "=1", "--format", engine_docker() ?
+		   "{{.Label \"" ASF_LABEL_NAME "\"}}" : "{{index .Labels \"" ASF_LABEL_NAME "\"}}",
+		   (char *)NULL) == 0) {
 		char *line, *save = NULL;
 		for (line = strtok_r(o.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 			char **nv;

@@ -19,6 +19,7 @@
 #include "asf.h"
 
 char asf_podman[4096];
+char asf_engine[16] = "podman";
 
 int asf_fail(asf_err *e, const char *fmt, ...)
 {
@@ -319,17 +320,61 @@ static const char *trimmed(char *s)
 	return s;
 }
 
+/*
+ * The engines differ in a few places only, each marked engine_docker():
+ * docker has no `podman init` (up starts the container behind a gate
+ * instead), no `--rootfs`, no nosuid/nodev/noexec on bind mounts, no
+ * `--no-hosts`, and its own `exists` and label syntax.
+ */
+int engine_docker(void)
+{
+	return !strcmp(asf_engine, "docker");
+}
+
+int engine_set(const char *name, asf_err *e)
+{
+	if (strcmp(name, "podman") && strcmp(name, "docker") && strcmp(name, "kubectl"))
+		return asf_fail(e, "--engine %s: expected podman or docker (or, with --backend kubernetes, "
+				   "kubectl or podman)", name);
+	if (strcmp(asf_engine, name))
+		asf_podman[0] = '\0'; /* found again for the new engine */
+	str_fmt(asf_engine, sizeof(asf_engine), "%s", name);
+	return 0;
+}
+
+int engine_exists(const char *kind, const char *name)
+{
+	asf_err e;
+	asf_out o;
+	int rc;
+
+	/* `podman container exists`; docker has only inspect (which podman has too). */
+	rc = podman(&o, &e, !strcmp(kind, "container") ? "container" : "network", "inspect", name,
+		    (char *)NULL);
+	if (rc == 0)
+		out_free(&o);
+	return rc == 0;
+}
+
 int podman_ready(asf_err *e)
 {
 	asf_out o;
 
-	if (!asf_podman[0] && asf_which("podman", asf_podman, sizeof(asf_podman))) {
+	if (!asf_podman[0] && asf_which(asf_engine, asf_podman, sizeof(asf_podman))) {
 		asf_podman[0] = '\0';
-		return asf_fail(e, "podman not found in PATH (%s); install it "
-				   "(Debian: apt-get install podman runc) or fix PATH",
-				getenv("PATH") ? getenv("PATH") : "unset");
+		return asf_fail(e, "%s not found in PATH (%s); install it (Debian: apt-get install %s) "
+				   "or fix PATH", asf_engine, getenv("PATH") ? getenv("PATH") : "unset",
+				engine_docker() ? "docker.io" : strcmp(asf_engine, "kubectl") ? "podman runc" : "kubectl");
 	}
-	if (podman(&o, e, "version", "--format", "{{.Client.Version}}", (char *)NULL)) {
+	if (!strcmp(asf_engine, "kubectl")) { /* the client only: `up` finds out about the cluster */
+		if (podman(&o, e, "version", "--client", "--output=json", (char *)NULL))
+			return -1;
+		out_free(&o);
+		return 0;
+	}
+	/* docker: the server's version, so a client without a daemon fails here. */
+	if (podman(&o, e, "version", "--format", engine_docker() ? "{{.Server.Version}}" :
+		   "{{.Client.Version}}", (char *)NULL)) {
 		char why[sizeof(e->msg)];
 		str_fmt(why, sizeof(why), "%s", e->msg);
 		return asf_fail(e, "%s does not work: %s", asf_podman, why);
@@ -346,7 +391,7 @@ int podman_argv(asf_out *o, asf_argv *a, asf_err *e)
 		return -1;
 	if (o->status != 0) {
 		/* podman's own words; the whole command line would bury them. */
-		asf_fail(e, "podman %s%s%s failed (exit %d): %s", a->n > 1 ? a->v[1] : "",
+		asf_fail(e, "%s %s%s%s failed (exit %d): %s", asf_engine, a->n > 1 ? a->v[1] : "",
 			 a->n > 2 && a->v[2][0] != '-' ? " " : "", a->n > 2 && a->v[2][0] != '-' ? a->v[2] : "",
 			 o->status, *o->err ? trimmed(o->err) : trimmed(o->out));
 		out_free(o); /* on failure the caller has nothing to free */
@@ -362,7 +407,7 @@ int podman(asf_out *o, asf_err *e, ...)
 	va_list ap;
 	int rc;
 
-	argv_add(&a, asf_podman[0] ? asf_podman : "podman");
+	argv_add(&a, asf_podman[0] ? asf_podman : asf_engine);
 	va_start(ap, e);
 	while ((s = va_arg(ap, const char *)))
 		argv_add(&a, s);

@@ -11,10 +11,13 @@
  *      the directory itself; recorded and undone by `down`);
  *   4. a labelled network asf-NAME (publish ingress) or none (exec ingress);
  *   5. `podman create` (least privilege, see create_argv), `podman init`:
- *      the namespaces exist but sshd does not run yet;
+ *      the namespaces exist but sshd does not run yet (docker: `docker
+ *      start`, the container waiting at a gate file until step 7);
  *   6. from the host, inside the container's network namespace: the egress
  *      ruleset, and no default route (loopback publishing);
- *   7. `podman start`; the .asp.json; a real connection through it.
+ *   7. `podman start` (docker: the gate file); the .asp.json; a real
+ *      connection through it.
+ * --backend kubernetes leaves after step 3 for kube_build (kube.c).
  * Any failure after step 1 tears down everything labelled with the name.
  */
 #include <arpa/inet.h>
@@ -49,6 +52,9 @@ typedef struct up_ctx {
 	int pub_port;          /* requested; 0 = any */
 	int loopback;          /* publishing on 127.0.0.0/8 */
 	int exec_ingress;
+	int kube;              /* --backend kubernetes (kube.c) */
+	int service;           /* kubernetes: --ingress service */
+	char manifest[PATH_MAX];
 	char out[PATH_MAX];    /* the .asp.json */
 	char host_key[512];    /* "ssh-ed25519 AAAA..." */
 	char fingerprint[128];
@@ -170,6 +176,59 @@ static int out_dir_private(const char *out, asf_err *e)
 	return 0;
 }
 
+/* --backend kubernetes and what goes with it; the container backend refuses its options. */
+static int validate_backend(up_ctx *c, asf_err *e)
+{
+	const asf_up_opts *o = c->o;
+	const char *ns = o->namespace_ ? o->namespace_ : "default";
+	size_t i;
+
+	if (o->backend && strcmp(o->backend, "container") && strcmp(o->backend, "kubernetes"))
+		return asf_fail(e, "--backend %s: expected container or kubernetes", o->backend);
+	c->kube = o->backend && !strcmp(o->backend, "kubernetes");
+	if (!c->kube) {
+		if (!strcmp(asf_engine, "kubectl"))
+			return asf_fail(e, "--engine kubectl needs --backend kubernetes");
+		if (o->namespace_ || o->manifest || o->manifest_only)
+			return asf_fail(e, "%s needs --backend kubernetes", o->manifest_only ? "manifest" :
+					o->namespace_ ? "--namespace" : "--manifest");
+		return 0;
+	}
+	if (engine_docker())
+		return asf_fail(e, "--backend kubernetes --engine docker: expected --engine kubectl (a cluster) "
+				   "or podman (podman kube play on this host)");
+	if (!o->image)
+		return asf_fail(e, "--backend kubernetes needs --image IMAGE (a pod runs an image, not --rootfs)");
+	if (o->publish)
+		return asf_fail(e, "--publish: not with --backend kubernetes (--ingress service makes a Service)");
+	if (o->ingress && strcmp(o->ingress, "exec") && strcmp(o->ingress, "service"))
+		return asf_fail(e, "--ingress %s: expected exec or service with --backend kubernetes", o->ingress);
+	c->service = o->ingress && !strcmp(o->ingress, "service");
+	if (c->service && strcmp(asf_engine, "kubectl"))
+		return asf_fail(e, "--ingress service: podman kube play does not enforce NetworkPolicy, so its "
+				   "pod gets no network; use --ingress exec (or --engine kubectl on a cluster)");
+	if (o->runtime && !strcmp(asf_engine, "kubectl"))
+		return asf_fail(e, "--runtime: on a cluster the RuntimeClass decides; not with --engine kubectl");
+	if (o->uid != 1000)
+		return asf_fail(e, "--uid %u: the Kubernetes backend uses the image's /etc/passwd (agent is uid "
+				   "1000 in mkrootfs.sh's image); only 1000", o->uid);
+	for (i = 0; ns[i]; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789-", ns[i]))
+			break;
+	if (!ns[0] || ns[i] || i > 63 || ns[0] == '-' || ns[i - 1] == '-')
+		return asf_fail(e, "--namespace %s: expected a DNS label (a-z, 0-9, '-', at most 63)", ns);
+	if (o->manifest) {
+		if (out_realpath(c->manifest, o->manifest, e))
+			return -1;
+	} else {
+		str_fmt(c->manifest, sizeof(c->manifest), "%s/kubernetes.yaml", c->dir);
+	}
+	if (path_under(c->manifest, c->ws_host))
+		return asf_fail(e, "--manifest %s: must not be inside the workspace (it holds the host key)",
+				c->manifest);
+	return 0;
+}
+
 static int validate(up_ctx *c, asf_err *e)
 {
 	const asf_up_opts *o = c->o;
@@ -209,6 +268,9 @@ static int validate(up_ctx *c, asf_err *e)
 
 	if (!!o->image == !!o->rootfs)
 		return asf_fail(e, "give exactly one of --image IMG or --rootfs DIR");
+	if (o->rootfs && engine_docker())
+		return asf_fail(e, "--rootfs %s: docker cannot run a directory; import it as an image "
+				   "(tar -C DIR -c . | docker import - IMAGE) and give --image IMAGE", o->rootfs);
 	if (o->rootfs) {
 		if (!realpath(o->rootfs, c->rootfs) || stat(c->rootfs, &st) || !S_ISDIR(st.st_mode))
 			return asf_fail(e, "--rootfs %s: not a directory", o->rootfs);
@@ -225,9 +287,11 @@ static int validate(up_ctx *c, asf_err *e)
 		return asf_fail(e, "--runtime %s: expected runc, crun or krun", o->runtime);
 	if (o->egress && strcmp(o->egress, "none"))
 		return asf_fail(e, "--egress %s: only \"none\" is implemented (no allow-lists yet)", o->egress);
-	if (o->ingress && strcmp(o->ingress, "publish") && strcmp(o->ingress, "exec"))
+	if (validate_backend(c, e))
+		return -1;
+	if (!c->kube && o->ingress && strcmp(o->ingress, "publish") && strcmp(o->ingress, "exec"))
 		return asf_fail(e, "--ingress %s: expected publish or exec", o->ingress);
-	c->exec_ingress = o->ingress && !strcmp(o->ingress, "exec");
+	c->exec_ingress = (o->ingress && !strcmp(o->ingress, "exec")) || (c->kube && !c->service);
 	if (c->exec_ingress && o->publish)
 		return asf_fail(e, "--publish makes no sense with --ingress exec (the sandbox has no network)");
 	if (parse_publish(c, o->publish ? o->publish : "127.0.0.1", e))
@@ -435,10 +499,13 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	argv_add(a, c->ctr);
 	/* Least privilege: docs/SECURITY.md says why each of these is here. */
 	argv_add(a, "--cap-drop=ALL");
-	argv_add(a, "--cap-add=" ASF_CAPS);
+	argv_add(a, "--cap-add=CAP_SETGID"); /* ASF_CAPS, one each: docker does not split commas */
+	argv_add(a, "--cap-add=CAP_SETUID");
+	argv_add(a, "--cap-add=CAP_SYS_CHROOT");
 	argv_add(a, "--security-opt=no-new-privileges");
 	argv_add(a, "--read-only");
-	argv_add(a, "--read-only-tmpfs=false");
+	if (!engine_docker())
+		argv_add(a, "--read-only-tmpfs=false");
 	argv_add(a, "--tmpfs=/run:rw,nosuid,nodev,noexec,mode=0755,size=16m");
 	argv_add(a, "--tmpfs=/run/sshd:rw,nosuid,nodev,noexec,mode=0755,size=1m");
 	argv_add(a, "--tmpfs=/tmp:rw,nosuid,nodev,mode=1777,size=256m");
@@ -450,7 +517,8 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	argv_addf(a, "--ulimit=nproc=%ld:%ld", *nproc, *nproc);
 	argv_add(a, "--ulimit=core=0:0");
 	argv_add(a, "--restart=no");
-	argv_add(a, "--no-hosts");
+	if (!engine_docker())
+		argv_add(a, "--no-hosts");
 	argv_add(a, "--sysctl=net.ipv6.conf.all.disable_ipv6=1");
 	argv_add(a, "--sysctl=net.ipv6.conf.default.disable_ipv6=1");
 	if (c->exec_ingress) {
@@ -462,16 +530,35 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 		else
 			argv_addf(a, "--publish=%s::%d/tcp", c->pub_addr, ASF_SSHD_PORT);
 	}
-	argv_addf(a, "--volume=%s/sshd:" ASF_CTR_ETC ":ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s/etc/passwd:/etc/passwd:ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s/etc/group:/etc/group:ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s/etc/resolv.conf:/etc/resolv.conf:ro,nosuid,nodev,noexec", c->dir);
-	argv_addf(a, "--volume=%s:" ASF_CTR_WORKSPACE ":%s,nosuid,nodev", c->ws_host, c->ws_ro ? "ro" : "rw");
+	if (engine_docker()) {
+		/* docker's bind mounts take no nosuid/nodev/noexec (no_new_privs still holds). */
+		argv_addf(a, "--mount=type=bind,src=%s/sshd,dst=" ASF_CTR_ETC ",readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s/etc/passwd,dst=/etc/passwd,readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s/etc/group,dst=/etc/group,readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s/etc/resolv.conf,dst=/etc/resolv.conf,readonly", c->dir);
+		argv_addf(a, "--mount=type=bind,src=%s,dst=" ASF_CTR_WORKSPACE "%s", c->ws_host,
+			  c->ws_ro ? ",readonly" : "");
+	} else {
+		argv_addf(a, "--volume=%s/sshd:" ASF_CTR_ETC ":ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s/etc/passwd:/etc/passwd:ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s/etc/group:/etc/group:ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s/etc/resolv.conf:/etc/resolv.conf:ro,nosuid,nodev,noexec", c->dir);
+		argv_addf(a, "--volume=%s:" ASF_CTR_WORKSPACE ":%s,nosuid,nodev", c->ws_host, c->ws_ro ? "ro" : "rw");
+	}
 	if (o->rootfs) {
 		argv_add(a, "--rootfs");
 		argv_add(a, c->rootfs);
 	} else {
 		argv_add(a, o->image);
+	}
+	if (engine_docker()) {
+		/* docker has no `podman init`: the container starts, but sshd only
+		 * once the host has blocked egress and opened the gate. */
+		argv_add(a, "/bin/sh");
+		argv_add(a, "-c");
+		argv_add(a, "while [ ! -e " ASF_CTR_ETC "/" ASF_GATE " ]; do sleep 0.1; done; "
+			 "exec /usr/sbin/sshd -D -e -f " ASF_CTR_ETC "/sshd_config");
+		return;
 	}
 	argv_add(a, "/usr/sbin/sshd");
 	argv_add(a, "-D");
@@ -614,11 +701,39 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 	str_fmt(identity, sizeof(identity), "%s/client_ed25519_key", c->dir);
 	cJSON_AddStringToObject(cfg, "version", "0");
 	cJSON_AddStringToObject(cfg, "transport", "ssh");
-	if (c->exec_ingress) {
-		/* libasp runs this with /bin/sh -c: argv_text quotes every word. */
-		char *argv[] = { asf_podman, "exec", "-i", c->ctr, "/usr/sbin/sshd", "-i", "-f",
-				 ASF_CTR_ETC "/sshd_config", NULL };
-		char *proxy = argv_text(argv);
+	if (c->kube && c->service) {
+		char host[256];
+		str_fmt(host, sizeof(host), "%s.%s.svc.cluster.local", c->ctr, js(c->st, "namespace"));
+		cJSON_AddStringToObject(conn, "host", host);
+		cJSON_AddNumberToObject(conn, "port", 22);
+		cJSON_AddStringToObject(conn, "user", ASF_USER);
+		cJSON_AddStringToObject(conn, "identity", identity);
+		cJSON_AddStringToObject(conn, "host_key", c->host_key);
+	} else if (c->kube) {
+		/* kubectl exec (or podman exec): the only difference between the two. */
+		asf_argv a = { 0 };
+		char *proxy;
+		kube_proxy_argv(&a, c->st);
+		proxy = a.oom ? NULL : argv_text(a.v);
+		argv_free(&a);
+		cJSON_AddStringToObject(conn, "host", c->ctr);
+		cJSON_AddStringToObject(conn, "user", ASF_USER);
+		cJSON_AddStringToObject(conn, "identity", identity);
+		cJSON_AddStringToObject(conn, "host_key", c->host_key);
+		cJSON_AddStringToObject(conn, "x-asp-proxy-command", proxy ? proxy : "");
+		free(proxy);
+	} else if (c->exec_ingress) {
+		/* libasp runs this with /bin/sh -c: argv_text quotes every word. docker:
+		 * the daemon up used (DOCKER_HOST), whatever the harness's environment. */
+		const char *dh = engine_docker() ? getenv("DOCKER_HOST") : NULL;
+		char host[4200] = "", *argv[] = { asf_podman, "exec", "-i", c->ctr, "/usr/sbin/sshd", "-i", "-f",
+						  ASF_CTR_ETC "/sshd_config", NULL, NULL, NULL };
+		char *proxy;
+		if (dh && *dh && str_fmt(host, sizeof(host), "--host=%s", dh) > 0) {
+			memmove(argv + 2, argv + 1, 8 * sizeof(*argv));
+			argv[1] = host;
+		}
+		proxy = argv_text(argv);
 		cJSON_AddStringToObject(conn, "host", c->ctr);
 		cJSON_AddStringToObject(conn, "user", ASF_USER);
 		cJSON_AddStringToObject(conn, "identity", identity);
@@ -739,14 +854,25 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	cJSON_AddStringToObject(st, "name", o->name);
 	cJSON_AddStringToObject(st, "phase", "creating");
 	cJSON_AddStringToObject(st, "created", now);
-	cJSON_AddStringToObject(st, "container", c->ctr);
-	if (!c->exec_ingress)
+	if (c->kube) {
+		/* podman kube play names the container POD-CONTAINER. */
+		cJSON_AddStringToObject(st, "backend", "kubernetes");
+		cJSON_AddStringToObject(st, "namespace", o->namespace_ ? o->namespace_ : "default");
+		cJSON_AddStringToObject(st, "pod", c->ctr);
+		snprintf(buf, sizeof(buf), "%s-sshd", c->ctr);
+		cJSON_AddStringToObject(st, "container", strcmp(asf_engine, "kubectl") ? buf : "sshd");
+		cJSON_AddStringToObject(st, "manifest", c->manifest);
+	} else {
+		cJSON_AddStringToObject(st, "container", c->ctr);
+	}
+	if (!c->exec_ingress && !c->kube)
 		cJSON_AddStringToObject(st, "network", c->ctr);
 	cJSON_AddStringToObject(st, "runtime", o->runtime ? o->runtime : "");
-	cJSON_AddStringToObject(st, "ingress", c->exec_ingress ? "exec" : "publish");
+	cJSON_AddStringToObject(st, "ingress", c->exec_ingress ? "exec" : c->service ? "service" : "publish");
 	cJSON_AddStringToObject(st, "egress", "none");
-	if (!c->exec_ingress)
+	if (!c->exec_ingress && !c->kube)
 		cJSON_AddStringToObject(st, "publish_address", c->pub_addr);
+	cJSON_AddStringToObject(st, "engine", asf_engine);
 	cJSON_AddStringToObject(st, "podman", asf_podman);
 	if (o->rootfs)
 		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
@@ -809,30 +935,53 @@ static int name_free(up_ctx *c, asf_err *e)
 	const char *kinds[] = { "container", "network", "volume" };
 	size_t i, n;
 	char **v;
-	asf_out o;
 
 	if (state_exists(c->o->name))
 		return asf_fail(e, "sandbox \"%s\" exists (%s); use --replace, or `asf-provision down %s` first",
 				c->o->name, c->dir, c->o->name);
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < 3 && !c->kube; i++) {
 		if (podman_labelled(&v, &n, kinds[i], c->o->name, e))
 			return -1;
 		strv_free(v, n);
 		if (n)
-			return asf_fail(e, "podman objects labelled %s=%s exist (leftovers?); use --replace, "
-					   "or `asf-provision down %s` first", ASF_LABEL_NAME, c->o->name, c->o->name);
+			return asf_fail(e, "%s objects labelled %s=%s exist (leftovers?); use --replace, "
+					   "or `asf-provision down %s` first", asf_engine, ASF_LABEL_NAME, c->o->name,
+					c->o->name);
 	}
-	if (podman(&o, e, "container", "exists", c->ctr, (char *)NULL) == 0) {
-		out_free(&o);
+	if (!c->kube && engine_exists("container", c->ctr))
 		return asf_fail(e, "a container named %s exists that asf-provision did not create", c->ctr);
-	}
-	if (!c->exec_ingress && podman(&o, e, "network", "exists", c->ctr, (char *)NULL) == 0) {
-		out_free(&o);
+	if (!c->kube && !c->exec_ingress && engine_exists("network", c->ctr))
 		return asf_fail(e, "a network named %s exists that asf-provision did not create", c->ctr);
-	}
 	if (!c->o->replace && faccessat(AT_FDCWD, c->out, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return asf_fail(e, "--out %s exists; remove it or use --replace", c->out);
 	return 0;
+}
+
+/* --backend kubernetes: the manifest, then (unless `manifest`) apply, config, a connection. */
+static int kube_build(up_ctx *c, long nofile, long nproc, asf_err *e)
+{
+	asf_kube k = { c->o->name, js(c->st, "namespace"), c->o->image, c->dir, c->ws_host, c->ws_ro,
+		       c->service, c->mem_bytes, c->cpus, c->pids, 0 };
+	cJSON *objs = kube_objects(&k, e);
+	int rc;
+
+	if (!objs)
+		return -1;
+	rc = kube_write(c->manifest, c->o->name, objs, e);
+	cJSON_Delete(objs);
+	if (rc)
+		return -1;
+	if (c->o->manifest_only) {
+		if (write_config(c, 0, e))
+			return -1;
+		cJSON_ReplaceItemInObjectCaseSensitive(c->st, "phase", cJSON_CreateString("rendered"));
+		return state_save(c->o->name, c->st, e);
+	}
+	if (kube_apply(&k, c->manifest, c->o->runtime, nofile, nproc, c->st, e) ||
+	    state_save(c->o->name, c->st, e) || write_config(c, 0, e) || wait_ready(c, e))
+		return -1;
+	cJSON_ReplaceItemInObjectCaseSensitive(c->st, "phase", cJSON_CreateString("ready"));
+	return state_save(c->o->name, c->st, e);
 }
 
 static int build(up_ctx *c, asf_err *e)
@@ -861,13 +1010,19 @@ static int build(up_ctx *c, asf_err *e)
 	/* Step 3. */
 	if (own_workspace(c, e) || state_save(c->o->name, c->st, e))
 		goto fail;
+	if (c->kube) {
+		int rc = kube_build(c, nofile, nproc, e);
+		argv_free(&a);
+		return rc;
+	}
 	/* Step 4. */
 	if (!c->exec_ingress) {
 		asf_argv n = { 0 };
 		argv_add(&n, asf_podman);
 		argv_add(&n, "network");
 		argv_add(&n, "create");
-		argv_add(&n, "--disable-dns");
+		if (!engine_docker()) /* docker's resolver is not reached: resolv.conf is ours */
+			argv_add(&n, "--disable-dns");
 		add_label(&n, c->o->name);
 		argv_add(&n, c->ctr);
 		if (podman_argv(&o, &n, e)) {
@@ -882,7 +1037,8 @@ static int build(up_ctx *c, asf_err *e)
 		goto fail;
 	cJSON_AddStringToObject(c->st, "container_id", strtok(o.out, "\n") ? o.out : "");
 	out_free(&o);
-	if (podman(&o, e, "init", c->ctr, (char *)NULL))
+	/* docker: started, but waiting at the gate (create_argv). */
+	if (podman(&o, e, engine_docker() ? "start" : "init", c->ctr, (char *)NULL))
 		goto fail;
 	out_free(&o);
 	if ((pid = container_pid(c->ctr, e)) < 0)
@@ -891,9 +1047,15 @@ static int build(up_ctx *c, asf_err *e)
 	if (block_egress(c, pid, e))
 		goto fail;
 	/* Step 7. */
-	if (podman(&o, e, "start", c->ctr, (char *)NULL))
+	if (engine_docker()) {
+		str_fmt(path, sizeof(path), "sshd/" ASF_GATE);
+		if (write_in(c, path, "egress blocked\n", 0644, e))
+			goto fail;
+	} else if (podman(&o, e, "start", c->ctr, (char *)NULL)) {
 		goto fail;
-	out_free(&o);
+	} else {
+		out_free(&o);
+	}
 	if (!c->exec_ingress && (port = published_port(c, e)) < 0)
 		goto fail;
 	if (port)
@@ -918,6 +1080,17 @@ static void print_summary(const up_ctx *c)
 		print_json(c->st);
 		return;
 	}
+	if (c->kube) {
+		printf("sandbox %s %s\n", c->o->name, c->o->manifest_only ? "rendered (nothing applied)" : "is up");
+		printf("  manifest   %s\n", c->manifest);
+		printf("  pod        %s/%s (%s, %s ingress)\n", js(c->st, "namespace"), c->ctr, asf_engine,
+		       c->service ? "service" : "exec");
+		printf("  host key   %s\n", c->fingerprint);
+		printf("  config     %s\n", c->out);
+		printf("  state      %s\n", c->dir);
+		fflush(stdout);
+		return;
+	}
 	printf("sandbox %s is up\n", c->o->name);
 	printf("  container  %s (%s ingress%s)\n", c->ctr, c->exec_ingress ? "exec" : "publish",
 	       c->exec_ingress ? ", no network" : "");
@@ -937,8 +1110,15 @@ int cmd_up(const asf_up_opts *opts)
 
 	memset(&c, 0, sizeof(c));
 	c.o = opts;
-	if (validate(&c, &e) || podman_ready(&e))
+	if (validate(&c, &e))
 		goto refused;
+	if (opts->manifest_only) {
+		/* Nothing is run: the engine only names the proxy command's program. */
+		if (asf_which(asf_engine, asf_podman, sizeof(asf_podman)))
+			str_fmt(asf_podman, sizeof(asf_podman), "%s", asf_engine);
+	} else if (podman_ready(&e)) {
+		goto refused;
+	}
 	if (opts->runtime && !strcmp(opts->runtime, "krun") && krun_usable(&e))
 		goto refused;
 	if (opts->replace && name_free(&c, &e) != 0) {

@@ -27,6 +27,7 @@
  *   run.c       one request on an open sandbox -> exit status (core)
  *   json.c      the --json rendering of a result (core)
  *   pump.c      a blocking stdin turned into a pipe libasp can poll (core)
+ *   progress.c  --read/--write progress on a terminal (core)
  *   check.c     --check (core)
  *   master.c    the master: one asp_sandbox, a socket, a thread per request (core)
  *
@@ -61,6 +62,7 @@ typedef struct cli_request {
 	int mode;                /* enum cli_mode */
 	int json;                /* CLI_EXEC: print one JSON object instead of streaming */
 	int mkdirs;              /* CLI_WRITE: create missing parent directories */
+	int quiet;               /* CLI_READ, CLI_WRITE: no progress on a terminal */
 	unsigned int timeout_ms; /* CLI_EXEC: 0 means none */
 	char *cwd;               /* CLI_EXEC: NULL means the workspace */
 	char **env;              /* CLI_EXEC: "NAME=value" entries; NULL-terminated, never NULL */
@@ -214,6 +216,18 @@ typedef struct cli_pump cli_pump;
 int cli_pump_start(cli_pump **out, int src, int *fd_out);
 /* Stop the thread (if any) and close the pipe. Accepts NULL. */
 void cli_pump_stop(cli_pump *p);
+
+/*
+ * Progress of a --read or --write on stderr (progress.c): NULL, and every
+ * call a no-op, when fd is not a terminal or `quiet`. `verb` and `path`
+ * name the transfer ("read PATH").
+ */
+typedef struct cli_progress cli_progress;
+cli_progress *cli_progress_start(int fd, int quiet, const char *verb, const char *path);
+/* Bytes done so far, of total (0: not known); phase: what happens now, or NULL (a static string). */
+void cli_progress_set(cli_progress *p, uint64_t done, uint64_t total, const char *phase);
+/* Totals and a newline after success, else the line erased; frees p. */
+void cli_progress_end(cli_progress *p, int ok);
 
 /* --check: describe the connection; returns the exit status. */
 int cli_check(const char *config);

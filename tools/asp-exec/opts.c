@@ -15,7 +15,7 @@
 #include "discover.h"
 
 enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
-       OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD };
+       OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET };
 
 static const struct option long_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
@@ -26,6 +26,7 @@ static const struct option long_options[] = {
 	{ "read", required_argument, NULL, OPT_READ },
 	{ "write", required_argument, NULL, OPT_WRITE },
 	{ "mkdirs", no_argument, NULL, OPT_MKDIRS },
+	{ "quiet", no_argument, NULL, OPT_QUIET },
 	{ "check", no_argument, NULL, OPT_CHECK },
 	{ "stop", no_argument, NULL, OPT_STOP },
 	{ "persist", required_argument, NULL, OPT_PERSIST },
@@ -39,8 +40,8 @@ static const struct option long_options[] = {
 
 static const char usage_text[] =
 	"usage: asp-exec [options] [--] COMMAND [ARG...]\n"
-	"       asp-exec [options] --read PATH\n"
-	"       asp-exec [options] --write PATH [--mkdirs] < DATA\n"
+	"       asp-exec [options] --read PATH [--quiet]\n"
+	"       asp-exec [options] --write PATH [--mkdirs] [--quiet] < DATA\n"
 	"       asp-exec [--config FILE] --check | --stop\n"
 	"\n"
 	"Runs COMMAND in the sandbox of the .asp.json found from the current directory\n"
@@ -56,6 +57,7 @@ static const char usage_text[] =
 	"      --read PATH       copy the file's bytes to stdout\n"
 	"      --write PATH      replace the file with stdin's bytes, atomically\n"
 	"      --mkdirs          with --write: create missing parent directories\n"
+	"      --quiet           with --read/--write: no progress line on a terminal\n"
 	"      --check           validate, connect, describe the connection\n"
 	"      --no-master       do not share a connection through a master process\n"
 	"      --persist SECS    a master started by this call exits after SECS idle (300)\n"
@@ -160,6 +162,9 @@ static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 	case OPT_MKDIRS:
 		req->mkdirs = 1;
 		return 0;
+	case OPT_QUIET:
+		req->quiet = 1;
+		return 0;
 	case OPT_CHECK:
 		o->check = 1;
 		(*modes)++;
@@ -201,6 +206,8 @@ static int check_combination(const cli_options *o, int modes, int nargs)
 		return usage_error("%s", "--json, --cwd, --env and --timeout apply to commands only");
 	if (req->mkdirs && req->mode != CLI_WRITE)
 		return usage_error("%s", "--mkdirs applies to --write only");
+	if (req->quiet && req->mode != CLI_READ && req->mode != CLI_WRITE)
+		return usage_error("%s", "--quiet applies to --read and --write only");
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #define FLAG_MKDIRS 2u
 #define FLAG_CWD 4u
 #define FLAG_PATH 8u
+#define FLAG_QUIET 16u
 #define HEADER_LEN 12
 
 /* ------------------------------------------------------------ requests */
@@ -127,7 +128,8 @@ unsigned char *proto_encode(const cli_request *req, size_t *len)
 	unsigned char head[4] = { PROTO_VERSION, (unsigned char)req->mode, 0, 0 };
 
 	head[2] = (unsigned char)((req->json ? FLAG_JSON : 0) | (req->mkdirs ? FLAG_MKDIRS : 0) |
-				  (req->cwd ? FLAG_CWD : 0) | (req->path ? FLAG_PATH : 0));
+				  (req->cwd ? FLAG_CWD : 0) | (req->path ? FLAG_PATH : 0) |
+				  (req->quiet ? FLAG_QUIET : 0));
 	put_u32(&w, 0); /* the length, filled in below */
 	put(&w, "ASPX", 4);
 	put(&w, head, 4);
@@ -223,6 +225,7 @@ cli_request *proto_decode(const unsigned char *p, size_t len)
 	req->mode = mode;
 	req->json = !!(flags & FLAG_JSON);
 	req->mkdirs = !!(flags & FLAG_MKDIRS);
+	req->quiet = !!(flags & FLAG_QUIET);
 	req->timeout_ms = timeout;
 	return req;
 }

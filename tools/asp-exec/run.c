@@ -230,7 +230,8 @@ static int run_exec(asp_sandbox *sb, const cli_request *req, cli_io *io)
  * Streamed in ranges, like cat: memory stays at one range whatever the
  * file's size (a link to /dev/zero streams until cancelled, as cat would).
  */
-static int run_read(asp_sandbox *sb, const cli_request *req, cli_io *io)
+static int read_ranges(asp_sandbox *sb, const cli_request *req, cli_io *io, cli_progress *prog,
+		       uint64_t size)
 {
 	asp_call_options co = ASP_CALL_OPTIONS_INIT;
 	uint64_t off = 0;
@@ -242,20 +243,43 @@ static int run_read(asp_sandbox *sb, const cli_request *req, cli_io *io)
 		asp_error e = { 0 };
 		int rc = asp_read(&data, &len, sb, req->path, off, READ_RANGE, &co, &e);
 
-		if (rc)
+		if (rc) {
+			cli_progress_end(prog, 0);
 			return fail(io, rc, &e);
+		}
 		rc = cli_write_all(io->out, data, len, io->cancel);
 		asp_free(data);
-		if (rc)
+		if (rc) {
+			cli_progress_end(prog, 0);
 			return asp_cancel_is_triggered(io->cancel) ? cancelled_status(io) : 128 + SIGPIPE;
-		if (len < READ_RANGE)
-			return 0;
+		}
 		off += len;
+		cli_progress_set(prog, off, size > off ? size : off, NULL);
+		if (len < READ_RANGE) {
+			cli_progress_end(prog, 1);
+			return 0;
+		}
 	}
 }
 
+static int run_read(asp_sandbox *sb, const cli_request *req, cli_io *io)
+{
+	cli_progress *prog = cli_progress_start(io->err, req->quiet, "read", req->path);
+	asp_call_options co = ASP_CALL_OPTIONS_INIT;
+	asp_stat_info st;
+	asp_error e = { 0 };
+	uint64_t size = 0;
+
+	/* The size, for a percentage and an ETA: one more round trip, on a terminal only. */
+	co.cancel = io->cancel;
+	if (prog && asp_stat(&st, sb, req->path, &co, &e) == 0 && st.type == ASP_TYPE_FILE)
+		size = st.size;
+	cli_progress_set(prog, 0, size, NULL);
+	return read_ranges(sb, req, io, prog, size);
+}
+
 /* All of fd until EOF, in a malloc'd buffer; -1 with errno (ECANCELED when cancelled). */
-static int slurp(int fd, const asp_cancel *cancel, unsigned char **out, size_t *len)
+static int slurp(int fd, const asp_cancel *cancel, cli_progress *prog, unsigned char **out, size_t *len)
 {
 	size_t cap = 65536, n = 0;
 	unsigned char *buf = malloc(cap), *bigger;
@@ -283,29 +307,42 @@ static int slurp(int fd, const asp_cancel *cancel, unsigned char **out, size_t *
 			return 0;
 		}
 		n += (size_t)k;
+		cli_progress_set(prog, n, 0, "reading stdin");
 	}
 	free(buf);
 	return -1;
 }
 
+/*
+ * asp_write sends the file in one call and tells nothing until it is done,
+ * so the progress line counts stdin's bytes, then shows the time spent
+ * sending.
+ */
 static int run_write(asp_sandbox *sb, const cli_request *req, cli_io *io)
 {
+	cli_progress *prog = cli_progress_start(io->err, req->quiet, "write", req->path);
 	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
 	unsigned char *data;
 	size_t len;
 	asp_error e = { 0 };
 	int rc;
 
-	if (slurp(io->in, io->cancel, &data, &len)) {
-		if (errno == ECANCELED)
+	if (slurp(io->in, io->cancel, prog, &data, &len)) {
+		int saved = errno;
+
+		cli_progress_end(prog, 0);
+		if (saved == ECANCELED)
 			return cancelled_status(io);
-		cli_say(io->err, "write %s: reading stdin: %s", req->path, strerror(errno));
+		cli_say(io->err, "write %s: reading stdin: %s", req->path, strerror(saved));
 		return CLI_EXIT_FAILURE;
 	}
 	o.mkdirs = req->mkdirs;
 	o.cancel = io->cancel;
+	cli_progress_set(prog, 0, len, "sending");
 	rc = asp_write(sb, req->path, data, len, &o, &e);
 	free(data);
+	cli_progress_set(prog, len, len, NULL);
+	cli_progress_end(prog, rc == 0);
 	return rc ? fail(io, rc, &e) : 0;
 }
 

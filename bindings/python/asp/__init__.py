@@ -11,6 +11,11 @@ sandbox over SSH:
         print(r.exit_code, r.stdout.decode())
         print(sb.read("hello.py"))
 
+For asyncio programs, asp.aio has the same calls as coroutines:
+
+    async with asp.aio.open() as sb:
+        r = await sb.exec("make test", timeout=600)
+
 The shared library is found through $ASP_LIBRARY, then a copy next to this
 package, then ../../build/ of a libasp checkout, then the system.
 """
@@ -25,6 +30,15 @@ from .errors import (AccessError, AspError, AspTimeout, AuthError, Cancelled, Co
                      LimitExceeded, exception_class)
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    """asp.aio on first use: a blocking program does not import asyncio."""
+    if name == "aio":
+        import importlib
+        return importlib.import_module(__name__ + ".aio")
+    raise AttributeError(f"module 'asp' has no attribute {name!r}")
+
 
 __all__ = [
     "open", "Sandbox", "Cancel", "ExecResult", "Stat", "Entry", "FileType",

@@ -246,12 +246,31 @@ class Cancel:
         self._lock = threading.Lock()
         self._users = 0
         self._closed = False
+        self._linked = set()
 
     def trigger(self):
         """Cancel every operation using this token (thread-safe; idempotent)."""
         with self._lock:
             if self._handle is not None:
                 lib.asp_cancel_trigger(self._handle)
+            linked = list(self._linked)
+        for other in linked:
+            other.trigger()
+
+    def _link(self, other):
+        """Until _unlink, trigger() also triggers `other` (asp.aio's per-call token);
+        at once when this token is triggered already."""
+        with self._lock:
+            if self._closed:
+                raise InvalidArgument("the cancel token is closed")
+            self._linked.add(other)
+            triggered = bool(lib.asp_cancel_is_triggered(self._handle))
+        if triggered:
+            other.trigger()
+
+    def _unlink(self, other):
+        with self._lock:
+            self._linked.discard(other)
 
     @property
     def triggered(self):

@@ -7,6 +7,7 @@ tools run locally), and compares the transcripts byte for byte, then the
 resulting trees.
 """
 
+import asyncio
 import importlib.util
 import json
 import os
@@ -187,7 +188,7 @@ class TestAgentExample(unittest.TestCase):
 
 
 class TestPolicyLayer(unittest.TestCase):
-    """The model-facing formatting, on local hands."""
+    """The model-facing formatting, on local hands (the tools are coroutines)."""
 
     @classmethod
     def setUpClass(cls):
@@ -196,7 +197,13 @@ class TestPolicyLayer(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="asp-policy.")
         self.addCleanup(shutil.rmtree, self.dir, True)
-        self.tools = self.agent.Tools(self.agent.LocalHands(self.dir))
+        tools = self.agent.Tools(self.agent.LocalHands(self.dir))
+
+        class Blocking:  # each tool call run to its end
+            def __getattr__(_, name):
+                return lambda *a, **kw: asyncio.run(getattr(tools, name)(*a, **kw))
+
+        self.tools = Blocking()
 
     def test_read_is_cat_n(self):
         self.tools.write("f.txt", "a\nb\n\nc")

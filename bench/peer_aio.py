@@ -1,0 +1,85 @@
+"""asp.aio (the asyncio face of the Python binding) as a peer of bench/run.py.
+
+    PYTHONPATH=bindings/python /usr/bin/python3 bench/peer_aio.py workload=conc config=.asp.json \
+        callers=1,16,64 max_conn=16 ops=512
+
+Workloads: lat (sequential exec, read4k, write4k, stat on one connection) and conc (exec "true"
+from N asyncio tasks over min(N, max_conn) connections), shaped like peer_asyncssh.py's so the
+rows compare with asyncssh's. conc also reports "python libasp aio (thread per caller)": the same
+run with one worker thread per task instead of asp.aio's default of one per connection (the
+measurement behind that default). Exits with status 3 and a note on stderr when the binding
+cannot be imported.
+"""
+import asyncio
+import sys
+
+from peer_common import arg, arg_i, arg_list, atimed, cpu_s, emit, now_ms, small_data
+
+try:
+    import asp.aio
+except Exception as e:  # the binding may not be there yet
+    print("bench: the Python binding is not importable: %s" % e, file=sys.stderr)
+    sys.exit(3)
+
+PEER = arg("peer", "python libasp aio")
+
+
+async def run_true(sb):
+    r = await sb.exec("true")
+    if r.exit_code != 0:
+        sys.exit("exec true: exit %s" % r.exit_code)
+
+
+async def lat():
+    data = small_data()
+    wname = "w-%s.bin" % arg("tag", "pyaio")
+    async with asp.aio.open(config=arg("config"), max_connections=1) as sb:
+        async def read4k():
+            if len(await sb.read("bench-4k.bin")) != 4096:
+                sys.exit("read4k: short")
+
+        async def stat():
+            if (await sb.stat("bench-4k.bin")).size != 4096:
+                sys.exit("stat: size")
+
+        iters, warmup = arg_i("iters", 100), arg_i("warmup", 10)
+        for name, fn in (("exec", lambda: run_true(sb)), ("read4k", read4k),
+                         ("write4k", lambda: sb.write(wname, data)), ("stat", stat)):
+            s, c, w = await atimed(fn, iters, warmup)
+            emit(PEER, name, "ms", s, c, w)
+
+
+async def conc_round(sb, callers, n):
+    lat = [0.0] * n
+    nxt = iter(range(n))
+
+    async def worker():
+        for i in nxt:
+            t = now_ms()
+            await run_true(sb)
+            lat[i] = now_ms() - t
+    await asyncio.gather(*(worker() for _ in range(callers)))
+    return lat
+
+
+async def conc():
+    max_conn, ops = arg_i("max_conn", 16), arg_i("ops", 200)
+    for callers in arg_list("callers", "1,4,16,64"):
+        nconn = min(callers, max_conn)
+        total = max(ops, callers * 2)
+        for name, threads in ((PEER, None), (PEER + " (thread per caller)", callers)):
+            if threads is not None and threads == nconn:
+                continue  # the same configuration as the default
+            async with asp.aio.open(config=arg("config"), max_connections=nconn, lazy=True,
+                                    threads=threads) as sb:
+                await conc_round(sb, callers, callers * 2)  # warm-up: connects
+                c0, w0 = cpu_s(), now_ms()
+                lat = await conc_round(sb, callers, total)
+                emit(name, "conc_exec", "ms", lat, cpu_s() - c0, (now_ms() - w0) / 1e3,
+                     callers=callers, conns=nconn)
+
+
+WORKLOADS = {"lat": lat, "conc": conc}
+
+if __name__ == "__main__":
+    asyncio.run(WORKLOADS[arg("workload", "lat")]())

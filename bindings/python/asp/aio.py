@@ -1,0 +1,402 @@
+"""asp.aio - the Sandbox API for asyncio programs.
+
+    import asp.aio
+
+    async with asp.aio.open() as sb:            # or: async with await asp.aio.open() as sb
+        await sb.write("hello.py", "print('hi')\\n")
+        r = await sb.exec("python3 hello.py", timeout=30)
+        async with sb.stream("make test") as it:
+            async for stream, chunk in it:      # asp.STDOUT or asp.STDERR, bytes
+                ...
+        print(it.result.exit_code)
+
+Each call runs the blocking Sandbox method on a worker thread (a pool of
+max_connections threads, one per connection libasp keeps: more would only
+wait inside libasp) and never blocks the event loop. Arguments, results and
+exceptions are the Sandbox's.
+
+Cancelling the awaiting task (task.cancel(), asyncio.timeout, wait_for)
+triggers a cancel token private to the call: a command's whole remote process
+group is killed, a file call stops. The task's CancelledError is raised once
+the worker thread has returned, so when it propagates the command is dead. A
+`cancel=` asp.Cancel still works as in Sandbox: triggering it stops every call
+that was given it.
+"""
+
+import asyncio
+import collections
+import concurrent.futures
+import functools
+import threading
+
+from . import _core
+from ._core import Cancel
+from .errors import InvalidArgument
+
+DEFAULT_CONNECTIONS = 4       # libasp's default max_connections
+STREAM_BUFFER = 1 << 20       # bytes a stream() holds before its command is made to wait
+
+
+async def _settle(fut):
+    """Wait until `fut` is done, even when cancelled meanwhile: a call in a worker
+    thread cannot be abandoned (it holds the handle, C points into its arguments)."""
+    while not fut.done():
+        try:
+            await asyncio.wait((fut,))
+        except asyncio.CancelledError:
+            continue
+    if not fut.cancelled():
+        fut.exception()  # retrieved: asyncio does not warn about it
+
+
+class _Call:
+    """One call in flight: its private token, and what else stops it."""
+
+    def __init__(self, token, on_stop):
+        self.token, self.on_stop, self.future = token, on_stop, None
+
+    def stop(self):
+        self.token.trigger()
+        if self.on_stop is not None:
+            self.on_stop()
+
+
+class AsyncSandbox:
+    """An open sandbox for asyncio: the methods of asp.Sandbox, as coroutines.
+
+    Use as an async context manager, or await close(). close() with calls in
+    flight cancels them (a running command is killed: exec returns its result
+    with cancelled=True; a file call raises asp.Cancelled), waits until every
+    one has returned, then closes the handle. A call started after close()
+    began raises asp.InvalidArgument("the sandbox is closed").
+    """
+
+    def __init__(self, sandbox, threads):
+        self.sandbox = sandbox  # the asp.Sandbox underneath
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, "asp-aio")
+        self._calls = set()
+        self._closing = False
+        self._closed = None  # an asyncio.Event once close() began
+
+    # -- running calls -----------------------------------------------------
+
+    async def _run(self, fn, *args, cancel=None, call=None, **kwargs):
+        if self._closing:
+            raise InvalidArgument("the sandbox is closed")
+        if cancel is not None and not isinstance(cancel, Cancel):
+            raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
+        call = call or _Call(Cancel(), None)
+        token = call.token
+        try:
+            if cancel is not None:
+                cancel._link(token)
+            cf = self._pool.submit(functools.partial(fn, *args, cancel=token, **kwargs))
+            call.future = fut = asyncio.wrap_future(cf)
+            self._calls.add(call)
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                if not cf.cancel():  # it started: stop it and see it return
+                    call.stop()
+                    await _settle(fut)
+                raise
+        finally:
+            self._calls.discard(call)
+            if cancel is not None:
+                cancel._unlink(token)
+            token.close()
+
+    # -- lifetime ------------------------------------------------------------
+
+    async def close(self):
+        """Cancel the calls in flight, wait for them, close the handle. Idempotent."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        self._closed = asyncio.Event()
+        try:
+            calls = list(self._calls)
+            for call in calls:
+                call.stop()
+            for call in calls:
+                await _settle(call.future)
+            await asyncio.wrap_future(self._pool.submit(self.sandbox.close))
+        finally:
+            self._pool.shutdown(wait=False)
+            self._closed.set()
+
+    @property
+    def closed(self):
+        return self._closing
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def __repr__(self):
+        if self._closing:
+            return "<asp.aio.AsyncSandbox closed>"
+        return (f"<asp.aio.AsyncSandbox workspace={self.workspace!r} "
+                f"config={self.config_path!r}>")
+
+    # -- description ---------------------------------------------------------
+
+    @property
+    def workspace(self):
+        """The sandbox workspace (absolute path); no I/O."""
+        return self.sandbox.workspace
+
+    @property
+    def config_path(self):
+        """The .asp.json in use (absolute path); no I/O."""
+        return self.sandbox.config_path
+
+    async def info(self):
+        """Sandbox.info(): may connect."""
+        if self._closing:
+            raise InvalidArgument("the sandbox is closed")
+        return await asyncio.wrap_future(self._pool.submit(self.sandbox.info))
+
+    # -- the calls (arguments and results as in asp.Sandbox) ---------------
+
+    async def read(self, path, offset=0, limit=None, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.read, path, offset, limit, cancel=cancel,
+                               timeout=timeout)
+
+    async def read_text(self, path, encoding="utf-8", errors="strict", *, cancel=None,
+                        timeout=None):
+        return await self._run(self.sandbox.read_text, path, encoding, errors, cancel=cancel,
+                               timeout=timeout)
+
+    async def write(self, path, data, *, mode=None, mkdirs=False, atomic=True, cancel=None,
+                    timeout=None):
+        return await self._run(self.sandbox.write, path, data, mode=mode, mkdirs=mkdirs,
+                               atomic=atomic, cancel=cancel, timeout=timeout)
+
+    async def stat(self, path, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.stat, path, cancel=cancel, timeout=timeout)
+
+    async def exists(self, path, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.exists, path, cancel=cancel, timeout=timeout)
+
+    async def mkdir(self, path, mode=0o755, parents=False, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.mkdir, path, mode, parents, cancel=cancel,
+                               timeout=timeout)
+
+    async def list(self, path=".", *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.list, path, cancel=cancel, timeout=timeout)
+
+    async def remove(self, path, recursive=False, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.remove, path, recursive, cancel=cancel,
+                               timeout=timeout)
+
+    async def rename(self, src, dst, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.rename, src, dst, cancel=cancel, timeout=timeout)
+
+    async def exec(self, command, *, on_output=None, cancel=None, **kwargs):
+        """Sandbox.exec; the same keywords (cwd, env, stdin, timeout, max_output, kill_grace).
+
+        on_output(stream, data) is called on the event loop's thread, in order,
+        as output arrives (each chunk one loop callback: not bounded; use
+        stream() for back-pressure). Returning True stops the command
+        (cancelled=True); an exception raised in it stops the command and is
+        raised by exec.
+        """
+        if on_output is None:
+            return await self._run(self.sandbox.exec, command, cancel=cancel, **kwargs)
+        if not callable(on_output):
+            raise TypeError("on_output must be callable")
+        loop = asyncio.get_running_loop()
+        call = _Call(Cancel(), None)
+        caught = []
+
+        def deliver(stream, data):
+            if caught:
+                return
+            try:
+                if on_output(stream, data) is True:
+                    call.token.trigger()
+            except BaseException as e:  # raised by exec once the command has returned
+                caught.append(e)
+                call.token.trigger()
+
+        def in_thread(stream, data):
+            loop.call_soon_threadsafe(deliver, stream, data)
+
+        result = await self._run(self.sandbox.exec, command, on_output=in_thread, cancel=cancel,
+                                 call=call, **kwargs)
+        if caught:  # every chunk was delivered before the result's callback ran
+            exc = caught[0]
+            exc.add_note("raised in asp.aio exec's on_output callback; the remote command "
+                         "was cancelled")
+            raise exc
+        return result
+
+    def stream(self, command, *, buffer=STREAM_BUFFER, cancel=None, **kwargs):
+        """Run `command` and iterate its output: ``async for stream, chunk in it``;
+        ``it.result`` is the ExecResult once the loop ends (an error of the call is
+        raised by the loop instead). Keywords as exec's, without on_output.
+
+        Back-pressure: at most about `buffer` bytes wait for the consumer; beyond
+        that libasp stops reading the command's output (the remote command then
+        blocks on a full pipe) until the consumer catches up.
+        Leaving the loop early: use ``async with sb.stream(...) as it`` or
+        ``await it.aclose()``, which kill the command and wait for it; an
+        iterator dropped unfinished also stops its command.
+        """
+        if "on_output" in kwargs:
+            raise TypeError("stream() delivers the output itself: no on_output")
+        buffer = _core._int(buffer, "buffer", 1, 1 << 62)
+        return Stream(self, command, buffer, cancel, kwargs)
+
+
+class _Buffer:
+    """Chunks between the worker thread and the consumer, at most about `limit` bytes.
+
+    Apart from Stream so that the running call does not keep the Stream alive: an
+    iterator dropped unfinished is collected, and its __del__ stops the command."""
+
+    def __init__(self, limit, loop):
+        self.limit, self.loop = limit, loop
+        self.cond = threading.Condition()
+        self.chunks = collections.deque()
+        self.pending = 0
+        self.abandoned = False
+        self.wake = asyncio.Event()
+
+    def put(self, stream, data):  # on the worker thread, as exec's on_output
+        with self.cond:
+            while self.pending >= self.limit and not self.abandoned:
+                self.cond.wait()
+            if self.abandoned:
+                return True  # stop the command
+            self.chunks.append((stream, data))
+            self.pending += len(data)
+        self.loop.call_soon_threadsafe(self.wake.set)
+        return None
+
+    def take(self):
+        with self.cond:
+            if not self.chunks:
+                return None
+            stream, data = self.chunks.popleft()
+            self.pending -= len(data)
+            self.cond.notify_all()
+            return stream, data
+
+    def abandon(self):
+        with self.cond:
+            self.abandoned = True
+            self.cond.notify_all()
+
+
+class Stream:
+    """One command's output as an async iterator of (stream, chunk); see AsyncSandbox.stream."""
+
+    def __init__(self, asb, command, buffer, cancel, kwargs):
+        self._asb, self._command, self._buffer = asb, command, buffer
+        self._cancel, self._kwargs = cancel, kwargs
+        self._buf = None
+        self._call = None
+        self._task = None
+        self.result = None
+
+    def _start(self):
+        loop = asyncio.get_running_loop()
+        buf = self._buf = _Buffer(self._buffer, loop)
+        self._call = _Call(Cancel(), buf.abandon)
+        self._task = loop.create_task(self._asb._run(
+            self._asb.sandbox.exec, self._command, on_output=buf.put, cancel=self._cancel,
+            call=self._call, **self._kwargs))
+        self._task.add_done_callback(lambda _: buf.wake.set())
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        if self._task is None:
+            self._start()
+        while True:
+            self._buf.wake.clear()
+            chunk = self._buf.take()
+            if chunk is not None:
+                return chunk
+            if self._task.done():
+                self.result = self._task.result()  # an error of the call is raised here
+                raise StopAsyncIteration
+            try:
+                await self._buf.wake.wait()
+            except asyncio.CancelledError:
+                await self.aclose()
+                raise
+
+    async def aclose(self):
+        """Stop the command if it still runs and wait until it has returned; then
+        ``result`` is its ExecResult (cancelled=True if it was stopped), unless the
+        call failed."""
+        if self._task is None:
+            return
+        self._call.stop()
+        await _settle(self._task)
+        if not self._task.cancelled() and self._task.exception() is None:
+            self.result = self._task.result()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.aclose()
+
+    def __del__(self):
+        call, task = getattr(self, "_call", None), getattr(self, "_task", None)
+        if task is not None and not task.done():
+            call.stop()  # unblocks the worker; the command is killed
+
+
+class _Opening:
+    """What open() returns: awaitable (-> AsyncSandbox) and an async context manager."""
+
+    def __init__(self, threads, args, kwargs):
+        self._threads, self._args, self._kwargs = threads, args, kwargs
+        self._sb = None
+
+    async def _open(self):
+        loop = asyncio.get_running_loop()
+        fut = loop.run_in_executor(None, functools.partial(_core.open, *self._args,
+                                                           **self._kwargs))
+        try:
+            sandbox = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            # asp_open cannot be interrupted: close what it opens.
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception() or f.result().close())
+            raise
+        conns = self._kwargs.get("max_connections") or DEFAULT_CONNECTIONS
+        threads = conns if self._threads is None else self._threads
+        return AsyncSandbox(sandbox, threads)
+
+    def __await__(self):
+        return self._open().__await__()
+
+    async def __aenter__(self):
+        self._sb = await self._open()
+        return self._sb
+
+    async def __aexit__(self, *exc):
+        await self._sb.close()
+
+
+def open(config=None, start_dir=None, *, threads=None, **kwargs):
+    """asp.open() for asyncio: ``async with asp.aio.open(...) as sb`` or
+    ``sb = await asp.aio.open(...)``. The keywords are asp.open's; threads:
+    worker threads running the calls (default max_connections, itself 4 by
+    default).
+    """
+    if threads is not None:
+        threads = _core._int(threads, "threads", 1, 4096)
+    return _Opening(threads, (config, start_dir), kwargs)
+
+
+__all__ = ["open", "AsyncSandbox", "Stream", "STREAM_BUFFER"]
