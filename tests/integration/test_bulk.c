@@ -369,6 +369,31 @@ START_TEST(test_bulk_sha256_both_ways)
 }
 END_TEST
 
+/* With file calls over shell commands (file_transport exec), nothing is spread over SFTP. */
+START_TEST(test_bulk_not_with_exec_transport)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	unsigned char *data = random_bytes(64 * MiB, 12), *got = NULL;
+	asp_sandbox *sb = NULL;
+	asp_error err = { 0 };
+	size_t glen = 0;
+	int before = accepted(), rc;
+
+	local_put("x.bin", data, 64 * MiB);
+	o.config_path = fx.config;
+	o.file_transport = ASP_FILES_EXEC;
+	rc = asp_open(&sb, &o, &err);
+	ASSERT_OK(rc, err, "asp_open");
+	rc = asp_read(&got, &glen, sb, "x.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "asp_read");
+	assert_bytes("x.bin", got, glen, data, 64 * MiB);
+	ck_assert_int_eq(accepted() - before, 1);
+	asp_free(got);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
 START_TEST(test_bulk_part_boundaries)
 {
 	/* The parallel threshold is 32 MiB; parts are 4 MiB or more, on 64 KiB boundaries. */
@@ -812,6 +837,7 @@ Suite *suite_bulk(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_bulk_sha256_both_ways);
+	tcase_add_test(tc, test_bulk_not_with_exec_transport);
 	tcase_add_test(tc, test_bulk_part_boundaries);
 	tcase_add_test(tc, test_bulk_readers_never_see_a_partial_file);
 	tcase_add_test(tc, test_bulk_sshd_killed_mid_write);
