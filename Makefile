@@ -149,6 +149,18 @@ install-asf-provision: $(ASF_PROVISION)
 
 uninstall-asf-provision:
 	rm -f $(DESTDIR)$(BINDIR)/asf-provision
+
+# The probe suite, part of check-provision: every verify check broken in turn
+# on a live sandbox, the egress allow-list, rootless Podman (~2-3 min; root
+# and Podman, or SKIPPED - a failure under ASF_REQUIRE_PODMAN=1).
+tests: $(BUILD)/tests/test-probes
+check-provision: check-probes
+.PHONY: check-probes
+check-probes: $(ASF_PROVISION) $(BUILD)/tests/test-probes
+	ASF_PROVISION=$(ASF_PROVISION) ./$(BUILD)/tests/test-probes
+
+$(BUILD)/tests/test-probes: tests/provision/test_probes.c | $(BUILD)/tests
+	$(CC) $(TEST_CFLAGS) -o $@ $< $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 # ---- end asf-provision
 
 # ------------------------------------------------------------------ tests

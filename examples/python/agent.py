@@ -95,6 +95,11 @@ def cap(data, max_bytes):
     return data[:head] + data[len(data) - (max_bytes - head):]
 
 
+# What a file call can fail with that belongs to the file, not to the way it is reached.
+FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, FileExistsError,
+               PermissionError)
+
+
 class SandboxHands:
     """Raw I/O in the ASP sandbox, through libasp (asp.aio: the event loop never blocks)."""
 
@@ -103,18 +108,37 @@ class SandboxHands:
         self.where = (f"in the sandbox (config {sandbox.config_path}, "
                       f"workspace {sandbox.workspace})")
 
+    @staticmethod
+    async def _call(what, coro):
+        """libasp's own messages name the connection (host, port, SSH): they go to the
+        operator on stderr, and the model gets a neutral ToolError instead."""
+        try:
+            return await coro
+        except asp.AspError as e:
+            if isinstance(e, FILE_ERRORS):
+                raise
+            print(f"agent: {what} failed in the sandbox: {e.name}: {e}", file=sys.stderr)
+            if isinstance(e, asp.LimitExceeded):
+                raise ToolError("Error: the file is too large to read whole") from None
+            raise ToolError(f"Error: the {what} did not complete: the environment stopped "
+                            "responding" + ("; the command may have run in part"
+                                            if what == "command" else "") +
+                            ". Try again later.") from None
+
     async def read_bytes(self, path):
-        return await self.sb.read(path)
+        return await self._call("read", self.sb.read(path))
 
     async def exists(self, path):
-        return await self.sb.exists(path)
+        return await self._call("write", self.sb.exists(path))  # only write asks
 
     async def write_bytes(self, path, data):
-        await self.sb.write(path, data, mkdirs=True)  # atomic; an existing file keeps its mode
+        # atomic; an existing file keeps its mode
+        await self._call("write", self.sb.write(path, data, mkdirs=True))
 
     async def run(self, command, timeout, capture_bytes):
-        r = await self.sb.exec(command, timeout=timeout, max_output=capture_bytes,
-                               kill_grace=KILL_GRACE)
+        r = await self._call("command", self.sb.exec(command, timeout=timeout,
+                                                     max_output=capture_bytes,
+                                                     kill_grace=KILL_GRACE))
         return Run(r.exit_code, r.signal, r.stdout, r.stderr, r.stdout_total, r.stderr_total,
                    r.timed_out)
 

@@ -9,6 +9,7 @@
  *             the container engine (podman or docker) and its few differences
  *   kube.c    the Kubernetes backend: manifest, apply, teardown
  *   keys.c    ed25519 host and client keys (ssh-keygen)
+ *   egress.c  --egress allow=...: the host-side forward proxy (Squid), its config and lifetime
  *   state.c   the state directory, state.json, small file helpers
  *
  * Every function that can fail prints nothing itself unless its comment
@@ -64,6 +65,9 @@ void argv_free(asf_argv *a);
 /* The argv as one line for messages and evidence (shell-quoted where needed). */
 char *argv_text(char *const *argv);
 
+/* "nsenter --target=PID [--user] --net": the container's netns (rootless: through its userns). */
+void netns_argv(asf_argv *a, long pid);
+
 /* What a finished command left. */
 typedef struct asf_out {
 	int status;   /* exit code; 128+N when killed by signal N; 127 when it could not run */
@@ -115,6 +119,24 @@ int key_generate(const char *path, const char *comment, asf_err *e);
 int key_public_line(char *out, size_t outlen, const char *pub_path, asf_err *e);
 /* "SHA256:..." of the public key at pub_path. */
 int key_fingerprint(char *out, size_t outlen, const char *pub_path, asf_err *e);
+
+/* ------------------------------------------------------------ egress.c */
+
+/* --egress: NULL/"none" -> *allow NULL; "allow=H[:P],..." -> array of "host:port" (port default 443). */
+int egress_parse(const char *spec, cJSON **allow, asf_err *e);
+/* "host:port" -> host, port. */
+void allow_split(const char *entry, char *host, size_t hostlen, int *port);
+/* --proxy-hosts FILE, checked ("ADDRESS NAME..." lines) and copied to dest. */
+int egress_hosts_copy(const char *path, const char *dest, asf_err *e);
+/* Start the proxy of STATE/NAME (dir) on gw; records st.proxy {address, port, config, pid, ...}. */
+int egress_proxy_start(const char *dir, const char *name, const cJSON *allow, const char *gw, int have_hosts,
+		       cJSON *st, asf_err *e);
+/* Stop the proxy of STATE/NAME if one runs (found by its command line); detail says what. */
+int egress_teardown(const char *dir, char *detail, size_t n, int *was_running);
+/* The pid of the proxy running with config conf, or 0. */
+long proxy_find(const char *conf);
+/* The TCP addresses pid listens on, "ADDR:PORT,...". */
+int proxy_listeners(long pid, char *out, size_t outlen);
 
 /* ------------------------------------------------------------ state.c */
 
@@ -178,7 +200,8 @@ typedef struct asf_up_opts {
 	const char *image;
 	const char *rootfs;
 	const char *runtime;     /* NULL: podman's default */
-	const char *egress;      /* "none" */
+	const char *egress;      /* "none" or "allow=HOST[:PORT],..." */
+	const char *proxy_hosts; /* --proxy-hosts FILE: names the egress proxy resolves (no DNS) */
 	const char *ingress;     /* "publish" (default) or "exec" */
 	const char *memory;      /* e.g. "1g" */
 	const char *cpus;        /* e.g. "1" or "0.5" */

@@ -18,7 +18,8 @@ static void usage(FILE *f)
 	fputs("usage: asf-provision [--state-dir DIR] [--engine podman|docker] COMMAND ...\n"
 	      "\n"
 	      "  up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
-	      "     [--runtime runc|crun|krun] [--egress none] [--ingress publish|exec]\n"
+	      "     [--runtime runc|crun|krun] [--ingress publish|exec]\n"
+	      "     [--egress none | --egress allow=HOST[:PORT][,...] [--proxy-hosts FILE]]\n"
 	      "     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
 	      "     [--uid 1000] [--out FILE.asp.json] [--replace] [--json]\n"
 	      "  up|manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
@@ -78,6 +79,7 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		else if ((v = optval(argc, argv, &i, "--runtime"))) o.runtime = v;
 		else if ((v = optval(argc, argv, &i, "--egress"))) o.egress = v;
 		else if ((v = optval(argc, argv, &i, "--ingress"))) o.ingress = v;
+		else if ((v = optval(argc, argv, &i, "--proxy-hosts"))) o.proxy_hosts = v;
 		else if ((v = optval(argc, argv, &i, "--memory"))) o.memory = v;
 		else if ((v = optval(argc, argv, &i, "--cpus"))) o.cpus = v;
 		else if ((v = optval(argc, argv, &i, "--pids"))) o.pids = v;

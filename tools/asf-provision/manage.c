@@ -100,11 +100,21 @@ static int restore_workspace(const cJSON *st, cJSON *report)
 		asf_note(report, "workspace-owner", host, "absent", e.msg);
 		return 0;
 	}
+	if (js(ws, "chowned_via"))
+		uid = (uid_t)jn(ws, "host_uid", -1); /* rootless: the sandbox user's uid as the host sees it */
 	if (sb.st_uid != uid) {
 		asf_note(report, "workspace-owner", host, "absent", "owner changed since up: left alone");
 		return 0;
 	}
-	if (chown_dir(host, (uid_t)jn(ws, "orig_uid", 0), (gid_t)jn(ws, "orig_gid", 0), NULL, &e)) {
+	if (js(ws, "chowned_via")) {
+		/* Rootless: back to the user namespace's root, which is the caller on the host. */
+		asf_out o;
+		if (podman(&o, &e, "unshare", "chown", "-h", "0:0", host, (char *)NULL)) {
+			asf_note(report, "workspace-owner", host, "failed", e.msg);
+			return 1;
+		}
+		out_free(&o);
+	} else if (chown_dir(host, (uid_t)jn(ws, "orig_uid", 0), (gid_t)jn(ws, "orig_gid", 0), NULL, &e)) {
 		asf_note(report, "workspace-owner", host, "failed", e.msg);
 		return 1;
 	}
@@ -181,6 +191,14 @@ common:
 		failed += remove_config(name, st, report);
 	}
 	state_dir(dir, sizeof(dir), name);
+	{
+		char detail[4600];
+		int was;
+		int rc = egress_teardown(dir, detail, sizeof(detail), &was);
+		if (rc || was || (st && cJSON_GetObjectItemCaseSensitive(st, "proxy")))
+			asf_note(report, "proxy", detail, rc ? "failed" : was ? "removed" : "absent", NULL);
+		failed += rc != 0;
+	}
 	if (!state_exists(name)) {
 		asf_note(report, "state", dir, "absent", NULL);
 	} else if (failed) {
@@ -244,18 +262,22 @@ int cmd_down(const char *name, int json)
 /* "present", "missing" or "unknown": the egress table inside the container's netns. */
 static const char *firewall_state(long pid)
 {
-	char spid[32];
-	char *argv[] = { "nsenter", NULL, "--net", "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
+	asf_argv a = { 0 };
 	asf_out o;
 	asf_err e;
-	const char *r;
+	const char *r = "unknown";
 
-	str_fmt(spid, sizeof(spid), "--target=%ld", pid);
-	argv[1] = spid;
-	if (asf_run(&o, argv, 10, &e))
-		return "unknown";
-	r = o.status == 0 && strstr(o.out, "policy drop") ? "present" : "missing";
-	out_free(&o);
+	netns_argv(&a, pid);
+	argv_add(&a, "nft");
+	argv_add(&a, "list");
+	argv_add(&a, "table");
+	argv_add(&a, "inet");
+	argv_add(&a, ASF_NFT_TABLE);
+	if (!a.oom && asf_run(&o, a.v, 10, &e) == 0) {
+		r = o.status == 0 && strstr(o.out, "policy drop") ? "present" : "missing";
+		out_free(&o);
+	}
+	argv_free(&a);
 	return r;
 }
 

@@ -131,6 +131,34 @@ char *argv_text(char *const *argv)
 	return out;
 }
 
+/* nft and ip live in /usr/sbin, which an unprivileged user's PATH often lacks. */
+static void path_with_sbin(void)
+{
+	const char *path = getenv("PATH");
+	char buf[8192];
+
+	if (!path)
+		path = "/usr/bin:/bin";
+	if (strstr(path, "/usr/sbin") || str_fmt(buf, sizeof(buf), "%s:/usr/sbin:/sbin", path) < 0)
+		return;
+	setenv("PATH", buf, 1);
+}
+
+/*
+ * nsenter into the network namespace of process pid. Rootless, the
+ * namespace belongs to Podman's user namespace: enter that too, as its root
+ * (the caller owns it), which is what may change the netns's firewall.
+ */
+void netns_argv(asf_argv *a, long pid)
+{
+	path_with_sbin();
+	argv_add(a, "nsenter");
+	argv_addf(a, "--target=%ld", pid);
+	if (geteuid() != 0 && !engine_docker())
+		argv_add(a, "--user");
+	argv_add(a, "--net");
+}
+
 /* --------------------------------------------------------------- spawn */
 
 void out_free(asf_out *o)

@@ -13,8 +13,9 @@
  *   5. `podman create` (least privilege, see create_argv), `podman init`:
  *      the namespaces exist but sshd does not run yet (docker: `docker
  *      start`, the container waiting at a gate file until step 7);
- *   6. from the host, inside the container's network namespace: the egress
- *      ruleset, and no default route (loopback publishing);
+ *   6. --egress allow: the proxy on the network's gateway (egress.c); from
+ *      the host, inside the container's network namespace: the egress
+ *      ruleset, and no default route (loopback publishing); sshd_config;
  *   7. `podman start` (docker: the gate file); the .asp.json; a real
  *      connection through it.
  * --backend kubernetes leaves after step 3 for kube_build (kube.c).
@@ -55,6 +56,10 @@ typedef struct up_ctx {
 	int kube;              /* --backend kubernetes (kube.c) */
 	int service;           /* kubernetes: --ingress service */
 	char manifest[PATH_MAX];
+	int rootless;          /* rootless Podman (--ingress exec only) */
+	cJSON *allow;          /* --egress allow=...: "host:port" strings; NULL for none */
+	char gw[INET_ADDRSTRLEN]; /* allow: the network's gateway, where the proxy listens */
+	int proxy_port;
 	char out[PATH_MAX];    /* the .asp.json */
 	char host_key[512];    /* "ssh-ed25519 AAAA..." */
 	char fingerprint[128];
@@ -285,13 +290,27 @@ static int validate(up_ctx *c, asf_err *e)
 	if (o->runtime && strcmp(o->runtime, "runc") && strcmp(o->runtime, "crun") &&
 	    strcmp(o->runtime, "krun"))
 		return asf_fail(e, "--runtime %s: expected runc, crun or krun", o->runtime);
-	if (o->egress && strcmp(o->egress, "none"))
-		return asf_fail(e, "--egress %s: only \"none\" is implemented (no allow-lists yet)", o->egress);
 	if (validate_backend(c, e))
 		return -1;
 	if (!c->kube && o->ingress && strcmp(o->ingress, "publish") && strcmp(o->ingress, "exec"))
 		return asf_fail(e, "--ingress %s: expected publish or exec", o->ingress);
 	c->exec_ingress = (o->ingress && !strcmp(o->ingress, "exec")) || (c->kube && !c->service);
+	c->rootless = !c->kube && !engine_docker() && geteuid() != 0;
+	if (c->rootless && !c->exec_ingress)
+		return asf_fail(e, "--ingress publish needs rootful Podman (run as root): rootless, the "
+				   "sandbox's network and its gateway live in Podman's own namespace, not on "
+				   "the host, so verify cannot probe the sandbox's way to the host from here; "
+				   "use --ingress exec");
+	if (egress_parse(o->egress, &c->allow, e))
+		return -1;
+	if (c->allow && (c->kube || engine_docker()))
+		return asf_fail(e, "--egress %s: allow-lists are implemented for the container backend with "
+				   "--engine podman only (Kubernetes: egress is the NetworkPolicy's)", o->egress);
+	if (c->allow && c->exec_ingress)
+		return asf_fail(e, "--egress %s needs --ingress publish: with --ingress exec the sandbox has no "
+				   "network, so it cannot reach the egress proxy either", o->egress);
+	if (o->proxy_hosts && !c->allow)
+		return asf_fail(e, "--proxy-hosts %s only makes sense with --egress allow=...", o->proxy_hosts);
 	if (c->exec_ingress && o->publish)
 		return asf_fail(e, "--publish makes no sense with --ingress exec (the sandbox has no network)");
 	if (parse_publish(c, o->publish ? o->publish : "127.0.0.1", e))
@@ -398,6 +417,47 @@ static int make_files(up_ctx *c, asf_err *e)
 		return -1;
 
 	str_fmt(buf, sizeof(buf),
+		 "root:x:0:0:root:/root:/bin/sh\n"
+		 "sshd:x:101:65534:sshd privilege separation:/run/sshd:/usr/sbin/nologin\n"
+		 ASF_USER ":x:%u:%u:sandbox user:/home/" ASF_USER ":/bin/bash\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, uid);
+	if (write_in(c, "etc/passwd", buf, 0644, e))
+		return -1;
+	str_fmt(buf, sizeof(buf), "root:x:0:\n" ASF_USER ":x:%u:\nnogroup:x:65534:\n", uid);
+	if (write_in(c, "etc/group", buf, 0644, e))
+		return -1;
+	if (write_in(c, "etc/resolv.conf", c->allow ?
+		     "# asf-provision: no resolver here; the egress proxy (HTTP_PROXY) resolves names.\n"
+		     "options timeout:1 attempts:1\n" :
+		     "# asf-provision: this sandbox has no egress and no resolver.\n"
+		     "options timeout:1 attempts:1\n", 0644, e))
+		return -1;
+
+	if (c->allow) {
+		char dest[4400];
+		str_fmt(path, sizeof(path), "%s/proxy", c->dir);
+		str_fmt(dest, sizeof(dest), "%s/proxy/hosts", c->dir);
+		if (mkdir_mode(path, 0700, e) ||
+		    (c->o->proxy_hosts && egress_hosts_copy(c->o->proxy_hosts, dest, e)))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * sshd_config, written once the network is known: with --egress allow, every
+ * session of the sandbox user gets the proxy in its environment (SetEnv).
+ */
+static int write_sshd_config(const up_ctx *c, asf_err *e)
+{
+	char buf[4096], env[512] = "";
+
+	if (c->allow)
+		str_fmt(env, sizeof(env), "SetEnv HTTP_PROXY=http://%s:%d HTTPS_PROXY=http://%s:%d "
+			"http_proxy=http://%s:%d https_proxy=http://%s:%d NO_PROXY=localhost,127.0.0.1 "
+			"no_proxy=localhost,127.0.0.1\n", c->gw, c->proxy_port, c->gw, c->proxy_port, c->gw,
+			c->proxy_port, c->gw, c->proxy_port);
+	str_fmt(buf, sizeof(buf),
 		 "# sshd_config for sandbox %s, written by asf-provision. Read-only in the container.\n"
 		 "Port %d\n"
 		 "ListenAddress %s\n"
@@ -421,34 +481,33 @@ static int make_files(up_ctx *c, asf_err *e)
 		 "PrintMotd no\n"
 		 "PrintLastLog no\n"
 		 "LogLevel VERBOSE\n"
-		 "Subsystem sftp internal-sftp\n",
-		 c->o->name, ASF_SSHD_PORT, c->exec_ingress ? "127.0.0.1" : "0.0.0.0");
-	if (write_in(c, "sshd/sshd_config", buf, 0644, e))
-		return -1;
+		 "Subsystem sftp internal-sftp\n"
+		 "%s",
+		 c->o->name, ASF_SSHD_PORT, c->exec_ingress ? "127.0.0.1" : "0.0.0.0", env);
+	return write_in(c, "sshd/sshd_config", buf, 0644, e);
+}
+
+/*
+ * The egress ruleset, loaded from the host into the container's network
+ * namespace: nothing new goes out (with --egress allow: only to the proxy);
+ * only sshd comes in.
+ */
+static int write_ruleset(const up_ctx *c, asf_err *e)
+{
+	char buf[4096], proxy[160] = "";
+
+	if (c->allow)
+		str_fmt(proxy, sizeof(proxy), "\t\tip daddr %s tcp dport %d ct state new accept\n", c->gw,
+			c->proxy_port);
 
 	str_fmt(buf, sizeof(buf),
-		 "root:x:0:0:root:/root:/bin/sh\n"
-		 "sshd:x:101:65534:sshd privilege separation:/run/sshd:/usr/sbin/nologin\n"
-		 ASF_USER ":x:%u:%u:sandbox user:/home/" ASF_USER ":/bin/bash\n"
-		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, uid);
-	if (write_in(c, "etc/passwd", buf, 0644, e))
-		return -1;
-	str_fmt(buf, sizeof(buf), "root:x:0:\n" ASF_USER ":x:%u:\nnogroup:x:65534:\n", uid);
-	if (write_in(c, "etc/group", buf, 0644, e))
-		return -1;
-	if (write_in(c, "etc/resolv.conf",
-		     "# asf-provision: this sandbox has no egress and no resolver.\n"
-		     "options timeout:1 attempts:1\n", 0644, e))
-		return -1;
-
-	/* Loaded from the host into the container's network namespace. */
-	str_fmt(buf, sizeof(buf),
-		 "# egress policy of sandbox %s: nothing new goes out; only sshd comes in.\n"
+		 "# egress policy of sandbox %s: nothing new goes out%s; only sshd comes in.\n"
 		 "table inet " ASF_NFT_TABLE " {\n"
 		 "\tchain output {\n"
 		 "\t\ttype filter hook output priority 0; policy drop;\n"
 		 "\t\toifname \"lo\" accept\n"
 		 "\t\tct state established,related accept\n"
+		 "%s"
 		 "\t}\n"
 		 "\tchain input {\n"
 		 "\t\ttype filter hook input priority 0; policy drop;\n"
@@ -456,7 +515,7 @@ static int make_files(up_ctx *c, asf_err *e)
 		 "\t\tct state established,related accept\n"
 		 "\t\ttcp dport %d ct state new accept\n"
 		 "\t}\n"
-		 "}\n", c->o->name, ASF_SSHD_PORT);
+		 "}\n", c->o->name, c->allow ? " but to the egress proxy" : "", proxy, ASF_SSHD_PORT);
 	return write_in(c, "egress.nft", buf, 0600, e);
 }
 
@@ -574,9 +633,7 @@ static int in_netns(asf_out *o, long pid, asf_err *e, const char *const *args)
 	size_t i;
 	int rc;
 
-	argv_add(&a, "nsenter");
-	argv_addf(&a, "--target=%ld", pid);
-	argv_add(&a, "--net");
+	netns_argv(&a, pid);
 	for (i = 0; args[i]; i++)
 		argv_add(&a, args[i]);
 	rc = a.oom ? asf_fail(e, "out of memory") : asf_run(o, a.v, 30, e);
@@ -603,6 +660,24 @@ static long container_pid(const char *ctr, asf_err *e)
 	if (pid <= 0)
 		return asf_fail(e, "container %s has no process", ctr);
 	return pid;
+}
+
+/* --egress allow: the gateway of the sandbox's network (the bridge exists once the container is initialised). */
+static int start_proxy(up_ctx *c, asf_err *e)
+{
+	asf_out o;
+
+	if (podman(&o, e, "inspect", "--type", "container", "--format",
+		   "{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}", c->ctr, (char *)NULL))
+		return -1;
+	str_fmt(c->gw, sizeof(c->gw), "%.*s", (int)strcspn(o.out, "\n"), o.out);
+	out_free(&o);
+	if (!c->gw[0])
+		return asf_fail(e, "podman inspect %s: no gateway on its network", c->ctr);
+	if (egress_proxy_start(c->dir, c->o->name, c->allow, c->gw, c->o->proxy_hosts != NULL, c->st, e))
+		return -1;
+	c->proxy_port = (int)jn(cJSON_GetObjectItemCaseSensitive(c->st, "proxy"), "port", 0);
+	return 0;
 }
 
 static int block_egress(up_ctx *c, long pid, asf_err *e)
@@ -869,11 +944,14 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 		cJSON_AddStringToObject(st, "network", c->ctr);
 	cJSON_AddStringToObject(st, "runtime", o->runtime ? o->runtime : "");
 	cJSON_AddStringToObject(st, "ingress", c->exec_ingress ? "exec" : c->service ? "service" : "publish");
-	cJSON_AddStringToObject(st, "egress", "none");
+	cJSON_AddStringToObject(st, "egress", c->allow ? "allow" : "none");
+	if (c->allow)
+		cJSON_AddItemToObject(st, "allow", cJSON_Duplicate(c->allow, 1));
 	if (!c->exec_ingress && !c->kube)
 		cJSON_AddStringToObject(st, "publish_address", c->pub_addr);
 	cJSON_AddStringToObject(st, "engine", asf_engine);
 	cJSON_AddStringToObject(st, "podman", asf_podman);
+	cJSON_AddBoolToObject(st, "rootless", c->rootless);
 	if (o->rootfs)
 		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
 	else
@@ -889,6 +967,12 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	cJSON_AddNumberToObject(lim, "pids", (double)c->pids);
 	cJSON_AddNumberToObject(lim, "nofile", (double)nofile);
 	cJSON_AddNumberToObject(lim, "nproc", (double)nproc);
+	if (c->rootless && access("/sys/fs/cgroup/cgroup.controllers", F_OK)) {
+		/* Podman: "Resource limits are not supported and ignored on cgroups V1 rootless systems". */
+		cJSON_AddBoolToObject(lim, "enforced", 0);
+		cJSON_AddStringToObject(lim, "why_not", "rootless Podman on cgroup v1 ignores --memory, "
+					"--cpus and --pids-limit; only the ulimits (nofile, nproc, core) apply");
+	}
 	cJSON_AddItemToObject(st, "limits", lim);
 	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETGID"));
 	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETUID"));
@@ -903,6 +987,41 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	return st;
 }
 
+/*
+ * Rootless: the sandbox user's uid is one of ours only inside Podman's user
+ * namespace (a subordinate uid on the host). `podman unshare chown` hands the
+ * directory over there; `down` gives it back the same way to the
+ * namespace's root, which is us. The host uid it gets is recorded, for
+ * `verify` and `down` to compare with.
+ */
+static int own_workspace_rootless(up_ctx *c, const struct stat *before, asf_err *e)
+{
+	cJSON *ws = cJSON_GetObjectItemCaseSensitive(c->st, "workspace");
+	char ids[32];
+	struct stat st;
+	asf_out o;
+
+	if (before->st_uid != geteuid())
+		return asf_fail(e, "--workspace %s belongs to uid %d, not to you (uid %d): rootless, only a "
+				   "directory of your own can be handed to the sandbox user", c->ws_host,
+				(int)before->st_uid, (int)geteuid());
+	cJSON_AddNumberToObject(ws, "orig_uid", before->st_uid);
+	cJSON_AddNumberToObject(ws, "orig_gid", before->st_gid);
+	cJSON_AddStringToObject(ws, "chowned_via", "podman unshare");
+	cJSON_AddBoolToObject(ws, "chowned", 1);
+	if (state_save(c->o->name, c->st, e))
+		return -1;
+	str_fmt(ids, sizeof(ids), "%u:%u", c->o->uid, c->o->uid);
+	/* -h: the directory itself, never what a link in its place points to. */
+	if (podman(&o, e, "unshare", "chown", "-h", ids, c->ws_host, (char *)NULL))
+		return -1;
+	out_free(&o);
+	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
+		return -1;
+	cJSON_AddNumberToObject(ws, "host_uid", st.st_uid);
+	return 0;
+}
+
 /* Hand the workspace directory (not its contents) to the sandbox user; `down` gives it back. */
 static int own_workspace(up_ctx *c, asf_err *e)
 {
@@ -913,6 +1032,8 @@ static int own_workspace(up_ctx *c, asf_err *e)
 		return 0;
 	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
 		return -1;
+	if (c->rootless)
+		return own_workspace_rootless(c, &st, e);
 	if (st.st_uid == c->o->uid && st.st_gid == c->o->uid)
 		return 0;
 	cJSON_AddNumberToObject(ws, "orig_uid", st.st_uid);
@@ -1011,7 +1132,8 @@ static int build(up_ctx *c, asf_err *e)
 	if (own_workspace(c, e) || state_save(c->o->name, c->st, e))
 		goto fail;
 	if (c->kube) {
-		int rc = kube_build(c, nofile, nproc, e);
+		/* kube.c puts both into its Secret and the pod's netns (no allow-list there). */
+		int rc = write_ruleset(c, e) || write_sshd_config(c, e) ? -1 : kube_build(c, nofile, nproc, e);
 		argv_free(&a);
 		return rc;
 	}
@@ -1044,7 +1166,8 @@ static int build(up_ctx *c, asf_err *e)
 	if ((pid = container_pid(c->ctr, e)) < 0)
 		goto fail;
 	/* Step 6: before sshd runs, so there is no moment with open egress. */
-	if (block_egress(c, pid, e))
+	if ((c->allow && start_proxy(c, e)) || write_ruleset(c, e) || block_egress(c, pid, e) ||
+	    write_sshd_config(c, e))
 		goto fail;
 	/* Step 7. */
 	if (engine_docker()) {
@@ -1096,6 +1219,11 @@ static void print_summary(const up_ctx *c)
 	       c->exec_ingress ? ", no network" : "");
 	if (!c->exec_ingress)
 		printf("  ssh        %s:%d\n", js(c->st, "publish_address"), (int)jn(c->st, "port", 0));
+	if (c->allow) {
+		char *list = cJSON_PrintUnformatted(c->allow);
+		printf("  egress     through the proxy %s:%d to %s\n", c->gw, c->proxy_port, list ? list : "?");
+		free(list);
+	}
 	printf("  workspace  %s -> " ASF_CTR_WORKSPACE "%s\n", c->ws_host, c->ws_ro ? " (read-only)" : "");
 	printf("  host key   %s\n", c->fingerprint);
 	printf("  config     %s\n", c->out);
@@ -1139,12 +1267,19 @@ int cmd_up(const asf_up_opts *opts)
 			fprintf(stderr, "asf-provision: up %s: rollback incomplete; run `asf-provision down %s`\n",
 				opts->name, opts->name);
 		cJSON_Delete(c.st);
+		cJSON_Delete(c.allow);
 		return 1;
 	}
 	print_summary(&c);
+	if (!jb(cJSON_GetObjectItemCaseSensitive(c.st, "limits"), "enforced") &&
+	    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c.st, "limits"), "enforced"))
+		fprintf(stderr, "asf-provision: up %s: warning: %s\n", opts->name,
+			js(cJSON_GetObjectItemCaseSensitive(c.st, "limits"), "why_not"));
 	cJSON_Delete(c.st);
+	cJSON_Delete(c.allow);
 	return 0;
 refused:
 	fprintf(stderr, "asf-provision: up: %s\n", e.msg);
+	cJSON_Delete(c.allow);
 	return 2;
 }

@@ -13,7 +13,9 @@
  * and 127.0.0.1), or an address for which a route lookup inside the
  * sandbox's namespace found no route - there connect() fails with
  * ENETUNREACH before any packet exists. A probe whose route lookup finds
- * a route is not run; the check fails with the route as evidence.
+ * a route is not run; the check fails with the route as evidence. The one
+ * exception is egress.allowed (--egress allow): it reaches the listed
+ * hosts, through the proxy, as the sandbox is meant to.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +38,7 @@
 
 #define PROBE_PRIVATE "192.168.1.1"  /* a typical LAN router */
 #define PROBE_PUBLIC  "8.8.8.8"      /* a public resolver */
+#define PROBE_PUBLIC6 "2001:4860:4860::8888"
 
 typedef struct vctx {
 	const char *name;
@@ -45,6 +48,8 @@ typedef struct vctx {
 	asp_sandbox *sb;     /* NULL when SSH did not work */
 	long pid;            /* container init pid; 0 when not running */
 	int exec_ingress;
+	const cJSON *allow;  /* --egress allow: "host:port" strings; NULL for none */
+	const cJSON *proxy;  /* state.proxy: address, port, config */
 	int probe_ok;        /* the TCP probe itself works (control) */
 	int npass, nfail, nerr;
 } vctx;
@@ -134,9 +139,7 @@ static int in_netns(vctx *v, asf_out *o, asf_err *e, const char *const *args)
 	size_t i;
 	int rc;
 
-	argv_add(&a, "nsenter");
-	argv_addf(&a, "--target=%ld", v->pid);
-	argv_add(&a, "--net");
+	netns_argv(&a, v->pid);
 	for (i = 0; args[i]; i++)
 		argv_add(&a, args[i]);
 	rc = a.oom ? asf_fail(e, "out of memory") : asf_run(o, a.v, 30, e);
@@ -188,6 +191,35 @@ static int listener(const char *addr, int *port)
 	}
 	*port = ntohs(sa.sin_port);
 	return fd;
+}
+
+/* A UDP socket on addr (port chosen by the kernel); -1 on failure. */
+static int udp_listener(const char *addr, int *port)
+{
+	struct sockaddr_in sa = { 0 };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	sa.sin_family = AF_INET;
+	if (fd < 0 || inet_pton(AF_INET, addr, &sa.sin_addr) != 1 ||
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || getsockname(fd, (struct sockaddr *)&sa, &len)) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	*port = ntohs(sa.sin_port);
+	return fd;
+}
+
+/* How many datagrams arrived (all read). */
+static int datagrams(int fd)
+{
+	char buf[512];
+	int n = 0;
+
+	while (recv(fd, buf, sizeof(buf), 0) >= 0)
+		n++;
+	return n;
 }
 
 /* How many connections reached the listener (all accepted and closed). */
@@ -259,12 +291,36 @@ static const cJSON *inspect_item(vctx *v, const char *key)
 	return cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), key);
 }
 
+/* The sandbox network's gateway (the host's address on its bridge), or NULL. */
+static const char *gateway(vctx *v)
+{
+	const cJSON *nets = cJSON_GetObjectItemCaseSensitive(inspect_item(v, "NetworkSettings"), "Networks");
+	const char *gw = js(cJSON_GetArrayItem(nets, 0), "Gateway");
+
+	return gw && *gw ? gw : NULL;
+}
+
+/* A copy of the body of "chain NAME" in `nft list table` text (up to the next chain), or NULL. */
+static char *chain_text(const char *table, const char *name)
+{
+	char head[64];
+	const char *p, *end;
+
+	str_fmt(head, sizeof(head), "chain %s {", name);
+	if (!(p = strstr(table, head)))
+		return NULL;
+	p += strlen(head);
+	end = strstr(p, "chain ");
+	return strndup(p, end ? (size_t)(end - p) : strlen(p));
+}
+
 static void check_firewall(vctx *v)
 {
 	const char *args[] = { "nft", "list", "table", "inet", ASF_NFT_TABLE, NULL };
-	char *out_chain, *in_chain;
+	char *out_chain, *in_chain, want[160] = "";
 	asf_out o;
 	asf_err e;
+	int proxy_rule = 1;
 
 	if (in_netns(v, &o, &e, args)) {
 		check(v, "egress.firewall", "error", "%s", e.msg);
@@ -277,14 +333,23 @@ static void check_firewall(vctx *v)
 		out_free(&o);
 		return;
 	}
-	out_chain = strstr(o.out, "chain output");
-	in_chain = strstr(o.out, "chain input");
+	out_chain = chain_text(o.out, "output");
+	in_chain = chain_text(o.out, "input");
 	flatten(o.out);
-	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop") &&
-	    strstr(in_chain, "policy drop"))
+	if (v->allow) {
+		str_fmt(want, sizeof(want), "ip daddr %s tcp dport %d ct state new accept",
+			js(v->proxy, "address") ? js(v->proxy, "address") : "?", (int)jn(v->proxy, "port", 0));
+		proxy_rule = out_chain && strstr(out_chain, want);
+	}
+	if (out_chain && in_chain && strstr(out_chain, "hook output") && strstr(out_chain, "policy drop;") &&
+	    strstr(in_chain, "hook input") && strstr(in_chain, "policy drop;") && proxy_rule)
 		check(v, "egress.firewall", "pass", "nftables in the sandbox's netns: %s", o.out);
+	else if (!proxy_rule)
+		check(v, "egress.firewall", "fail", "no rule \"%s\" for the egress proxy: %s", want, o.out);
 	else
 		check(v, "egress.firewall", "fail", "ruleset does not drop by default: %s", o.out);
+	free(out_chain);
+	free(in_chain);
 	out_free(&o);
 }
 
@@ -324,6 +389,69 @@ static void check_topology(vctx *v)
 	}
 	out_free(&o);
 	out_free(&l);
+}
+
+/* Does `ip -o` output (addr: "N: IFNAME ..." lines; route: "... dev IFNAME ...") name an interface but lo? */
+static int beyond_lo(const char *text, int addr)
+{
+	const char *line = text;
+
+	while (*line) {
+		size_t n = strcspn(line, "\n");
+		char ifname[64] = "";
+		const char *dev;
+		if (addr)
+			sscanf(line, "%*d: %63s", ifname);
+		else if ((dev = strstr(line, " dev ")) && (size_t)(dev - line) < n)
+			sscanf(dev, " dev %63s", ifname);
+		if (n && strcmp(ifname, "lo"))
+			return 1;
+		line += n + (line[n] == '\n');
+	}
+	return 0;
+}
+
+/*
+ * IPv6, which the checks above (ip -4) do not see: no IPv6 address and no
+ * IPv6 route on any interface but lo, and no route to a public IPv6 address.
+ * `up` disables IPv6 in the namespace by sysctl; the values are evidence.
+ */
+static void check_ipv6(vctx *v)
+{
+	const char *sysctl[] = { "cat", "/proc/sys/net/ipv6/conf/all/disable_ipv6",
+				 "/proc/sys/net/ipv6/conf/default/disable_ipv6", NULL };
+	const char *addrs[] = { "ip", "-6", "-o", "addr", "show", NULL };
+	const char *routes[] = { "ip", "-6", "-o", "route", "show", NULL };
+	const char *get[] = { "ip", "-6", "-o", "route", "get", PROBE_PUBLIC6, NULL };
+	asf_out s, a, r, g;
+	asf_err e;
+	int ok;
+
+	if (in_netns(v, &s, &e, sysctl)) {
+		check(v, "network.ipv6", "error", "%s", e.msg);
+		return;
+	}
+	if (in_netns(v, &a, &e, addrs) || in_netns(v, &r, &e, routes) || in_netns(v, &g, &e, get)) {
+		check(v, "network.ipv6", "error", "%s", e.msg);
+		out_free(&s);
+		return;
+	}
+	/* Loopback's ::1 is no way out (like 127.0.0.1); any other address or route is. */
+	ok = a.status == 0 && !beyond_lo(a.out, 1) && r.status == 0 && !beyond_lo(r.out, 0) && g.status != 0;
+	flatten(s.out);
+	flatten(a.out);
+	flatten(r.out);
+	flatten(g.out);
+	flatten(g.err);
+	/* A kernel without IPv6 has no /proc/sys/net/ipv6 and no addresses: that passes too. */
+	check(v, "network.ipv6", ok ? "pass" : "fail",
+	      "in the sandbox's netns: disable_ipv6 (all, default) %s; IPv6 addresses: %s; IPv6 routes: %s; "
+	      "route lookup for %s: %s", s.status == 0 ? s.out : "(no IPv6 in this kernel)",
+	      a.out[0] ? a.out : "none", r.out[0] ? r.out : "none", PROBE_PUBLIC6, g.status ? g.err : g.out);
+	out_free(&s);
+	out_free(&a);
+	out_free(&r);
+	out_free(&g);
 }
 
 static void check_mounts(vctx *v)
@@ -453,6 +581,14 @@ static int check_ssh(vctx *v)
  * user, and read at most ASF_SMALL_MAX bytes. The sandbox side has a
  * deadline, so a FIFO there cannot hang verify either.
  */
+/* The sandbox user's uid on the host (rootless: the subordinate uid it maps to). */
+static uid_t owner_uid(vctx *v)
+{
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(v->st, "workspace");
+
+	return (uid_t)jn(ws, "host_uid", jn(v->st, "uid", 0));
+}
+
 static void check_workspace(vctx *v)
 {
 	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(v->st, "workspace");
@@ -512,7 +648,7 @@ static void check_workspace(vctx *v)
 		if (!onhost)
 			check(v, "workspace", "fail", "round trip through %s: %s", rel, e.msg);
 		else if (len == strlen(data) && !memcmp(back, data, len) && hlen == len &&
-			 !memcmp(onhost, data, len) && sb.st_uid == (uid_t)jn(v->st, "uid", 0))
+			 !memcmp(onhost, data, len) && sb.st_uid == owner_uid(v))
 			check(v, "workspace", "pass", "asp_write + asp_read " ASF_CTR_WORKSPACE "/%s round trip; "
 			      "the file is %s on the host, a regular file owned by uid %d", rel, host,
 			      (int)sb.st_uid);
@@ -529,10 +665,7 @@ static void check_workspace(vctx *v)
 
 static void check_egress(vctx *v)
 {
-	const cJSON *nets = cJSON_GetObjectItemCaseSensitive(
-		cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "NetworkSettings"), "Networks");
-	const cJSON *net = cJSON_GetArrayItem(nets, 0);
-	const char *gw = js(net, "Gateway");
+	const char *gw = gateway(v);
 	const struct { const char *check, *addr; int port; } far[] = {
 		{ "egress.private", PROBE_PRIVATE, 80 },
 		{ "egress.public", PROBE_PUBLIC, 443 },
@@ -553,7 +686,7 @@ static void check_egress(vctx *v)
 	if (v->exec_ingress) {
 		check(v, "egress.host_gateway", "pass", "no network: the sandbox has no interface that "
 		      "reaches the host (see network.topology)");
-	} else if (!gw || !*gw) {
+	} else if (!gw) {
 		check(v, "egress.host_gateway", "error", "no gateway in podman inspect");
 	} else if ((fd = listener(gw, &port)) < 0) {
 		check(v, "egress.host_gateway", "error", "cannot listen on %s: %s", gw, strerror(errno));
@@ -610,9 +743,144 @@ static void check_egress(vctx *v)
 	}
 }
 
+/* ------------------------------------------------------------ egress allow-list */
+
+/*
+ * From inside, as the sandbox user: CONNECT target through the proxy. out
+ * gets the status line and Squid's X-Squid-Error header (one line), or
+ * bash's error when the proxy cannot be reached.
+ */
+static void connect_probe(vctx *v, sres *r, const char *target)
+{
+	char cmd[1024];
+
+	str_fmt(cmd, sizeof(cmd),
+		"exec 3<>/dev/tcp/%s/%d 2>&1 || exit 9; "
+		"printf 'CONNECT %%s HTTP/1.1\\r\\nHost: %%s\\r\\n\\r\\n' %s %s >&3; "
+		"while IFS= read -r -t 5 l <&3; do l=${l%%$'\\r'}; [ -z \"$l\" ] && break; "
+		"case $l in HTTP/*|X-Squid-Error:*) echo \"$l\";; esac; done",
+		js(v->proxy, "address"), (int)jn(v->proxy, "port", 0), target, target);
+	in_sandbox(v, r, cmd, 15000);
+	flatten(r->out);
+}
+
+/* The proxy runs (found by its config), listens on the gateway and nowhere else, and sessions point at it. */
+static void check_proxy(vctx *v)
+{
+	const char *conf = js(v->proxy, "config"), *addr = js(v->proxy, "address");
+	int port = (int)jn(v->proxy, "port", 0);
+	char want[96], listening[1024] = "", url[128], envs[512];
+	long pid = conf ? proxy_find(conf) : 0;
+	sres r;
+
+	if (!conf || !addr || !port) {
+		check(v, "egress.proxy", "fail", "no proxy recorded in the state");
+		return;
+	}
+	if (pid <= 0) {
+		check(v, "egress.proxy", "fail", "no proxy process runs with %s", conf);
+		return;
+	}
+	proxy_listeners(pid, listening, sizeof(listening));
+	str_fmt(want, sizeof(want), "%s:%d", addr, port);
+	str_fmt(url, sizeof(url), "http://%s", want);
+	in_sandbox(v, &r, "printf '%s ' \"$HTTP_PROXY\" \"$HTTPS_PROXY\" \"$http_proxy\" \"$https_proxy\"", 10000);
+	if (!r.ran) {
+		check(v, "egress.proxy", "error", "cannot read the session's environment: %s", r.err);
+		return;
+	}
+	str_fmt(envs, sizeof(envs), "%s %s %s %s ", url, url, url, url);
+	check(v, "egress.proxy", !strcmp(listening, want) && !strcmp(r.out, envs) ? "pass" : "fail",
+	      "proxy pid %ld (%s) listens on %s (expected %s only); a session's HTTP_PROXY HTTPS_PROXY "
+	      "http_proxy https_proxy: %s", pid, conf, listening[0] ? listening : "nothing", want, r.out);
+}
+
+/* Every listed host:port is reachable through the proxy. */
+static void check_allowed(vctx *v)
+{
+	char ev[3000] = "";
+	const cJSON *a;
+	int bad = 0;
+	sres r;
+
+	cJSON_ArrayForEach(a, v->allow) {
+		connect_probe(v, &r, a->valuestring);
+		if (!r.ran) {
+			check(v, "egress.allowed", "error", "probe could not run: %s", r.err);
+			return;
+		}
+		bad |= strncmp(r.out, "HTTP/1.1 200", 12) != 0;
+		str_fmt(ev + strlen(ev), sizeof(ev) - strlen(ev), "%sCONNECT %s -> %s", ev[0] ? "; " : "",
+			a->valuestring, r.out[0] ? r.out : r.err);
+	}
+	check(v, "egress.allowed", bad ? "fail" : "pass", "through the proxy %s:%d from inside: %s",
+	      js(v->proxy, "address"), (int)jn(v->proxy, "port", 0), ev);
+}
+
+static int denied(const sres *r)
+{
+	return r->ran && !strncmp(r->out, "HTTP/1.1 403", 12) && strstr(r->out, "ERR_ACCESS_DENIED");
+}
+
+/*
+ * What is not listed is refused by the proxy itself: a live listener verify
+ * opens on the gateway (which the proxy could reach), an unlisted name, and
+ * a listed host at a port that is not listed.
+ */
+static void check_refused(vctx *v)
+{
+	const char *gw = js(v->proxy, "address");
+	char target[300], host[256], ev[3000] = "";
+	sres r;
+	int fd, port, n, ok, lport;
+
+	if (!gw || (fd = listener(gw, &port)) < 0) {
+		check(v, "egress.refused", "error", "cannot listen on the gateway %s: %s", gw ? gw : "?",
+		      strerror(errno));
+		return;
+	}
+	str_fmt(target, sizeof(target), "%s:%d", gw, port);
+	connect_probe(v, &r, target);
+	n = accepted(fd);
+	close(fd);
+	if (!r.ran) {
+		check(v, "egress.refused", "error", "probe could not run: %s", r.err);
+		return;
+	}
+	ok = denied(&r) && n == 0;
+	str_fmt(ev, sizeof(ev), "CONNECT %s (a listener verify opened on the host) -> %s, %d accepted", target,
+		r.out, n);
+	connect_probe(v, &r, "unlisted.asf-verify.invalid:443");
+	ok = ok && denied(&r);
+	str_fmt(ev + strlen(ev), sizeof(ev) - strlen(ev), "; CONNECT unlisted.asf-verify.invalid:443 -> %s",
+		r.out);
+	allow_split(cJSON_GetArrayItem(v->allow, 0)->valuestring, host, sizeof(host), &lport);
+	str_fmt(target, sizeof(target), "%s:%d", host, lport == 1 ? 2 : 1);
+	connect_probe(v, &r, target);
+	ok = ok && denied(&r);
+	str_fmt(ev + strlen(ev), sizeof(ev) - strlen(ev), "; CONNECT %s (listed host, port not listed) -> %s",
+		target, r.out);
+	check(v, "egress.refused", ok ? "pass" : "fail", "%s", ev);
+}
+
+/* The first listed host that is a name, not an address (getent resolves addresses itself). */
+static int listed_name(vctx *v, char *host, size_t hostlen)
+{
+	const cJSON *a;
+	struct in_addr in;
+	int port;
+
+	cJSON_ArrayForEach(a, v->allow) {
+		allow_split(a->valuestring, host, hostlen, &port);
+		if (inet_pton(AF_INET, host, &in) != 1)
+			return 1;
+	}
+	return 0;
+}
+
 static void check_dns(vctx *v)
 {
-	char resolv[2048], route[512], evidence[3000] = "", *line, *save = NULL;
+	char resolv[2048], route[512], evidence[3000] = "", host[256], *line, *save = NULL;
 	sres r;
 	int bad = 0;
 
@@ -648,14 +916,58 @@ static void check_dns(vctx *v)
 	}
 	in_sandbox(v, &r, "getent hosts example.com", 10000);
 	flatten(r.out);
-	if (!r.ran || r.code == 127 || r.code == 126)
-		check(v, "dns", "error", "getent could not run: %s", r.ran ? r.err : r.err);
-	else if (r.code == 0)
+	if (!r.ran || r.code == 127 || r.code == 126) {
+		check(v, "dns", "error", "getent could not run: %s", r.err);
+		return;
+	}
+	if (r.code == 0) {
 		check(v, "dns", "fail", "getent hosts example.com resolved: %s", r.out);
-	else
-		check(v, "dns", "pass", "resolv.conf: \"%s\"; %sgetent hosts example.com -> exit %d%s",
-		      resolv, evidence[0] ? evidence : "no nameserver (glibc tries 127.0.0.1, the sandbox's "
-		      "own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
+		return;
+	}
+	str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "%sgetent hosts "
+		"example.com -> exit %d%s", evidence[0] ? "" : "no nameserver (glibc tries 127.0.0.1, the "
+		"sandbox's own loopback); ", r.code, r.timed_out ? " (timed out)" : "");
+	if (v->allow && listed_name(v, host, sizeof(host))) {
+		/* Names are the proxy's business: a listed one does not resolve inside either. */
+		char cmd[300];
+		str_fmt(cmd, sizeof(cmd), "getent hosts %s", host);
+		in_sandbox(v, &r, cmd, 10000);
+		flatten(r.out);
+		if (!r.ran || r.code == 0) {
+			check(v, "dns", r.ran ? "fail" : "error", "getent hosts %s (a listed host) inside -> %s",
+			      host, r.ran ? r.out : r.err);
+			return;
+		}
+		str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "; getent hosts %s "
+			"(listed; the proxy resolves it) -> exit %d", host, r.code);
+	}
+	if (!v->exec_ingress) {
+		/* A query sent anyway, to where a resolver on the host would listen. */
+		const char *gw = gateway(v);
+		char cmd[256];
+		int fd, port, n;
+
+		if (!gw || (fd = udp_listener(gw, &port)) < 0) {
+			check(v, "dns", "error", "%s; cannot listen for UDP on the gateway %s: %s", evidence,
+			      gw ? gw : "(none)", gw ? strerror(errno) : "no gateway in podman inspect");
+			return;
+		}
+		str_fmt(cmd, sizeof(cmd), "bash -c 'echo asf-verify > /dev/udp/%s/%d' 2>&1", gw, port);
+		in_sandbox(v, &r, cmd, 3000);
+		usleep(200 * 1000);
+		n = datagrams(fd);
+		close(fd);
+		flatten(r.out);
+		if (!r.ran) {
+			check(v, "dns", "error", "%s; the UDP probe could not run: %s", evidence, r.err);
+			return;
+		}
+		str_fmt(evidence + strlen(evidence), sizeof(evidence) - strlen(evidence), "; a datagram "
+			"from inside to a UDP listener on the gateway %s:%d -> %s, %d received", gw, port,
+			r.out[0] ? r.out : "sent", n);
+		bad = n != 0;
+	}
+	check(v, "dns", bad ? "fail" : "pass", "resolv.conf: \"%s\"; %s", resolv, evidence);
 }
 
 /* The value of "Key:\t..." in a /proc status text, or NULL. */
@@ -774,6 +1086,11 @@ static void check_limits(vctx *v)
 	double cpus;
 	sres r;
 
+	if (cJSON_GetObjectItemCaseSensitive(lim, "enforced") && !jb(lim, "enforced")) {
+		check(v, "limits", "fail", "not enforced: %s (up recorded this when it made the sandbox)",
+		      js(lim, "why_not") ? js(lim, "why_not") : "?");
+		return;
+	}
 	/* cgroup v2 first, then v1 (this host's hybrid mode): the container's own cgroup. */
 	in_sandbox(v, &r,
 		   "cd /sys/fs/cgroup || exit 1; "
@@ -866,14 +1183,30 @@ int cmd_verify(const char *name, const char *report_path, int json)
 	}
 	v.checks = cJSON_CreateArray();
 	v.exec_ingress = js(v.st, "ingress") && !strcmp(js(v.st, "ingress"), "exec");
+	if (js(v.st, "egress") && !strcmp(js(v.st, "egress"), "allow")) {
+		v.allow = cJSON_GetObjectItemCaseSensitive(v.st, "allow");
+		v.proxy = cJSON_GetObjectItemCaseSensitive(v.st, "proxy");
+		if (!cJSON_GetArraySize(v.allow)) {
+			fprintf(stderr, "asf-provision: verify: %s: egress \"allow\" without an allow list\n", name);
+			cJSON_Delete(v.st);
+			cJSON_Delete(v.checks);
+			return 2;
+		}
+	}
 
 	if (check_container(&v) == 0) {
 		check_firewall(&v);
 		check_topology(&v);
+		check_ipv6(&v);
 		check_mounts(&v);
 		check_ssh(&v);
 		check_workspace(&v);
 		check_egress(&v);
+		if (v.allow) {
+			check_proxy(&v);
+			check_allowed(&v);
+			check_refused(&v);
+		}
 		check_dns(&v);
 		check_privileges(&v);
 		check_rootfs(&v);

@@ -50,9 +50,11 @@ SCRIPT = [
 
 
 class ScriptedModel:
-    """An OpenAI-compatible /chat/completions endpoint that replays `script`."""
+    """An OpenAI-compatible /chat/completions endpoint that replays `script`.
 
-    def __init__(self, script):
+    before_turn(turn), when given, runs before the answer to each request."""
+
+    def __init__(self, script, before_turn=None):
         self.script = script
         self.requests = []  # (path, headers, raw body)
         model = self
@@ -62,6 +64,8 @@ class ScriptedModel:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 model.requests.append((self.path, dict(self.headers), raw))
                 turn = len(model.requests) - 1
+                if before_turn:
+                    before_turn(turn)
                 if turn >= len(model.script):
                     return self._send(500, {"error": {"message": "the script is over"}})
                 step = model.script[turn]
@@ -202,6 +206,42 @@ class TestModelLoop(unittest.TestCase):
         self.assertTrue(self.leaks(err), "the check cannot see the transport words")
         for i, (_, _, raw) in enumerate(model.requests):
             self.assertEqual(self.leaks(raw.decode()), [], f"request {i + 1}")
+
+    def test_a_dead_sandbox_is_not_described_to_the_model(self):
+        """The sandbox's server dies mid-conversation: the tools fail with neutral text
+        (libasp's messages, which name the connection, go to stderr only)."""
+        fx = SshdFixture().start()
+        self.addCleanup(fx.stop)
+        script = [
+            [call("write", {"path": "notes.md", "content": "# Notes\n"})],
+            [call("read", {"path": "notes.md"}), call("bash", {"command": "echo hi"}),
+             call("write", {"path": "more.md", "content": "x\n"})],
+            "Gave up.",
+        ]
+        model = ScriptedModel(script, before_turn=lambda turn: turn == 1 and fx.stop_server())
+        self.addCleanup(model.close)
+        r = run_agent(fx.dir, TASK, **model_env(model.url))
+        out, err = r.stdout.decode(), r.stderr.decode()
+        self.assertEqual(r.returncode, 0, err)
+        bodies = model.bodies()
+        self.assertEqual(len(bodies), 3)
+        results = [m["content"] for m in bodies[2]["messages"] if m["role"] == "tool"]
+        self.assertEqual(results[0], "Created notes.md (8 bytes, 1 lines)")  # before the stop
+        self.assertEqual(results[1:], [
+            "Error: the read did not complete: the environment stopped responding. "
+            "Try again later.",
+            "Error: the command did not complete: the environment stopped responding; "
+            "the command may have run in part. Try again later.",
+            "Error: the write did not complete: the environment stopped responding. "
+            "Try again later."])
+        # The operator sees libasp's own message (which names the connection); the model not.
+        self.assertIn("agent: read failed in the sandbox: ASP_E", err)
+        self.assertIn(f"127.0.0.1:{fx.port}", err)
+        words = ["asp", "ssh", "SSH", "127.0.0.1", str(fx.port), fx.config, fx.dir, fx.user]
+        for i, (_, _, raw) in enumerate(model.requests):
+            text = raw.decode()
+            self.assertEqual([w for w in words if w in text or w.lower() in text.lower()], [],
+                             f"request {i + 1}")
 
     def test_gives_up_after_max_turns(self):
         model = ScriptedModel([[call("bash", {"command": "echo again"})]] * 3)
