@@ -53,10 +53,15 @@ typedef struct job {
 	asp_cancel *stop;         /* triggered when the job is over: ends helpers' connects */
 } job;
 
-static int sftp_ready(asp_conn *c, const asp_bulk_call *bc)
+/* 1: c moves files over SFTP, parts may be spread; 0: leave the call to fs.c; < 0: SFTP failed. */
+static int sftp_ready(asp_conn *c, const asp_bulk_call *bc, asp_error *err)
 {
-	if (bc->max_conns < 2 || bc->file_transport == ASP_FILES_EXEC || asp__sftp_ensure(c, NULL))
+	int rc;
+
+	if (bc->max_conns < 2 || bc->file_transport == ASP_FILES_EXEC)
 		return 0;
+	if ((rc = asp__sftp_ensure(c, err)))
+		return rc;
 	return asp__sftp_is_open(c);
 }
 
@@ -129,7 +134,7 @@ static void *helper(void *arg)
 	if (asp__pool_try_get(bc->pool, &c, j->stop, bc->deadline, NULL) != 0)
 		return NULL;
 	asp__conn_begin_op(c, bc->deadline, asp__cancel_fd(bc->cancel));
-	if (job_left(j) && sftp_ready(c, bc) &&
+	if (job_left(j) && sftp_ready(c, bc, NULL) == 1 &&
 	    !asp__fs_open_handle(c, j->path, j->write, h, &hl, NULL)) {
 		job_parts(j, c, h, hl);
 		asp__fs_close_handle(c, h, hl);
@@ -195,8 +200,10 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 	job j;
 	int rc, sized;
 
-	if (limit < BULK_MIN || !sftp_ready(c, bc))
+	if (limit < BULK_MIN || (rc = sftp_ready(c, bc, err)) == 0)
 		return asp__fs_read(c, path, offset, limit, cap, out, err);
+	if (rc < 0)
+		return rc;
 	if ((rc = asp__fs_open_read(c, path, h, &hl, &st, &sized, err)))
 		return rc;
 	/*
@@ -244,8 +251,10 @@ int asp__bulk_write(asp_conn *c, const asp_bulk_call *bc, const char *path, cons
 	job j;
 	int rc;
 
-	if (o->in_place || len < BULK_MIN || !sftp_ready(c, bc))
+	if (o->in_place || len < BULK_MIN || (rc = sftp_ready(c, bc, err)) == 0)
 		return asp__fs_write(c, path, data, len, o, orphan, sw, err);
+	if (rc < 0)
+		return rc;
 	job_init(&j, bc, path, 0, len);
 	j.write = 1;
 	j.src = data;
