@@ -166,8 +166,11 @@ static int read_some(asp_conn *c, asp_error *err)
 		s->in.len -= s->in_off;
 		s->in_off = 0;
 	}
-	if (asp__buf_grow(&s->in, 65536))
+	if (asp__buf_grow(&s->in, 65536)) {
+		/* Replies are due that cannot be read: the stream is out of step from here. */
+		c->dead = 1;
 		return asp__error(err, ASP_ENOMEM, "out of memory reading an SFTP reply");
+	}
 	n = libssh2_channel_read(s->chan, (char *)s->in.data + s->in.len, s->in.cap - s->in.len - 1);
 	if (n == LIBSSH2_ERROR_EAGAIN)
 		return 1;
