@@ -49,6 +49,7 @@ INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
 # Every target that is not a file, in one place.
 .PHONY: all lib tools tests check check-all check-san check-valgrind check-alloc \
         check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node check-provision \
+        check-shfs \
         bench bench-smoke bench-build install install-lib install-asp-exec \
         install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
         uninstall-asf-provision clean demo deps help FORCE
@@ -248,6 +249,7 @@ check-all: all tests
 	$(MAKE) check-makefile
 	./$(BUILD)/tests/test-unit
 	./$(BUILD)/tests/test-integration
+	$(MAKE) check-shfs
 	$(MAKE) soak SOAK_OPS=3000
 	$(MAKE) check-wipe
 	BUILD=$(BUILD) sh tests/meta.sh
@@ -257,6 +259,21 @@ check-all: all tests
 	$(MAKE) check-node
 	$(MAKE) bench-smoke
 	$(MAKE) check-python
+
+# The file-call suites a second time with every sandbox on the shell-command
+# file transport (no SFTP). Tests that are SFTP by nature skip themselves,
+# one "SKIP file_transport=exec:" line each: counted here, and more than
+# SHFS_SKIPS_MAX of them fails (a new skip must be looked at).
+SHFS_SUITES := rw fs hostile args limits debris
+SHFS_SKIPS_MAX := 2
+check-shfs: tests
+	@skips=0; for s in $(SHFS_SUITES); do \
+	  ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$$s ./$(BUILD)/tests/test-integration \
+	    2>$(BUILD)/check-shfs-$$s.err || { cat $(BUILD)/check-shfs-$$s.err; exit 1; }; \
+	  grep '^SKIP file_transport=exec:' $(BUILD)/check-shfs-$$s.err || true; \
+	  skips=$$((skips + $$(grep -c '^SKIP file_transport=exec:' $(BUILD)/check-shfs-$$s.err))); \
+	done; echo "check-shfs: $(SHFS_SUITES) passed over exec channels, $$skips SFTP-only tests skipped"; \
+	[ $$skips -le $(SHFS_SKIPS_MAX) ] || { echo "check-shfs: $$skips skips, more than $(SHFS_SKIPS_MAX)"; exit 1; }
 
 # Every rule whose name is a plain word (no '/', no '.') must be in .PHONY:
 # make's own database says which are not.
@@ -278,6 +295,7 @@ check-san:
 	$(MAKE) SAN=1 tests
 	$(SAN_ENV) ./build-san/tests/test-unit
 	$(SAN_ENV) ./build-san/tests/test-integration
+	$(SAN_ENV) $(MAKE) SAN=1 check-shfs
 	$(SAN_ENV) $(MAKE) SAN=1 check-fuzz-replay
 	$(SAN_ENV) $(MAKE) SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4
 	$(SAN_ENV) $(MAKE) SAN=1 check-provision
@@ -293,9 +311,10 @@ check-san:
 #   cli_master the master's idle exit, --persist, a killed client's command
 #   deadline   per-call deadlines and cancel
 #   limits     output caps reached under timeouts
+#   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
 # Each excluded name must still be a file: a renamed suite fails the run.
 INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits
+VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits shfs
 VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
@@ -406,6 +425,7 @@ help:
 	@echo "make SAN=1 ...  the same with ASan+UBSan (into build-san/)"
 	@echo "make check-alloc  fail every allocation in turn (ASan build in build-alloc/)"
 	@echo "make soak       SOAK_OPS=100000 SOAK_THREADS=16 mixed operations, an sshd restart"
+	@echo "make check-shfs the file-call suites again over exec channels (no SFTP)"
 
 # ---------------------------------------------------------------- install
 # One install and one uninstall; each part (the library, asp-exec,

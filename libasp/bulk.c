@@ -25,7 +25,6 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "cancel.h"
 #include "sftp.h"
 
 /*
@@ -58,11 +57,11 @@ static int sftp_ready(asp_conn *c, const asp_bulk_call *bc, asp_error *err)
 {
 	int rc;
 
-	if (bc->max_conns < 2 || bc->file_transport == ASP_FILES_EXEC)
+	if (bc->max_conns < 2)
 		return 0;
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
-	return asp__sftp_is_open(c);
+	return rc == ASP_FILES_SFTP;
 }
 
 static void job_fail(job *j, int rc, const asp_error *e)
@@ -133,7 +132,7 @@ static void *helper(void *arg)
 
 	if (asp__pool_try_get(bc->pool, &c, j->stop, bc->deadline, NULL) != 0)
 		return NULL;
-	asp__conn_begin_op(c, bc->deadline, asp__cancel_fd(bc->cancel));
+	asp__conn_begin_op(c, bc->deadline, bc->cancel);
 	if (job_left(j) && sftp_ready(c, bc, NULL) == 1 &&
 	    !asp__fs_open_handle(c, j->path, j->write, h, &hl, NULL)) {
 		job_parts(j, c, h, hl);

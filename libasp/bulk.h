@@ -3,7 +3,8 @@
  * connections: the file is cut into parts that the calling connection and
  * helper threads (each with a connection of its own, taken from the pool
  * without waiting) read or write at their offsets. Below BULK_MIN bytes,
- * or when the connection does not use SFTP, the calls are fs.c's.
+ * or when the connection's file calls use shell commands (asp__files_transport),
+ * the calls are fs.c's.
  */
 #ifndef ASP_BULK_H
 #define ASP_BULK_H
@@ -15,7 +16,6 @@
 typedef struct asp_bulk_call {
 	asp_pool *pool;
 	unsigned int max_conns;      /* the pool's cap: at most this many connections work at once */
-	unsigned int file_transport; /* asp_open_options.file_transport */
 	asp_cancel *cancel;          /* the call's token, or NULL */
 	uint64_t deadline;           /* the call's deadline (asp__now_ms clock) */
 } asp_bulk_call;

@@ -19,18 +19,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cancel.h"
 #include "quote.h"
 #include "sftp.h"
 
-void asp__conn_begin_op(asp_conn *c, uint64_t deadline, int cancel_fd)
+void asp__conn_begin_op(asp_conn *c, uint64_t deadline, asp_cancel *cancel)
 {
 	c->op_deadline = deadline;
-	c->op_cancel_fd = cancel_fd;
+	c->op_cancel = cancel;
+	c->op_cancel_fd = asp__cancel_fd(cancel);
 }
 
 void asp__conn_end_op(asp_conn *c)
 {
-	asp__conn_begin_op(c, 0, -1);
+	asp__conn_begin_op(c, 0, NULL);
 }
 
 /* ------------------------------------------------------------ connect */
@@ -400,6 +402,9 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 	c->io_timeout_ms = p->connect_timeout_ms; /* handshake silence is bounded by the connect deadline */
 	c->keepalive_s = p->keepalive_s;
 	c->info.version = ASP_SANDBOX_INFO_VERSION;
+	c->files_want = p->file_transport;
+	if (p->file_transport == ASP_FILES_EXEC)
+		c->info.file_transport = ASP_FILES_EXEC; /* decided already: SFTP is never opened */
 	if (!(c->where = strchr(cfg->host, ':') ? asp__sprintf("[%s]:%u", cfg->host, cfg->port)
 						 : asp__sprintf("%s:%u", cfg->host, cfg->port))) {
 		asp__free(c);

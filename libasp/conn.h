@@ -37,10 +37,10 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 		   asp_error *err);
 
 /*
- * The call now using c: its overall deadline (0 = none) and cancel token's
- * fd (-1 = none) bound every wait for a reply until asp__conn_end_op.
+ * The call now using c: its overall deadline (0 = none) and cancel token
+ * (NULL = none) bound every wait for a reply until asp__conn_end_op.
  */
-void asp__conn_begin_op(asp_conn *c, uint64_t deadline, int cancel_fd);
+void asp__conn_begin_op(asp_conn *c, uint64_t deadline, asp_cancel *cancel);
 void asp__conn_end_op(asp_conn *c);
 
 /* Disconnect politely within a short deadline, free everything. Accepts NULL. */

@@ -850,3 +850,37 @@ void asp_exec_result_free(asp_exec_result *r)
 	}
 	asp__free(r);
 }
+
+/* ------------------------------------------------------------ file-transport scripts */
+
+int asp__exec_file_script(asp_conn *c, const char *script, const void *in, size_t inlen,
+			  asp_output_cb cb, void *ud, int *status, asp_error *err)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r = NULL;
+	uint64_t deadline = c->op_deadline, now = asp__now_ms();
+	asp_cancel *cancel = c->op_cancel;
+	int rc, started;
+
+	/* The call's deadline and token become the command's: stopping it kills the remote group. */
+	o.cancel = cancel;
+	o.timeout_ms = !deadline ? 0 : deadline > now + 1 ? (unsigned int)(deadline - now) : 1;
+	o.stdin_data = in;
+	o.stdin_len = inlen;
+	o.on_output = cb;
+	o.userdata = ud;
+	o.max_output = 1; /* the output goes to cb, nothing is kept */
+	rc = asp__exec_run(&r, c, script, "/", &o, &started, err);
+	asp__conn_begin_op(c, deadline, cancel); /* asp__exec_run ended the op at the request */
+	if (rc)
+		return rc;
+	if (asp_exec_result_timed_out(r))
+		rc = asp__error(err, ASP_ETIMEOUT, "%s: the call's deadline passed; its shell "
+				"command was stopped", c->where);
+	else if (asp_exec_result_cancelled(r) && asp_cancel_is_triggered(cancel))
+		rc = asp__error(err, ASP_ECANCELLED, "%s: cancelled; the call's shell command was "
+				"stopped", c->where);
+	*status = asp_exec_result_signal(r) ? -1 : asp_exec_result_exit_code(r);
+	asp_exec_result_free(r);
+	return rc;
+}

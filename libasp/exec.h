@@ -24,4 +24,15 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
  */
 int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *errout, asp_error *err);
 
+/*
+ * Run a script of the shell-command file transport (shfs.c) with
+ * in/inlen as its stdin, under the current call's deadline and cancel
+ * token (asp__conn_begin_op): either one stops it and kills its process
+ * group (ASP_ETIMEOUT, ASP_ECANCELLED). stdout and stderr go to cb only;
+ * cb returning non-zero stops the script too (then 0). *status is its
+ * exit code, -1 when a signal ended it.
+ */
+int asp__exec_file_script(asp_conn *c, const char *script, const void *in, size_t inlen,
+			  asp_output_cb cb, void *ud, int *status, asp_error *err);
+
 #endif

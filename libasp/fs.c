@@ -4,6 +4,8 @@
  * a small read is OPEN, then READs, with the CLOSE's reply left for later;
  * an atomic write is LSTAT+OPEN, then WRITEs+FSETSTAT+CLOSE+RENAME. A
  * tree is removed by one remote `rm -rf`, run as a command (exec.c).
+ * A connection without SFTP does every call with shell commands (shfs.c):
+ * each entry point picks the transport first (asp__files_transport).
  */
 #include "fs.h"
 
@@ -15,6 +17,7 @@
 #include "exec.h"
 #include "quote.h"
 #include "sftp.h"
+#include "shfs.h"
 
 /* A path for a message, escaped and shortened (asp__path_show); valid to the end of the statement's block. */
 #define SHOW(p) asp__path_show((char[ASP_PATH_SHOW_MAX + 4]){ 0 }, (p))
@@ -144,8 +147,10 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	uint32_t id;
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_read(c, path, offset, limit, cap, out, err);
 	asp__sftp_begin(c, SSH_FXP_OPEN);
 	asp__sftp_cstr(c, path);
 	asp__sftp_u32(c, SSH_FXF_READ);
@@ -346,8 +351,10 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 	uint32_t id;
 	int rc, found = 0;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_mkdir(c, path, mode, parents, err);
 	if (!mode)
 		mode = 0755;
 	if (!parents) {
@@ -419,7 +426,7 @@ static int make_parents(asp_conn *c, const char *path, asp_error *err)
 #define SWEEP_MAX_ENTRIES 100000u
 #define SWEEP_WINDOW 8         /* READDIRs in flight */
 
-static char *temp_name(const char *path, unsigned int lease_s)
+char *asp__fs_temp_name(const char *path, unsigned int lease_s)
 {
 	const char *slash = strrchr(path, '/');
 	unsigned char rnd[6];
@@ -534,6 +541,11 @@ void asp__sweep_free(asp_sweep *sw)
 	asp__free(sw);
 }
 
+unsigned int asp__sweep_lease(asp_sweep *sw)
+{
+	return sw->lease_s;
+}
+
 int asp__sweep_due(asp_sweep *sw)
 {
 	uint64_t now = asp__now_ms();
@@ -600,6 +612,37 @@ static int remove_all(asp_conn *c, char *const *paths, size_t n, unsigned char *
 	return 0;
 }
 
+/* The same over exec: one command stats them all and says the server's time. */
+static void sweep_due_exec(asp_conn *c, asp_sweep *sw, sweep_wait *due, size_t n)
+{
+	asp_stat_info st[SWEEP_PENDING];
+	unsigned char found[SWEEP_PENDING];
+	char *paths[SWEEP_PENDING], *stale[SWEEP_PENDING];
+	uint64_t now = 0;
+	size_t i, ns = 0;
+
+	for (i = 0; i < n; i++)
+		paths[i] = due[i].path;
+	if (asp__shfs_lstat_many(c, paths, n, st, found, &now) || !now) {
+		for (i = 0; i < n; i++)
+			sweep_wait_add(sw, due[i].path, due[i].lease_s, 1);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (!found[i] || st[i].type != ASP_TYPE_FILE)
+			asp__free(due[i].path);
+		else if (asp__fs_temp_stale(st[i].mtime, due[i].lease_s, now))
+			stale[ns++] = due[i].path;
+		else
+			sweep_wait_add(sw, due[i].path, due[i].lease_s,
+				       temp_stale_in(st[i].mtime, due[i].lease_s, now));
+	}
+	if (ns && !asp__conn_dead(c))
+		asp__shfs_forget(c, stale, ns, NULL, NULL);
+	for (i = 0; i < ns; i++)
+		asp__free(stale[i]);
+}
+
 /* LSTAT the remembered temp files whose time has come; remove the stale ones, keep waiting on the rest. */
 void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 {
@@ -608,6 +651,7 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 	uint32_t ids[SWEEP_PENDING];
 	uint64_t now = asp__now_ms(), server_now;
 	size_t n = 0, ns = 0, i, j;
+	int rc;
 
 	if (!sw)
 		return;
@@ -623,7 +667,11 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 	if (!n)
 		return;
 	server_now = sweep_server_now(sw);
-	if (!server_now || asp__sftp_ensure(c, NULL))
+	if ((rc = asp__files_transport(c, NULL)) == ASP_FILES_EXEC) {
+		sweep_due_exec(c, sw, due, n);
+		return;
+	}
+	if (!server_now || rc != ASP_FILES_SFTP)
 		goto keep_all;
 	for (i = 0; i < n; i++)
 		if (send_path(c, SSH_FXP_LSTAT, due[i].path, 0, &ids[i], NULL))
@@ -800,6 +848,44 @@ static void sweep_after_write(asp_conn *c, asp_sweep *sw, const char *path, uint
 		asp__fs_sweep_due(c, sw);
 }
 
+/* After an atomic write over exec: the same sweep, the listing and the clock from one command. */
+static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	asp_list_entry *v = NULL;
+	char *dir, **stale = NULL;
+	size_t n = 0, ns = 0, i;
+	uint64_t now = 0;
+
+	if (!sw || !slash || !(dir = slash == path ? asp__strdup("/")
+						    : asp__strndup(path, (size_t)(slash - path))))
+		return;
+	if (sweep_claim_dir(sw, dir) && !asp__shfs_temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) &&
+	    now && n && (stale = asp__calloc(n, sizeof(*stale))) != NULL) {
+		for (i = 0; i < n; i++) {
+			uint32_t lease;
+			char *p;
+			if (!asp__fs_temp_parse(v[i].name, strlen(v[i].name), &lease) ||
+			    v[i].st.type != ASP_TYPE_FILE ||
+			    !(p = asp__sprintf("%s/%s", strcmp(dir, "/") ? dir : "", v[i].name)))
+				continue;
+			if (asp__fs_temp_stale(v[i].st.mtime, lease, now))
+				stale[ns++] = p;
+			else
+				sweep_wait_add(sw, p, lease, temp_stale_in(v[i].st.mtime, lease, now));
+		}
+		if (ns && !asp__conn_dead(c))
+			asp__shfs_forget(c, stale, ns, NULL, NULL);
+		for (i = 0; i < ns; i++)
+			asp__free(stale[i]);
+		asp__free(stale);
+	}
+	asp__fs_list_free(v, n);
+	asp__free(dir);
+	if (!asp__conn_dead(c))
+		asp__fs_sweep_due(c, sw);
+}
+
 /*
  * Write all data at file offset `at`, then (with finish) FSETSTAT (when
  * setmode) and CLOSE the handle, without waiting in between: the CLOSE goes
@@ -966,7 +1052,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	size_t hl;
 	uint32_t id_lstat;
 	asp_sftp_attrs a, written;
-	char *tmp = temp_name(path, sw ? sw->lease_s : 30);
+	char *tmp = asp__fs_temp_name(path, sw ? sw->lease_s : 30);
 	int rc, found = 0, opened = 0, handle = 0;
 
 	if (!tmp)
@@ -1071,8 +1157,14 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 {
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
+	if (rc == ASP_FILES_EXEC) {
+		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
+		if (!rc && !o->in_place)
+			sweep_after_write_exec(c, sw, path);
+		return rc;
+	}
 	if (o->in_place)
 		return write_in_place(c, path, data, len, o, err);
 	return write_atomic(c, path, data, len, o, orphan, sw, NULL, 0, err);
@@ -1082,8 +1174,10 @@ int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gon
 {
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_forget(c, paths, n, gone, err);
 	return remove_all(c, paths, n, gone, err);
 }
 
@@ -1095,8 +1189,11 @@ int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, 
 	uint32_t id;
 	int rc, found = 0;
 
-	if ((rc = asp__sftp_ensure(c, err)) ||
-	    (rc = send_path(c, follow ? SSH_FXP_STAT : SSH_FXP_LSTAT, path, 0, &id, err)) ||
+	if ((rc = asp__files_transport(c, err)) < 0)
+		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_stat(c, path, follow, out, err);
+	if ((rc = send_path(c, follow ? SSH_FXP_STAT : SSH_FXP_LSTAT, path, 0, &id, err)) ||
 	    (rc = get_attrs(c, id, &a, &found, "stat", path, err)))
 		return rc;
 	if (!found)
@@ -1112,6 +1209,10 @@ int asp__fs_remove(asp_conn *c, const char *path, asp_error *err)
 	uint32_t id;
 	int rc, isdir;
 
+	if ((rc = asp__files_transport(c, err)) < 0)
+		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_remove(c, path, err);
 	if ((rc = asp__fs_stat(c, path, 0, &st, err)))
 		return rc;
 	isdir = st.type == ASP_TYPE_DIR;
@@ -1175,8 +1276,10 @@ int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err
 	asp_stat_info st;
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_rename(c, from, to, err);
 	rc = rename_over(c, from, to, 1, err);
 	if (rc == ASP_ENOENT) {
 		/* The server does not say which side is missing: name the right one. */
@@ -1257,7 +1360,11 @@ int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out
 	uint32_t id;
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)) || (rc = send_path(c, SSH_FXP_OPENDIR, path, 0, &id, err)))
+	if ((rc = asp__files_transport(c, err)) < 0)
+		return rc;
+	if (rc == ASP_FILES_EXEC)
+		return asp__shfs_list(c, path, max, out, count, err);
+	if ((rc = send_path(c, SSH_FXP_OPENDIR, path, 0, &id, err)))
 		return rc;
 	if ((rc = get_handle(c, id, h, &hl, "list", path, ASP_ENOTDIR, err)))
 		return rc;
@@ -1302,6 +1409,17 @@ void asp__fs_list_free(asp_list_entry *e, size_t count)
 
 /* ------------------------------------------------------------ ranges, for bulk.c */
 
+/* bulk.c calls these only on a connection whose file calls go over SFTP. */
+static int sftp_only(asp_conn *c, asp_error *err)
+{
+	int rc = asp__files_transport(c, err);
+
+	if (rc < 0 || rc == ASP_FILES_SFTP)
+		return rc < 0 ? rc : 0;
+	return asp__error(err, ASP_ERROR, "internal error: a ranged SFTP call on a connection that "
+			  "uses shell commands for files");
+}
+
 int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *hl,
 		      asp_stat_info *st, int *sized, asp_error *err)
 {
@@ -1310,7 +1428,7 @@ int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *h
 	int rc, found = 0;
 
 	*sized = 0;
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = sftp_only(c, err)))
 		return rc;
 	/* OPEN and STAT together: the size costs no round trip. */
 	asp__sftp_begin(c, SSH_FXP_OPEN);
@@ -1347,7 +1465,7 @@ int asp__fs_open_handle(asp_conn *c, const char *path, int write, unsigned char 
 	uint32_t id;
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = sftp_only(c, err)))
 		return rc;
 	asp__sftp_begin(c, SSH_FXP_OPEN);
 	asp__sftp_cstr(c, path);
@@ -1447,7 +1565,7 @@ int asp__fs_write_filled(asp_conn *c, const char *path, const void *data, size_t
 {
 	int rc;
 
-	if ((rc = asp__sftp_ensure(c, err)))
+	if ((rc = sftp_only(c, err)))
 		return rc;
 	return write_atomic(c, path, data, len, o, orphan, sw, fill, 0, err);
 }

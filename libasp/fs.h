@@ -32,6 +32,8 @@ typedef struct asp_sweep asp_sweep;
 
 int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms);
 void asp__sweep_free(asp_sweep *sw);
+/* The lease written into this handle's temp names, in seconds. */
+unsigned int asp__sweep_lease(asp_sweep *sw);
 /* 1 when a remembered temp file may have become stale (asp__fs_sweep_due would look). */
 int asp__sweep_due(asp_sweep *sw);
 /* LSTAT the remembered temp files that may be stale now and remove those that are. Best effort. */
@@ -44,6 +46,8 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw);
  * lease, 0 for a name without one (earlier versions). No I/O.
  */
 int asp__fs_temp_parse(const char *name, size_t len, uint32_t *lease_s);
+/* The path of a new temp file for an atomic write of path (random name, see fs.c); NULL: no memory. */
+char *asp__fs_temp_name(const char *path, unsigned int lease_s);
 /* Is a temp file with this mtime and lease stale at server time now_s (no live writer)? */
 int asp__fs_temp_stale(uint32_t mtime, uint32_t lease_s, uint64_t now_s);
 

@@ -189,3 +189,318 @@ int asp__cut_check_script(asp_buf *out, long pgid, unsigned int grace_ms)
 		return ASP_ENOMEM;
 	return 0;
 }
+
+/* ------------------------------------------------------------ shell-command file transport */
+
+/*
+ * "Why is path missing?" A parent that exists but cannot be searched is
+ * EACCES, anything else ENOENT (a parent that is a file, as SFTP says too).
+ */
+#define SHFS_NF "nf() { d=${1%/*}; [ -n \"$d\" ] || d=/; " \
+		"if [ -d \"$d\" ] && ! [ -x \"$d\" ]; then exit 101; fi; exit 100; }; "
+
+/* 'stat' with GNU's and BusyBox's -c: the one format both agree on. */
+#define SHFS_NEED(tool) "command -v " tool " >/dev/null 2>&1 || { echo 'no " tool " command " \
+			"in the sandbox' >&2; exit 109; }; "
+
+/* The mode less the shell's umask, in octal, into $m (mode given in decimal: no octal parsing). */
+#define SHFS_UMASKED "m=$(printf %%o $((%u & ~$(printf %%d 0$(umask))))); "
+
+/* NAME='value'; */
+static int put_var(asp_buf *out, const char *name, const char *value)
+{
+	return asp__buf_printf(out, "%s=", name) || asp__quote(out, value) || asp__buf_puts(out, "; ")
+		       ? ASP_ENOMEM : 0;
+}
+
+/* The directory holding path (absolute): "/" for a top-level name. */
+static int put_dir(asp_buf *out, const char *name, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *d;
+	int rc;
+
+	if (!slash || slash == path)
+		return put_var(out, name, "/");
+	if (!(d = asp__strndup(path, (size_t)(slash - path))))
+		return ASP_ENOMEM;
+	rc = put_var(out, name, d);
+	asp__free(d);
+	return rc;
+}
+
+int asp__printf_escape(asp_buf *out, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		unsigned char b = p[i];
+		/* '-' too: a format starting with it would read as an option to some printfs. */
+		int plain = b >= 0x20 && b < 0x7f && b != '\\' && b != '%' && b != '\'' && b != '-';
+		char oct[4] = { '\\', (char)('0' + (b >> 6)), (char)('0' + ((b >> 3) & 7)),
+				(char)('0' + (b & 7)) };
+		if (plain ? asp__buf_put(out, &b, 1) : asp__buf_put(out, oct, 4))
+			return ASP_ENOMEM;
+	}
+	return 0;
+}
+
+/* dd in 64 KiB blocks plus one block of the rest: no huge buffer, exact on regular files. */
+static int put_dd(asp_buf *out, uint64_t n, int skip)
+{
+	uint64_t q = n / 65536, r = n % 65536;
+	int rc = 0;
+
+	if (q)
+		rc |= skip ? asp__buf_printf(out, "dd bs=65536 skip=%llu count=0 2>/dev/null; ",
+					     (unsigned long long)q)
+			   : asp__buf_printf(out, "dd bs=65536 count=%llu 2>/dev/null; ",
+					     (unsigned long long)q);
+	if (r)
+		rc |= asp__buf_printf(out, skip ? "dd bs=%llu skip=1 count=0 2>/dev/null; "
+						: "dd bs=%llu count=1 2>/dev/null; ", (unsigned long long)r);
+	return rc ? ASP_ENOMEM : 0;
+}
+
+static int read_body(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
+			  uint64_t size_over)
+{
+	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "f", path) ||
+	    asp__buf_puts(out, "[ -e \"$f\" ] || nf \"$f\"; [ -d \"$f\" ] && exit 102; "
+			  "[ -r \"$f\" ] || exit 101; " SHFS_NEED("dd")))
+		return ASP_ENOMEM;
+	/* A regular file's size decides at once; without stat the bytes tell. */
+	if (size_over && asp__buf_printf(out, "if [ -f \"$f\" ] && s=$(stat -L -c %%s -- \"$f\" "
+					 "2>/dev/null) && [ \"$s\" -gt %llu ]; then exit 106; fi; ",
+					 (unsigned long long)size_over))
+		return ASP_ENOMEM;
+	/* The redirection alone can fail the group (`:` ends it): that is permission. */
+	if (asp__buf_puts(out, "{ ") || put_dd(out, offset, 1) || put_dd(out, span, 0) ||
+	    asp__buf_puts(out, ":; } <\"$f\" || exit 101"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int write_body(asp_buf *out, const char *path, const char *tmp,
+			   const void *inline_data, size_t len, unsigned int mode, int mkdirs)
+{
+	const char *target = tmp ? "$t" : "$f";
+
+	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "f", path) || put_dir(out, "d", path))
+		return ASP_ENOMEM;
+	/* Atomic: write through a link by replacing the file it points to (resolved, then again). */
+	if (tmp && asp__buf_puts(out, "if [ -L \"$f\" ]; then " SHFS_NEED("readlink")
+				 "r=$(readlink -f -- \"$f\" && echo x) || exit 100; "
+				 "printf '%s' \"${r%?x}\"; exit 110; fi; "))
+		return ASP_ENOMEM;
+	if (asp__buf_puts(out, "[ -d \"$f\" ] && exit 102; ") ||
+	    (mkdirs && asp__buf_puts(out, "[ -d \"$d\" ] || mkdir -p -- \"$d\" 2>/dev/null || exit 101; ")) ||
+	    asp__buf_puts(out, "[ -d \"$d\" ] || nf \"$d\"; [ -w \"$d\" ] && [ -x \"$d\" ] || exit 101; "))
+		return ASP_ENOMEM;
+	if (tmp) {
+		/* The mode: asked for, else the existing file's, else 0644 less the umask (as SFTP). */
+		if (put_var(out, "t", tmp) ||
+		    (mode ? asp__buf_printf(out, "m=%o; ", mode & 07777)
+			  : asp__buf_puts(out, "m=; [ -e \"$f\" ] && m=$(stat -L -c %a -- \"$f\" 2>/dev/null); "
+					  "[ -n \"$m\" ] || m=$(printf %o $((420 & ~$(printf %d 0$(umask))))); ")) ||
+		    asp__buf_puts(out, "set -C; "))
+			return ASP_ENOMEM;
+	}
+	/* c is set only once the redirection worked: a failed O_EXCL create removes nothing. */
+	if (asp__buf_puts(out, "c=; { c=1; "))
+		return ASP_ENOMEM;
+	if (inline_data && len) {
+		if (asp__buf_puts(out, "printf '") || asp__printf_escape(out, inline_data, len) ||
+		    asp__buf_puts(out, "'; "))
+			return ASP_ENOMEM;
+	} else if (asp__buf_puts(out, inline_data || !len ? ":; " : "cat; ")) {
+		return ASP_ENOMEM;
+	}
+	if (asp__buf_printf(out, "} >\"%s\" || { [ -n \"$c\" ] || exit 101; %sexit 107; }; ", target,
+			    tmp ? "rm -f -- \"$t\"; " : ""))
+		return ASP_ENOMEM;
+	/*
+	 * stdin that ends early (the connection died, sshd was killed and the
+	 * script lives on) must not be renamed into place: count the bytes.
+	 */
+	if (tmp)
+		return asp__buf_printf(out, "s=$(wc -c <\"$t\") && [ $s -eq %zu ] || { rm -f -- \"$t\"; "
+				       "echo 'the data arrived short' >&2; exit 108; }; "
+				       "chmod \"$m\" \"$t\" && mv -f -- \"$t\" \"$f\" && exit 0; "
+				       "rm -f -- \"$t\"; exit 108", len) ? ASP_ENOMEM : 0;
+	if (mode && asp__buf_printf(out, "chmod %o \"$f\" || exit 108; ", mode & 07777))
+		return ASP_ENOMEM;
+	return asp__buf_puts(out, "exit 0") ? ASP_ENOMEM : 0;
+}
+
+static int stat_body(asp_buf *out, const char *path, int follow)
+{
+	if (asp__buf_puts(out, SHFS_NF SHFS_NEED("stat")) || put_var(out, "f", path) ||
+	    asp__buf_printf(out, "stat %s-c '%%f %%s %%Y' -- \"$f\" 2>/dev/null && exit 0; "
+			    "[ -e \"$f\" ] %s|| nf \"$f\"; stat %s-c '%%f' -- \"$f\" >/dev/null; exit 108",
+			    follow ? "-L " : "", follow ? "" : "|| [ -L \"$f\" ] ", follow ? "-L " : ""))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int list_body(asp_buf *out, const char *path, size_t max)
+{
+	/*
+	 * Names come from the shell's own glob, NUL-terminated (any byte but NUL
+	 * and '/'); the attributes from stat over the same names, each line ending
+	 * in its name, which the reader matches against the list it already has.
+	 * ". .." and a glob that matched nothing are dropped there.
+	 */
+	if (asp__buf_puts(out, SHFS_NF SHFS_NEED("stat") SHFS_NEED("xargs")) || put_var(out, "p", path) ||
+	    asp__buf_puts(out, "cd -- \"$p\" 2>/dev/null || { [ -e \"$p\" ] || nf \"$p\"; "
+			  "[ -d \"$p\" ] || exit 103; exit 101; }; [ -r . ] || exit 101; "
+			  "{ setopt nullglob; } 2>/dev/null; set -- .* *; ") ||
+	    asp__buf_printf(out, "[ $# -gt %llu ] && exit 106; ", (unsigned long long)max + 2) ||
+	    asp__buf_puts(out, "[ $# -eq 0 ] && { printf '\\0'; exit 0; }; printf '%s\\0' \"$@\"; "
+			  "printf '\\0'; printf '%s\\0' \"$@\" | xargs -0 stat -c '%f %s %Y %n' -- "
+			  "2>/dev/null; exit 0"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int mkdir_body(asp_buf *out, const char *path, unsigned int mode, int parents)
+{
+	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "p", path) || put_dir(out, "d", path) ||
+	    asp__buf_printf(out, SHFS_UMASKED, mode & 07777))
+		return ASP_ENOMEM;
+	if (parents)
+		return asp__buf_puts(out, "mkdir -p -m \"$m\" -- \"$p\" 2>/dev/null; [ -d \"$p\" ] && exit 0; "
+				     "[ -e \"$p\" ] && exit 104; exit 101") ? ASP_ENOMEM : 0;
+	return asp__buf_puts(out, "{ [ -e \"$p\" ] || [ -L \"$p\" ]; } && exit 104; [ -d \"$d\" ] || nf \"$d\"; "
+			     "[ -w \"$d\" ] && [ -x \"$d\" ] || exit 101; mkdir -m \"$m\" -- \"$p\" && exit 0; "
+			     "[ -e \"$p\" ] && exit 104; exit 108") ? ASP_ENOMEM : 0;
+}
+
+static int remove_body(asp_buf *out, const char *path)
+{
+	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "p", path) || put_dir(out, "d", path) ||
+	    asp__buf_puts(out, "[ -e \"$p\" ] || [ -L \"$p\" ] || nf \"$p\"; "
+			  "if [ -d \"$p\" ] && ! [ -L \"$p\" ]; then rmdir -- \"$p\" 2>/dev/null && exit 0; "
+			  "[ -w \"$d\" ] && [ -x \"$d\" ] || exit 101; [ -d \"$p\" ] || exit 0; exit 105; fi; "
+			  "rm -f -- \"$p\" 2>/dev/null; [ -e \"$p\" ] || [ -L \"$p\" ] || exit 0; "
+			  "[ -w \"$d\" ] && [ -x \"$d\" ] || exit 101; rm -f -- \"$p\"; exit 108"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int rename_body(asp_buf *out, const char *from, const char *to)
+{
+	/* mv moves into an existing directory: rename(2) replaces an empty one; do that first. */
+	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "a", from) || put_var(out, "b", to) ||
+	    put_dir(out, "da", from) || put_dir(out, "db", to) ||
+	    asp__buf_puts(out, "[ -e \"$a\" ] || [ -L \"$a\" ] || nf \"$a\"; [ \"$a\" = \"$b\" ] && exit 0; "
+			  "[ -d \"$db\" ] || exit 111; "
+			  "{ [ -w \"$da\" ] && [ -x \"$da\" ] && [ -w \"$db\" ] && [ -x \"$db\" ]; } || exit 101; "
+			  "if [ -d \"$b\" ] && ! [ -L \"$b\" ]; then if [ -d \"$a\" ] && ! [ -L \"$a\" ]; then "
+			  "rmdir -- \"$b\" 2>/dev/null || exit 105; else exit 102; fi; fi; "
+			  "mv -f -- \"$a\" \"$b\" && exit 0; exit 108"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static int forget_body(asp_buf *out, char *const *paths, size_t n)
+{
+	size_t i;
+
+	if (asp__buf_puts(out, "for t in"))
+		return ASP_ENOMEM;
+	for (i = 0; i < n; i++)
+		if (asp__buf_puts(out, " ") || asp__quote(out, paths[i]))
+			return ASP_ENOMEM;
+	return asp__buf_puts(out, "; do rm -f -- \"$t\" 2>/dev/null; if [ -e \"$t\" ] || [ -L \"$t\" ]; "
+			     "then printf n; else printf y; fi; done") ? ASP_ENOMEM : 0;
+}
+
+static int temps_body(asp_buf *out, const char *dir, size_t max)
+{
+	/* Names as the listing gives them, only those shaped like a temp file; fs.c checks them exactly. */
+	if (put_var(out, "p", dir) ||
+	    asp__buf_puts(out, "cd -- \"$p\" 2>/dev/null || exit 0; date +%s || exit 0; "
+			  "{ setopt nullglob; } 2>/dev/null; set -- .*.asp-*.tmp; ") ||
+	    asp__buf_printf(out, "[ $# -le %zu ] || exit 0; ", max) ||
+	    asp__buf_puts(out, "[ $# -eq 0 ] && { printf '\\0'; exit 0; }; printf '%s\\0' \"$@\"; "
+			  "printf '\\0'; printf '%s\\0' \"$@\" | xargs -0 stat -c '%f %s %Y %n' -- "
+			  "2>/dev/null; exit 0"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+/* (zsh's echo takes a lone "-" for the end of its options: printf says it.) */
+static int lstat_many_body(asp_buf *out, char *const *paths, size_t n)
+{
+	size_t i;
+
+	if (asp__buf_puts(out, "date +%s || exit 0; for t in"))
+		return ASP_ENOMEM;
+	for (i = 0; i < n; i++)
+		if (asp__buf_puts(out, " ") || asp__quote(out, paths[i]))
+			return ASP_ENOMEM;
+	return asp__buf_puts(out, "; do stat -c '%f %s %Y' -- \"$t\" 2>/dev/null || printf '%s\\n' -; done") ?
+		ASP_ENOMEM : 0;
+}
+
+/*
+ * Each script runs in a subshell: its `exit` ends the subshell, not the
+ * wrapper's shell, whose end line then tells exec.c that the command ended
+ * by itself (an `exit` in the wrapper's shell costs a check over a second
+ * channel).
+ */
+#define SUBSHELL(call) (asp__buf_puts(out, "( ") || (call) || asp__buf_puts(out, " )") ? ASP_ENOMEM : 0)
+
+int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
+			  uint64_t size_over)
+{
+	return SUBSHELL(read_body(out, path, offset, span, size_over));
+}
+
+int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
+			   const void *inline_data, size_t len, unsigned int mode, int mkdirs)
+{
+	return SUBSHELL(write_body(out, path, tmp, inline_data, len, mode, mkdirs));
+}
+
+int asp__shfs_stat_script(asp_buf *out, const char *path, int follow)
+{
+	return SUBSHELL(stat_body(out, path, follow));
+}
+
+int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
+{
+	return SUBSHELL(list_body(out, path, max));
+}
+
+int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents)
+{
+	return SUBSHELL(mkdir_body(out, path, mode, parents));
+}
+
+int asp__shfs_remove_script(asp_buf *out, const char *path)
+{
+	return SUBSHELL(remove_body(out, path));
+}
+
+int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
+{
+	return SUBSHELL(rename_body(out, from, to));
+}
+
+int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
+{
+	return SUBSHELL(forget_body(out, paths, n));
+}
+
+int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max)
+{
+	return SUBSHELL(temps_body(out, dir, max));
+}
+
+int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
+{
+	return SUBSHELL(lstat_many_body(out, paths, n));
+}

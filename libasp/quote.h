@@ -55,4 +55,67 @@ int asp__proxy_script(asp_buf *out, const char *command, const char *host, unsig
  */
 int asp__cut_check_script(asp_buf *out, long pgid, unsigned int grace_ms);
 
+
+/*
+ * Scripts of the shell-command file transport (shfs.c), for a POSIX sh
+ * with test, printf, dd, mkdir, rmdir, rm, mv, chmod, stat (GNU or
+ * BusyBox `stat -c`) and, for listings, xargs -0. Paths are absolute and
+ * reach the shell single-quoted. Each script says how it ended in its exit
+ * status: 0, or one of ASP_SHFS_*; anything else is a failure whose
+ * stderr explains it. Data goes to stdout (read: the bytes; stat: "HEX
+ * SIZE MTIME\n"; list: every name NUL-terminated, an empty name, then
+ * "HEX SIZE MTIME NAME\n" per entry that still exists).
+ */
+enum {
+	ASP_SHFS_ENOENT = 100,
+	ASP_SHFS_EACCES = 101,
+	ASP_SHFS_EISDIR = 102,
+	ASP_SHFS_ENOTDIR = 103,
+	ASP_SHFS_EEXIST = 104,
+	ASP_SHFS_ENOTEMPTY = 105,
+	ASP_SHFS_ELIMIT = 106,
+	ASP_SHFS_ENOSPC = 107,
+	ASP_SHFS_EIO = 108,
+	ASP_SHFS_NOTOOL = 109,   /* a tool the call needs is missing (stderr names it) */
+	ASP_SHFS_SYMLINK = 110,  /* write: the target is a link; stdout holds the resolved path */
+	ASP_SHFS_NODIR = 111     /* rename: the target's directory does not exist */
+};
+
+/* Append data as printf(1) format text: printable ASCII as is, the rest as \ooo (and % as %%). */
+int asp__printf_escape(asp_buf *out, const void *data, size_t len);
+
+/*
+ * Read: [offset, offset + span) of path to stdout, in 64 KiB dd blocks.
+ * When size_over is non-zero, a regular file larger than size_over bytes
+ * ends with ASP_SHFS_ELIMIT before any byte is sent.
+ */
+int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
+			  uint64_t size_over);
+
+/*
+ * Write data (inline as printf text when inline_data is non-NULL, else
+ * from stdin) to path: atomic through tmp (same directory) and mv, or in
+ * place when tmp is NULL. mode 0 keeps an existing file's mode (new files:
+ * 0644 less the umask); mkdirs creates missing parents.
+ */
+int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
+			   const void *inline_data, size_t len, unsigned int mode, int mkdirs);
+
+int asp__shfs_stat_script(asp_buf *out, const char *path, int follow);
+/* At most max entries (more: ASP_SHFS_ELIMIT before any name is sent). */
+int asp__shfs_list_script(asp_buf *out, const char *path, size_t max);
+int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents);
+int asp__shfs_remove_script(asp_buf *out, const char *path);
+int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to);
+/* rm -f each path; stdout gets 'y' (gone) or 'n' per path, in order. */
+int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n);
+/*
+ * For the sweep of stale temp files (fs.c): the server's clock (date +%s)
+ * on the first line, then a listing as above of the names in dir shaped
+ * like a temp file (nothing after the clock when there are more than max).
+ */
+int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max);
+/* The server's clock, then per path "HEX SIZE MTIME" (lstat) or "-", a line each. */
+int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n);
+
 #endif

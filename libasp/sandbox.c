@@ -339,7 +339,7 @@ static void clean_at_close(asp_sandbox *sb)
 	deadline = asp__now_ms() + ms;
 	if (asp__pool_get(sb->pool, &c, 0, NULL, deadline, NULL))
 		return;
-	asp__conn_begin_op(c, deadline, -1);
+	asp__conn_begin_op(c, deadline, NULL);
 	clean_leftovers(sb, c);
 	asp__conn_end_op(c);
 	asp__pool_put(sb->pool, c);
@@ -405,7 +405,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 
 		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cl->cancel, cl->deadline, err)))
 			return explain_timeout(cl, rc, err);
-		asp__conn_begin_op(c, cl->deadline, asp__cancel_fd(cl->cancel));
+		asp__conn_begin_op(c, cl->deadline, cl->cancel);
 		if (!cleaned && has_leftovers(sb)) {
 			/* Once per call; a connection that dies doing it does not count as an attempt. */
 			cleaned = 1;
@@ -443,7 +443,6 @@ static asp_bulk_call bulk_call(asp_sandbox *sb, const call *cl)
 
 	bc.pool = sb->pool;
 	bc.max_conns = sb->max_connections;
-	bc.file_transport = sb->params.file_transport;
 	bc.cancel = cl->cancel;
 	bc.deadline = cl->deadline;
 	return bc;

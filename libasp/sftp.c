@@ -178,6 +178,8 @@ static int read_some(asp_conn *c, asp_error *err)
 		return asp__ssh_error(c, (int)n, err, "reading an SFTP reply");
 	if (n == 0) {
 		if (libssh2_channel_eof(s->chan)) {
+			if (s->starting)
+				return 2; /* the subsystem's program ended before VERSION: no SFTP here */
 			c->dead = 1;
 			return asp__error(err, ASP_ECONNLOST, "%s: the SFTP server closed its channel", c->where);
 		}
@@ -195,8 +197,12 @@ static void consume(asp_sftp_state *s, size_t n)
 		s->in_off = s->in.len = 0;
 }
 
-/* Wait for the next packet; returns its size in *n (still at the front of in). */
-static int next_packet(asp_conn *c, size_t *n, asp_error *err)
+/*
+ * Wait for the next packet; returns its size in *n (still at the front of
+ * in). deadline (0 = none) as for asp__ssh_wait; while starting, 2 when
+ * the channel ended first.
+ */
+static int next_packet(asp_conn *c, size_t *n, uint64_t deadline, asp_error *err)
 {
 	asp_sftp_state *s = &c->sftp;
 	int too_big, rc;
@@ -213,9 +219,9 @@ static int next_packet(asp_conn *c, size_t *n, asp_error *err)
 		if ((rc = write_some(c, err)) != 0)
 			return rc;
 		rc = read_some(c, err);
-		if (rc < 0)
+		if (rc < 0 || rc == 2)
 			return rc;
-		if (rc == 1 && (rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)) != 0)
+		if (rc == 1 && (rc = asp__ssh_wait(c, deadline, -1, NULL, 0, ASP_WAIT_REPLY, err)) != 0)
 			return rc;
 	}
 }
@@ -237,7 +243,7 @@ int asp__sftp_reply(asp_conn *c, asp_sftp_reply *r, uint32_t id, asp_error *err)
 
 		if (s->headexpect >= s->nexpect)
 			return asp__error(err, ASP_ERROR, "%s: internal error: no SFTP reply expected", c->where);
-		if ((rc = next_packet(c, &n, err)) != 0)
+		if ((rc = next_packet(c, &n, 0, err)) != 0)
 			return rc;
 		want = s->expect[s->headexpect];
 		drop = s->discard[s->headexpect];
@@ -289,7 +295,7 @@ int asp__sftp_drain(asp_conn *c, asp_error *err)
 		s->in_front = 0;
 	}
 	while (s->headexpect < s->nexpect) {
-		if ((rc = next_packet(c, &n, err)) != 0)
+		if ((rc = next_packet(c, &n, 0, err)) != 0)
 			return rc;
 		s->headexpect++;
 		consume(s, n);
@@ -436,16 +442,36 @@ static int parse_version(asp_conn *c, const unsigned char *p, size_t len, asp_er
 	return 0;
 }
 
-int asp__sftp_ensure(asp_conn *c, asp_error *err)
+/* Give up a channel that will not speak SFTP, and the engine state it left. */
+static void drop_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
+{
+	asp_sftp_state *s = &c->sftp;
+	uint64_t deadline = asp__now_ms() + 1000;
+
+	while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
+		if (asp__ssh_wait(c, deadline, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
+			break;
+	s->chan = NULL;
+	s->in.len = s->in_off = s->in_front = 0;
+	s->out.len = s->out_off = 0;
+	s->nexpect = s->headexpect = 0;
+}
+
+/*
+ * Open the SFTP channel and do INIT/VERSION. 1 (why says why) when the
+ * server has no SFTP: it refuses the subsystem, its program ends at once,
+ * or it does not answer INIT within io_timeout_ms. The connection stays
+ * usable then.
+ */
+static int open_sftp(asp_conn *c, const char **why, asp_error *err)
 {
 	asp_sftp_state *s = &c->sftp;
 	LIBSSH2_CHANNEL *ch;
 	unsigned char init[9] = { 0, 0, 0, 5, SSH_FXP_INIT, 0, 0, 0, 3 };
+	uint64_t deadline;
 	size_t n;
 	int rc;
 
-	if (s->chan)
-		return 0;
 	if (c->dead)
 		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
 	while (!(ch = libssh2_channel_open_ex(c->session, "session", 7, ASP_SFTP_WINDOW,
@@ -460,6 +486,11 @@ int asp__sftp_ensure(asp_conn *c, asp_error *err)
 	       LIBSSH2_ERROR_EAGAIN)
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			return rc;
+	if (rc == LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED) {
+		drop_channel(c, ch);
+		*why = "it refused the sftp subsystem";
+		return 1;
+	}
 	if (rc) {
 		libssh2_channel_free(ch);
 		return asp__ssh_error(c, rc, err, "starting the sftp subsystem");
@@ -468,7 +499,21 @@ int asp__sftp_ensure(asp_conn *c, asp_error *err)
 	s->next_id = 1;
 	if (asp__buf_put(&s->out, init, sizeof(init)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	if ((rc = next_packet(c, &n, err)) != 0)
+	/*
+	 * A silent subsystem is no SFTP either: our own deadline, just inside the
+	 * silence bound, ends the wait without declaring the connection dead.
+	 */
+	deadline = asp__now_ms() + (c->io_timeout_ms > 1 ? c->io_timeout_ms - 1 : 1);
+	s->starting = 1;
+	rc = next_packet(c, &n, deadline, err);
+	s->starting = 0;
+	if (rc == 2 || (rc == ASP_ETIMEOUT && !c->dead)) {
+		drop_channel(c, ch);
+		*why = rc == 2 ? "its sftp subsystem ended without answering"
+			       : "its sftp subsystem did not answer INIT";
+		return 1;
+	}
+	if (rc)
 		goto fail;
 	if (front(s)[4] != SSH_FXP_VERSION) {
 		rc = asp__error(err, ASP_EPROTO, "%s: SFTP server did not answer INIT with VERSION", c->where);
@@ -484,9 +529,25 @@ fail:
 	return rc;
 }
 
-int asp__sftp_is_open(const asp_conn *c)
+int asp__files_transport(asp_conn *c, asp_error *err)
 {
-	return c->sftp.chan != NULL && c->info.file_transport != ASP_FILES_EXEC;
+	const char *why = "";
+	int rc;
+
+	if (c->info.file_transport)
+		return c->info.file_transport;
+	if (c->files_want == ASP_FILES_EXEC)
+		return c->info.file_transport = ASP_FILES_EXEC;
+	if ((rc = open_sftp(c, &why, err)) < 0)
+		return rc;
+	if (!rc)
+		return c->info.file_transport = ASP_FILES_SFTP;
+	if (c->files_want == ASP_FILES_SFTP)
+		return asp__error(err, ASP_EPROTO, "%s: the server has no SFTP subsystem (%s); "
+				  "file_transport is sftp: with auto (the default) or exec, file calls "
+				  "use shell commands instead (asp_open_options.file_transport)",
+				  c->where, why);
+	return c->info.file_transport = ASP_FILES_EXEC;
 }
 
 int asp__sftp_has_posix_rename(const asp_conn *c)

@@ -55,17 +55,20 @@ typedef struct asp_sftp_attrs {
 	uint32_t mtime;
 } asp_sftp_attrs;
 
-/* Open the SFTP channel and do INIT/VERSION if not done yet on this connection. */
-int asp__sftp_ensure(asp_conn *c, asp_error *err);
+/*
+ * How this connection does file calls: ASP_FILES_SFTP (the channel is
+ * open) or ASP_FILES_EXEC, decided once (asp_open_options.file_transport:
+ * auto tries SFTP and falls back when the server has none; sftp makes that
+ * ASP_EPROTO; exec never opens SFTP), or an error.
+ */
+int asp__files_transport(asp_conn *c, asp_error *err);
+
 
 /*
  * Free the engine's buffers, when the connection is closed (the channel
  * goes with the session).
  */
 void asp__sftp_free_state(asp_conn *c);
-
-/* 1 when file calls on c go over its open SFTP channel (not shell commands). */
-int asp__sftp_is_open(const asp_conn *c);
 
 /*
  * Between calls: give back the engine's buffers (they grow to megabytes
@@ -74,7 +77,7 @@ int asp__sftp_is_open(const asp_conn *c);
  */
 void asp__sftp_idle(asp_conn *c);
 
-/* Does the server offer posix-rename@openssh.com? (after asp__sftp_ensure) */
+/* Does the server offer posix-rename@openssh.com? (after asp__files_transport said SFTP) */
 int asp__sftp_has_posix_rename(const asp_conn *c);
 
 /* Build a request: begin, add fields, end. end() queues it and returns its id. */

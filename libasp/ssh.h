@@ -23,6 +23,7 @@ typedef struct asp_sftp_state {
 	uint32_t next_id;
 	int posix_rename;         /* server offers posix-rename@openssh.com */
 	int fsync;                /* server offers fsync@openssh.com */
+	int starting;             /* waiting for VERSION: a channel that ends means no SFTP */
 	asp_buf in;               /* received bytes; the unparsed ones start at in_off */
 	size_t in_off;
 	size_t in_front;          /* size of the reply handed out last, consumed on the next call */
@@ -47,7 +48,9 @@ struct asp_conn {
 	uint64_t tx_bytes;        /* bytes sent to the server so far */
 	uint64_t last_used_ms;
 	uint64_t op_deadline;     /* the current call's overall deadline (0 = none), see asp__ssh_wait */
-	int op_cancel_fd;         /* the current call's cancel token (-1 = none) */
+	int op_cancel_fd;         /* the current call's cancel token's fd (-1 = none) */
+	asp_cancel *op_cancel;    /* that token (NULL = none), for commands run for the call */
+	unsigned int files_want;  /* asp_conn_params.file_transport; info.file_transport: decided */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	asp_sftp_state sftp;

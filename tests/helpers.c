@@ -27,6 +27,35 @@ void check_err(int line, int rc, const asp_error *e, int want, const char *needl
 			      needle);
 }
 
+unsigned int test_file_transport(void)
+{
+	const char *v = getenv("ASP_TEST_FILE_TRANSPORT");
+
+	if (!v || !*v || !strcmp(v, "auto"))
+		return ASP_FILES_AUTO;
+	if (!strcmp(v, "sftp"))
+		return ASP_FILES_SFTP;
+	if (!strcmp(v, "exec"))
+		return ASP_FILES_EXEC;
+	ck_abort_msg("ASP_TEST_FILE_TRANSPORT=%s: expected exec, sftp or auto", v);
+	return ASP_FILES_AUTO;
+}
+
+void test_open_options(asp_open_options *o)
+{
+	o->file_transport = test_file_transport();
+}
+
+int skip_unless_sftp(const char *test, const char *why)
+{
+	if (test_file_transport() != ASP_FILES_EXEC)
+		return 0;
+	/* One line per skip, with a fixed prefix: the Makefile counts them. */
+	fprintf(stderr, "SKIP file_transport=exec: %s: %s\n", test, why);
+	ck_assert_msg(!getenv("ASP_TEST_NO_SKIP"), "%s skipped (%s) under ASP_TEST_NO_SKIP", test, why);
+	return 1;
+}
+
 asp_sandbox *sb_open(const char *config)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
@@ -35,6 +64,7 @@ asp_sandbox *sb_open(const char *config)
 	int rc;
 
 	o.config_path = config;
+	test_open_options(&o);
 	rc = asp_open(&sb, &o, &e);
 	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", config, asp_error_name(rc), e.message);
 	ck_assert_ptr_nonnull(sb);
@@ -361,6 +391,7 @@ void suite_sshd_start(fx_sshd *fx)
 	memset(fx, 0, sizeof(*fx));
 	ck_assert_msg(fx_sshd_start(fx) == 0, "the sshd fixture did not start");
 	o.config_path = fx->config;
+	test_open_options(&o);
 	rc = asp_open(&sb, &o, &e);
 	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", fx->config, asp_error_name(rc), e.message);
 	asp_close(sb);

@@ -25,7 +25,22 @@
 void check_err(int line, int rc, const asp_error *e, int want, const char *needle);
 #define ASSERT_ERR(rc, e, want, needle) check_err(__LINE__, (rc), &(e), (want), (needle))
 
-/* asp_open with only config_path set; fails the test when it does not return ASP_OK. */
+/*
+ * ASP_TEST_FILE_TRANSPORT=exec|sftp|auto (unset: auto) forces the file
+ * transport of every sandbox the suites open: sb_open and
+ * suite_sshd_start apply it, and so must a suite that fills its own
+ * asp_open_options (test_open_options).
+ */
+unsigned int test_file_transport(void);
+void test_open_options(asp_open_options *o);
+/*
+ * In exec mode, a test that is SFTP by nature (crafted SFTP replies, the
+ * SFTP sweep) skips itself: prints "SKIP file_transport=exec: TEST: WHY"
+ * and returns 1 (fails instead under ASP_TEST_NO_SKIP). 0 otherwise.
+ */
+int skip_unless_sftp(const char *test, const char *why);
+
+/* asp_open with only config_path set (and the transport above); fails the test unless ASP_OK. */
 asp_sandbox *sb_open(const char *config);
 
 /*

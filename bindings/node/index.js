@@ -824,7 +824,9 @@ class Sandbox {
 				cipher: info.cipher,
 				mac: info.mac,
 				serverBanner: info.server_banner,
-				fileTransport: FILES_NAMES[info.file_transport] ?? String(info.file_transport),
+				/* null (not decided yet) is a value here: ?? would turn it into '0'. */
+				fileTransport: info.file_transport in FILES_NAMES ? FILES_NAMES[info.file_transport]
+									   : String(info.file_transport),
 			};
 		});
 	}

@@ -37,6 +37,9 @@
 #include "asp.h"
 #include "fixture/fixture.h"
 
+/* tests/helpers.h (not included: its ws_path differs from this file's): the forced file transport. */
+void test_open_options(asp_open_options *o);
+
 /* Paths here are short; a cut one would fail the test's own checks, not pass them. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -69,6 +72,7 @@ static asp_sandbox *sb_open_caps(uint64_t max_read, size_t max_output, unsigned 
 	o.max_read_bytes = max_read;
 	o.max_output = max_output;
 	o.max_list_entries = max_list;
+	test_open_options(&o);
 	rc = asp_open(&sb, &o, &e);
 	if (rc != ASP_OK) {
 		fprintf(stderr, "asp_open: %s: %s\n", asp_error_name(rc), e.message);

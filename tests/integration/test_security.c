@@ -448,10 +448,16 @@ START_TEST(test_sftp_reply_id_checked)
 }
 END_TEST
 
-/* A server that never answers INIT: ASP_ETIMEOUT after io_timeout_ms, not a hang. */
+/*
+ * A server whose SFTP subsystem never answers INIT is not a hang: after
+ * io_timeout_ms, file_transport auto turns the connection to shell
+ * commands; forced SFTP fails, naming the missing subsystem.
+ */
 START_TEST(test_silent_sftp_server_times_out)
 {
-	char extra[400];
+	char extra[400], kh[300];
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox_info info = ASP_SANDBOX_INFO_INIT;
 	asp_sandbox *sb;
 	asp_stat_info st;
 	asp_error e = { 0 };
@@ -463,7 +469,23 @@ START_TEST(test_silent_sftp_server_times_out)
 	sb = open_ok(fx.config); /* io_timeout_ms = 2000 */
 	t0 = now_s();
 	rc = asp_stat(&st, sb, ".", NULL, &e);
-	ck_assert_msg(rc == ASP_ETIMEOUT, "%s: %s", asp_error_name(rc), e.message);
+	ck_assert_msg(rc == ASP_OK && st.type == ASP_TYPE_DIR, "auto: %s: %s", asp_error_name(rc),
+		      e.message);
+	ck_assert_msg(now_s() - t0 < 10.0, "took %.1f s", now_s() - t0);
+	ck_assert_int_eq(asp_sandbox_info_get(&info, sb, &e), ASP_OK);
+	ck_assert_int_eq(info.file_transport, ASP_FILES_EXEC);
+	asp_close(sb);
+
+	tmp_path(kh, sizeof(kh), "known_hosts");
+	o.config_path = fx.config;
+	o.known_hosts = kh;
+	o.io_timeout_ms = 2000;
+	o.file_transport = ASP_FILES_SFTP;
+	ck_assert_int_eq(asp_open(&sb, &o, &e), ASP_OK);
+	t0 = now_s();
+	rc = asp_stat(&st, sb, ".", NULL, &e);
+	ck_assert_msg(rc == ASP_EPROTO && strstr(e.message, "no SFTP subsystem"), "forced sftp: %s: %s",
+		      asp_error_name(rc), e.message);
 	ck_assert_msg(now_s() - t0 < 10.0, "took %.1f s", now_s() - t0);
 	asp_close(sb);
 }

@@ -2,17 +2,22 @@
  * test_quote.c - the shell text quote.c builds, run by a real /bin/sh:
  * the x-asp-proxy-command line (asp__proxy_script) passes host and user
  * through byte for byte, and the cut-channel check (asp__cut_check_script)
- * tells a live process group from a gone one and stops the live one.
+ * tells a live process group from a gone one and stops the live one; the
+ * file-transport scripts (asp__shfs_*_script) under dash, bash, BusyBox sh
+ * and zsh as sh, on hostile names and every byte value, and the decoders
+ * of their output.
  */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "quote.h"
+#include "shfs.h"
 
 /* Run script with sh -c; what it writes to fd `which` (1 or 2) goes into out. */
 static size_t run_sh(const char *script, int which, char *out, size_t cap)
@@ -119,6 +124,469 @@ START_TEST(test_cut_check_says_gone)
 }
 END_TEST
 
+/* ------------------------------------------------------------ file-transport scripts */
+
+/* The shells the scripts must work in: argv prefix for "-c SCRIPT". */
+static const char *const shells[][3] = {
+	{ "/bin/sh", "sh", NULL },
+	{ "/usr/bin/dash", "dash", NULL },
+	{ "/bin/bash", "bash", "--posix" },
+	{ "/usr/bin/busybox", "sh", NULL }, /* run as "sh": BusyBox's ash */
+	{ "/usr/bin/zsh", "sh", NULL },     /* zsh as sh (sh emulation) */
+};
+#define NSHELLS (sizeof(shells) / sizeof(shells[0]))
+
+typedef struct sh_out {
+	unsigned char *out;
+	size_t len;
+	int status;
+} sh_out;
+
+/* Run script in shell k with stdin from in/inlen; collect stdout (malloc'd) and the exit status. */
+static sh_out run_in(size_t k, const char *script, const void *in, size_t inlen)
+{
+	int po[2], pi[2];
+	pid_t pid;
+	sh_out r = { NULL, 0, -1 };
+	size_t cap = 4096;
+	ssize_t n;
+	int st;
+
+	ck_assert_int_eq(pipe(po), 0);
+	ck_assert_int_eq(pipe(pi), 0);
+	if ((pid = fork()) == 0) {
+		dup2(po[1], 1);
+		dup2(pi[0], 0);
+		close(po[0]);
+		close(pi[1]);
+		if (shells[k][2])
+			execl(shells[k][0], shells[k][1], shells[k][2], "-c", script, (char *)NULL);
+		else
+			execl(shells[k][0], shells[k][1], "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_gt(pid, 0);
+	close(po[1]);
+	close(pi[0]);
+	/* Small inputs only (fits the pipe): write, close, then read. */
+	ck_assert(inlen < 60000);
+	if (inlen)
+		ck_assert_int_eq(write(pi[1], in, inlen), (ssize_t)inlen);
+	close(pi[1]);
+	r.out = malloc(cap);
+	while ((n = read(po[0], r.out + r.len, cap - r.len)) > 0) {
+		r.len += (size_t)n;
+		if (r.len == cap)
+			r.out = realloc(r.out, cap *= 2);
+	}
+	close(po[0]);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return r;
+}
+
+static char shfs_dir[64];
+
+static void shfs_setup(void)
+{
+	snprintf(shfs_dir, sizeof(shfs_dir), "/tmp/asp-shfs-unit.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(shfs_dir));
+}
+
+static void shfs_teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", shfs_dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* shfs_dir/name into a static buffer (one at a time). */
+static const char *in_dir(const char *name)
+{
+	static char b[2][1024];
+	static int w;
+
+	w ^= 1;
+	snprintf(b[w], sizeof(b[w]), "%s/%s", shfs_dir, name);
+	return b[w];
+}
+
+static unsigned char *file_bytes(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *d = malloc(1 << 20);
+	ck_assert_ptr_nonnull(f);
+	*len = fread(d, 1, 1 << 20, f);
+	fclose(f);
+	return d;
+}
+
+/* Names no shell may read as syntax, and every byte value but NUL and '/'. */
+static const char *const hostile[] = {
+	"plain", "-n", "-rf", "sp ace", "it's", "$(touch INJ1)", "`touch INJ2`", "a;touch INJ3",
+	"new\nline", "tab\there", "*", "?", "[a]", "back\\slash", "\"dq\"", "%s%n", "\\0101",
+	".hidden", "..x", "\x01\x7f\x80\xff", "trail\n", "\xe2\x80\xae" "bidi",
+};
+#define NHOSTILE (sizeof(hostile) / sizeof(hostile[0]))
+
+START_TEST(test_shfs_printf_escape_every_byte)
+{
+	unsigned char all[256];
+	asp_buf b = { 0 };
+	size_t i;
+
+	for (i = 0; i < 256; i++)
+		all[i] = (unsigned char)i;
+	ck_assert_int_eq(asp__buf_puts(&b, "printf '"), 0);
+	ck_assert_int_eq(asp__printf_escape(&b, all, sizeof(all)), 0);
+	ck_assert_int_eq(asp__buf_puts(&b, "'"), 0);
+	for (i = 0; i < NSHELLS; i++) {
+		sh_out r = run_in(i, (const char *)b.data, NULL, 0);
+		ck_assert_msg(r.status == 0 && r.len == 256 && !memcmp(r.out, all, 256),
+			      "%s %s: printf of all 256 bytes gave %zu bytes (exit %d)", shells[i][0],
+			      shells[i][1], r.len, r.status);
+		free(r.out);
+	}
+	asp__buf_free(&b);
+}
+END_TEST
+
+/* Write (inline and through stdin, atomic and in place), read back in ranges, in every shell. */
+START_TEST(test_shfs_write_read_hostile_names)
+{
+	unsigned char data[300];
+	size_t k, i, j, got;
+
+	for (i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 7 + 3);
+	for (k = 0; k < NSHELLS; k++) {
+		for (i = 0; i < NHOSTILE; i++) {
+			char path[1024], tmp[1100];
+			asp_buf w = { 0 }, rd = { 0 };
+			sh_out r;
+			unsigned char *back;
+			int via_stdin = (int)(i % 2), in_place = (int)(i % 3 == 0);
+
+			snprintf(path, sizeof(path), "%s/%s", shfs_dir, hostile[i]);
+			snprintf(tmp, sizeof(tmp), "%s/.%s.asp-0123456789ab-5.tmp", shfs_dir, hostile[i]);
+			ck_assert_int_eq(asp__shfs_write_script(&w, path, in_place ? NULL : tmp,
+								via_stdin ? NULL : data, sizeof(data),
+								i % 4 == 0 ? 0600 : 0, 0), 0);
+			r = run_in(k, (const char *)w.data, data, via_stdin ? sizeof(data) : 0);
+			ck_assert_msg(r.status == 0, "%s: write %s: exit %d", shells[k][0], hostile[i], r.status);
+			free(r.out);
+			back = file_bytes(path, &got);
+			ck_assert_msg(got == sizeof(data) && !memcmp(back, data, got), "%s: %s: content differs",
+				      shells[k][0], hostile[i]);
+			free(back);
+			ck_assert(access(tmp, F_OK) != 0);
+			if (i % 4 == 0) {
+				struct stat st;
+				ck_assert_int_eq(stat(path, &st), 0);
+				ck_assert_uint_eq(st.st_mode & 07777, 0600);
+			}
+			/* A range, and the whole with a cap check that passes. */
+			ck_assert_int_eq(asp__shfs_read_script(&rd, path, 70000 - 69999, 100, 0), 0);
+			r = run_in(k, (const char *)rd.data, NULL, 0);
+			ck_assert_msg(r.status == 0 && r.len == 100 && !memcmp(r.out, data + 1, 100),
+				      "%s: read range of %s: %zu bytes, exit %d", shells[k][0], hostile[i],
+				      r.len, r.status);
+			free(r.out);
+			asp__buf_free(&rd);
+			ck_assert_int_eq(asp__shfs_read_script(&rd, path, 0, sizeof(data) + 1, sizeof(data)), 0);
+			r = run_in(k, (const char *)rd.data, NULL, 0);
+			ck_assert_msg(r.status == 0 && r.len == sizeof(data), "%s: read %s", shells[k][0], hostile[i]);
+			free(r.out);
+			asp__buf_free(&rd);
+			/* One byte under the size: ELIMIT before any byte. */
+			ck_assert_int_eq(asp__shfs_read_script(&rd, path, 0, sizeof(data), sizeof(data) - 1), 0);
+			r = run_in(k, (const char *)rd.data, NULL, 0);
+			ck_assert_msg(r.status == ASP_SHFS_ELIMIT && r.len == 0, "%s: cap on %s: exit %d",
+				      shells[k][0], hostile[i], r.status);
+			free(r.out);
+			asp__buf_free(&rd);
+			asp__buf_free(&w);
+		}
+		for (j = 1; j <= 3; j++) {
+			char probe[16];
+			snprintf(probe, sizeof(probe), "INJ%zu", j);
+			ck_assert_msg(access(probe, F_OK) != 0 && access(in_dir(probe), F_OK) != 0,
+				      "%s: a name was run as a command (%s exists)", shells[k][0], probe);
+		}
+	}
+}
+END_TEST
+
+/* The listing: every hostile name back byte for byte, with its type and size, in every shell. */
+START_TEST(test_shfs_list_hostile_names)
+{
+	size_t k, i;
+	char cmd[1200];
+
+	for (i = 0; i < NHOSTILE; i++) {
+		FILE *f = fopen(in_dir(hostile[i]), "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "%zu", i * 1000);
+		fclose(f);
+	}
+	ck_assert_int_eq(mkdir(in_dir("sub dir"), 0700), 0);
+	snprintf(cmd, sizeof(cmd), "ln -s nowhere '%s/dangling'", shfs_dir);
+	ck_assert_int_eq(system(cmd), 0);
+	for (k = 0; k < NSHELLS; k++) {
+		asp_buf b = { 0 };
+		asp_list_entry *v = NULL;
+		size_t n = 0, seen = 0;
+		asp_error e = { 0 };
+		sh_out r;
+
+		ck_assert_int_eq(asp__shfs_list_script(&b, shfs_dir, 1000), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		ck_assert_msg(r.status == 0, "%s: list: exit %d", shells[k][0], r.status);
+		ck_assert_msg(asp__shfs_list_decode(r.out, r.len, shfs_dir, 1000, &v, &n, &e) == 0,
+			      "%s: decode: %s", shells[k][0], e.message);
+		ck_assert_uint_eq(n, NHOSTILE + 2);
+		for (i = 0; i < n; i++) {
+			size_t h;
+			if (!strcmp(v[i].name, "sub dir")) {
+				ck_assert_uint_eq(v[i].st.type, ASP_TYPE_DIR);
+				ck_assert_uint_eq(v[i].st.mode, 0700);
+				seen++;
+				continue;
+			}
+			if (!strcmp(v[i].name, "dangling")) {
+				ck_assert_uint_eq(v[i].st.type, ASP_TYPE_SYMLINK);
+				seen++;
+				continue;
+			}
+			for (h = 0; h < NHOSTILE && strcmp(v[i].name, hostile[h]); h++)
+				;
+			ck_assert_msg(h < NHOSTILE, "%s: unexpected name in the listing", shells[k][0]);
+			ck_assert_uint_eq(v[i].st.type, ASP_TYPE_FILE);
+			{
+				char sz[32];
+				ck_assert_uint_eq(v[i].st.size, (uint64_t)snprintf(sz, sizeof(sz), "%zu", h * 1000));
+			}
+			seen++;
+		}
+		ck_assert_uint_eq(seen, NHOSTILE + 2);
+		asp__fs_list_free(v, n);
+		/* The cap: more entries than max is ELIMIT in the script, before any name. */
+		asp__buf_free(&b);
+		free(r.out);
+		ck_assert_int_eq(asp__shfs_list_script(&b, shfs_dir, 3), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		ck_assert_msg(r.status == ASP_SHFS_ELIMIT && r.len == 0, "%s: list cap: exit %d",
+			      shells[k][0], r.status);
+		free(r.out);
+		asp__buf_free(&b);
+	}
+}
+END_TEST
+
+/* stat, mkdir, remove, rename and their exit codes, in every shell. */
+START_TEST(test_shfs_metadata_and_codes)
+{
+	size_t k;
+
+	for (k = 0; k < NSHELLS; k++) {
+		char d[256], f[512], g[512], sub[512];
+		asp_buf b = { 0 };
+		asp_stat_info st;
+		size_t used;
+		sh_out r;
+
+#define RUN(builder_call, want)                                                               \
+	do {                                                                                   \
+		asp__buf_free(&b);                                                             \
+		ck_assert_int_eq(builder_call, 0);                                             \
+		r = run_in(k, (const char *)b.data, NULL, 0);                                  \
+		ck_assert_msg(r.status == (want), "%s: %s: exit %d, expected %d", shells[k][0], \
+			      #builder_call, r.status, (want));                                \
+	} while (0)
+
+		snprintf(d, sizeof(d), "%.64s/d%zu", shfs_dir, k);
+		snprintf(f, sizeof(f), "%s/f%zu", d, k);
+		snprintf(g, sizeof(g), "%s/-g'%zu", d, k);
+		snprintf(sub, sizeof(sub), "%s/a/b/c", d);
+		RUN(asp__shfs_mkdir_script(&b, d, 0750, 0), 0);
+		free(r.out);
+		RUN(asp__shfs_mkdir_script(&b, d, 0750, 0), ASP_SHFS_EEXIST);
+		free(r.out);
+		RUN(asp__shfs_mkdir_script(&b, sub, 0755, 0), ASP_SHFS_ENOENT);
+		free(r.out);
+		RUN(asp__shfs_mkdir_script(&b, sub, 0755, 1), 0);
+		free(r.out);
+		RUN(asp__shfs_stat_script(&b, d, 1), 0);
+		ck_assert_int_eq(asp__shfs_stat_decode(r.out, r.len, &st, &used), 0);
+		ck_assert_uint_eq(st.type, ASP_TYPE_DIR);
+		ck_assert_uint_eq(st.mode, 0750 & ~(unsigned)022);
+		free(r.out);
+		RUN(asp__shfs_stat_script(&b, f, 0), ASP_SHFS_ENOENT);
+		free(r.out);
+		RUN(asp__shfs_write_script(&b, f, NULL, "12345", 5, 0, 0), 0);
+		free(r.out);
+		RUN(asp__shfs_stat_script(&b, f, 0), 0);
+		ck_assert_int_eq(asp__shfs_stat_decode(r.out, r.len, &st, &used), 0);
+		ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
+		ck_assert_uint_eq(st.size, 5);
+		ck_assert_uint_eq(r.len, used + 1);
+		free(r.out);
+		RUN(asp__shfs_read_script(&b, d, 0, 10, 0), ASP_SHFS_EISDIR);
+		free(r.out);
+		RUN(asp__shfs_remove_script(&b, d), ASP_SHFS_ENOTEMPTY);
+		free(r.out);
+		RUN(asp__shfs_rename_script(&b, f, g), 0);
+		free(r.out);
+		ck_assert(access(f, F_OK) != 0 && access(g, F_OK) == 0);
+		RUN(asp__shfs_rename_script(&b, f, g), ASP_SHFS_ENOENT);
+		free(r.out);
+		RUN(asp__shfs_rename_script(&b, g, in_dir("no-dir/x")), ASP_SHFS_NODIR);
+		free(r.out);
+		/* A file onto a directory: EISDIR, as rename(2); a directory onto an empty one: replaced. */
+		RUN(asp__shfs_rename_script(&b, g, sub), ASP_SHFS_EISDIR);
+		free(r.out);
+		snprintf(f, sizeof(f), "%s/a/b/e", d);
+		RUN(asp__shfs_mkdir_script(&b, f, 0755, 0), 0);
+		free(r.out);
+		RUN(asp__shfs_rename_script(&b, f, sub), 0);
+		free(r.out);
+		ck_assert(access(f, F_OK) != 0 && access(sub, F_OK) == 0);
+		RUN(asp__shfs_remove_script(&b, g), 0);
+		free(r.out);
+		RUN(asp__shfs_remove_script(&b, g), ASP_SHFS_ENOENT);
+		free(r.out);
+		RUN(asp__shfs_remove_script(&b, sub), 0);
+		free(r.out);
+		{
+			char *paths[2] = { (char *)g, (char *)d };
+			RUN(asp__shfs_forget_script(&b, paths, 2), 0);
+			ck_assert_uint_eq(r.len, 2);
+			ck_assert(!memcmp(r.out, "yn", 2)); /* g gone; d is a directory rm -f leaves */
+			free(r.out);
+		}
+		asp__buf_free(&b);
+#undef RUN
+	}
+}
+END_TEST
+
+/* The decoders alone: records matched to names, gone names dropped, malformed input refused. */
+START_TEST(test_shfs_list_decode)
+{
+	static const char ok[] = "b\0.\0a\0*\0\0" "81a4 3 10 b\n41ed 4096 11 .\n" "a1ff 5 12 a\n";
+	static const char *const bad[] = {
+		"a\0",                       /* no end of the names */
+		"a\0\0" "81a4 3 10 a\nx",    /* trailing bytes */
+		"a\0\0" "81a4 3 10 a",       /* record without its newline */
+		"a/b\0\0" "81a4 3 10 a/b\n", /* a name with '/' */
+		"a\0\0" "81a4 3 1x a\n",     /* not a number: the record is no record, bytes left */
+	};
+	static const size_t bad_len[] = { 2, 16, 15, 18, 16 };
+	asp_list_entry *v = NULL;
+	asp_error e = { 0 };
+	size_t n = 0, i;
+	asp_stat_info st;
+	size_t used;
+
+	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d", 10, &v,
+					       &n, &e), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(v[0].name, "a");
+	ck_assert_uint_eq(v[0].st.type, ASP_TYPE_SYMLINK);
+	ck_assert_uint_eq(v[0].st.size, 5);
+	ck_assert_str_eq(v[1].name, "b");
+	ck_assert_uint_eq(v[1].st.type, ASP_TYPE_FILE);
+	ck_assert_uint_eq(v[1].st.mode, 0644);
+	ck_assert_uint_eq(v[1].st.mtime, 10);
+	asp__fs_list_free(v, n);
+	v = NULL;
+	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d", 1, &v,
+					       &n, &e), ASP_ELIMIT);
+	ck_assert_ptr_nonnull(strstr(e.message, "more than 1 entries"));
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		v = NULL;
+		ck_assert_msg(asp__shfs_list_decode((const unsigned char *)bad[i], bad_len[i], "/d", 10, &v,
+						    &n, &e) == ASP_EPROTO, "bad listing %zu accepted", i);
+	}
+	ck_assert_int_eq(asp__shfs_stat_decode((const unsigned char *)"41ed 4096 1700000000", 20, &st,
+					       &used), 0);
+	ck_assert_uint_eq(used, 20);
+	ck_assert_int_eq(asp__shfs_stat_decode((const unsigned char *)"fffffffffffffffffff 1 1", 23, &st,
+					       &used), ASP_EPROTO);
+	ck_assert_int_eq(asp__shfs_stat_decode((const unsigned char *)" 1 1", 4, &st, &used), ASP_EPROTO);
+}
+END_TEST
+
+/* The sweep's questions: temp-shaped names with the server's clock; many lstats at once. */
+START_TEST(test_shfs_sweep_scripts)
+{
+	static const char *const temps[] = {
+		".a.asp-0123456789ab-5.tmp", ".new\nline.asp-0123456789ab-5.tmp", ".x'y.asp-0123456789ab.tmp",
+	};
+	size_t k, i;
+
+	for (i = 0; i < 3; i++) {
+		FILE *f = fopen(in_dir(temps[i]), "w");
+		ck_assert_ptr_nonnull(f);
+		fclose(f);
+	}
+	ck_assert_int_eq(mkdir(in_dir("not-a-temp"), 0700), 0);
+	for (k = 0; k < NSHELLS; k++) {
+		asp_buf b = { 0 };
+		asp_list_entry *v = NULL;
+		size_t n = 0, used = 0, at;
+		uint64_t now = 0;
+		asp_error e = { 0 };
+		asp_stat_info st;
+		char *paths[3];
+		sh_out r;
+
+		ck_assert_int_eq(asp__shfs_temps_script(&b, shfs_dir, 100), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		ck_assert_msg(r.status == 0, "%s: temps: exit %d", shells[k][0], r.status);
+		for (used = 0; used < r.len && r.out[used] != '\n'; used++)
+			now = now * 10 + (uint64_t)(r.out[used] - '0');
+		ck_assert_msg(now > 1700000000u, "%s: no clock", shells[k][0]);
+		ck_assert_int_eq(asp__shfs_list_decode(r.out + used + 1, r.len - used - 1, shfs_dir, 100, &v,
+						       &n, &e), 0);
+		ck_assert_uint_eq(n, 3);
+		for (i = 0; i < 3; i++)
+			ck_assert_msg(!strcmp(v[0].name, temps[i]) || !strcmp(v[1].name, temps[i]) ||
+				      !strcmp(v[2].name, temps[i]), "%s: temp %zu not listed", shells[k][0], i);
+		asp__fs_list_free(v, n);
+		free(r.out);
+		asp__buf_free(&b);
+		/* More than max: the clock only. */
+		ck_assert_int_eq(asp__shfs_temps_script(&b, shfs_dir, 2), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		ck_assert_uint_eq(r.len, used + 1);
+		free(r.out);
+		asp__buf_free(&b);
+
+		paths[0] = (char *)in_dir(temps[1]);
+		paths[1] = (char *)"/nonexistent-shfs-path";
+		paths[2] = (char *)shfs_dir;
+		ck_assert_int_eq(asp__shfs_lstat_many_script(&b, paths, 3), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		for (at = 0; at < r.len && r.out[at] != '\n'; at++)
+			;
+		at++;
+		ck_assert_int_eq(asp__shfs_stat_decode(r.out + at, r.len - at, &st, &used), 0);
+		ck_assert_uint_eq(st.type, ASP_TYPE_FILE);
+		at += used + 1;
+		ck_assert_msg(r.len - at >= 2 && !memcmp(r.out + at, "-\n", 2), "%s: lstat of a missing "
+			      "path: [%.*s]", shells[k][0], (int)r.len, (const char *)r.out);
+		at += 2;
+		ck_assert_int_eq(asp__shfs_stat_decode(r.out + at, r.len - at, &st, &used), 0);
+		ck_assert_uint_eq(st.type, ASP_TYPE_DIR);
+		ck_assert_uint_eq(at + used + 1, r.len);
+		free(r.out);
+		asp__buf_free(&b);
+	}
+}
+END_TEST
+
 Suite *suite_quote(void);
 
 Suite *suite_quote(void)
@@ -130,6 +598,16 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_proxy_script_escapes);
 	tcase_add_test(tc, test_cut_check_stops_a_live_group);
 	tcase_add_test(tc, test_cut_check_says_gone);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("shfs");
+	tcase_add_checked_fixture(tc, shfs_setup, shfs_teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_shfs_printf_escape_every_byte);
+	tcase_add_test(tc, test_shfs_write_read_hostile_names);
+	tcase_add_test(tc, test_shfs_list_hostile_names);
+	tcase_add_test(tc, test_shfs_metadata_and_codes);
+	tcase_add_test(tc, test_shfs_list_decode);
+	tcase_add_test(tc, test_shfs_sweep_scripts);
 	suite_add_tcase(s, tc);
 	return s;
 }
