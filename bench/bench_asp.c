@@ -192,7 +192,8 @@ static void bulk(void)
 {
 	long sizes[8], reps[8];
 	int ns = arg_list("sizes", "1,64,256", sizes, 8), nr = arg_list("reps", "5,3,3", reps, 8);
-	asp_sandbox *sb = open_sb(arg_s("config", NULL), 1, 0);
+	/* The handle's default pool (0: 4 connections), which large transfers spread over. */
+	asp_sandbox *sb = open_sb(arg_s("config", NULL), (unsigned int)arg_l("bulk_conns", 0), 0);
 	long maxsz = 0;
 	unsigned char *data;
 	char dst[128];

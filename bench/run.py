@@ -51,23 +51,23 @@ SCALES = {
                   callers=[1, 4], conc_ops=8, max_conn=16,
                   bulk_sizes=[1], bulk_reps=[1],
                   cold_iters=2,
-                  wan_iters=2, wan_fresh_iters=1, wan_cold_iters=1,
+                  wan_iters=2, wan_fresh_iters=1, wan_cold_iters=1, wan_rtts=[50],
                   scale_n=[1, 2], scale_servers=1),
     "quick": dict(iters=50, warmup=5, fresh_iters=10, cli_iters=20,
                   callers=[1, 4, 16, 64], conc_ops=128, max_conn=16,
-                  bulk_sizes=[1, 64], bulk_reps=[3, 2],
+                  bulk_sizes=[1, 16, 64], bulk_reps=[3, 2, 2],
                   cold_iters=5,
-                  wan_iters=5, wan_fresh_iters=2, wan_cold_iters=2,
+                  wan_iters=5, wan_fresh_iters=2, wan_cold_iters=2, wan_rtts=[10, 50, 100],
                   scale_n=[1, 10], scale_servers=2),
     "full": dict(iters=300, warmup=30, fresh_iters=40, cli_iters=100,
                  callers=[1, 4, 16, 64], conc_ops=512, max_conn=16,
-                 bulk_sizes=[1, 64, 256], bulk_reps=[5, 3, 3],
+                 bulk_sizes=[1, 16, 64, 256], bulk_reps=[5, 3, 3, 3],
                  cold_iters=20,
-                 wan_iters=15, wan_fresh_iters=3, wan_cold_iters=3,
+                 wan_iters=15, wan_fresh_iters=3, wan_cold_iters=3, wan_rtts=[10, 50, 100],
                  scale_n=[1, 10, 100], scale_servers=4),
 }
-DELAY_MS = 25            # each way: RTT = 50 ms
-RTT_MS = 2 * DELAY_MS
+RTT_MS = 50              # the WAN tables' link (bench/delayproxy: 25 ms each way); the
+                         # latency plot adds the scale's other wan_rtts
 PEER_TIMEOUT_S = 1800    # one peer, one workload
 WORKLOADS = ["lat", "conc", "bulk", "cold", "wan", "scale"]
 
@@ -211,7 +211,7 @@ class Env:
 
     def __init__(self, scale, workloads):
         self.scale, self.workloads = scale, workloads
-        self.servers, self.proxy = [], None
+        self.servers, self.proxies = [], []
         base = "/tmp"
         if fs_type("/tmp") != "tmpfs" and os.path.isdir("/dev/shm") and fs_type("/dev/shm") == "tmpfs":
             base = "/dev/shm"
@@ -280,14 +280,15 @@ class Env:
             for s in self.scale["bulk_sizes"]:
                 make("bulk-%dM.bin" % s, s << 20)
 
-    def start_proxy(self):
+    def start_proxy(self, rtt_ms):
+        """A delay proxy of rtt_ms round trip: (port, config, discovery start dir)."""
         p = subprocess.Popen([os.path.join(BUILD, "bench", "delayproxy"),
-                              "target_port=%d" % self.main.port, "delay_ms=%d" % DELAY_MS],
+                              "target_port=%d" % self.main.port, "delay_ms=%d" % (rtt_ms // 2)],
                              stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
-        self.proxy = p
-        self.proxy_port = int(p.stdout.readline())
-        self.wan_config = self.write_config("asp-wan.json", self.proxy_port)
-        self.wan_start_dir = self._discovery_tree("proj-wan", self.proxy_port)
+        self.proxies.append(p)
+        port = int(p.stdout.readline())
+        return (port, self.write_config("asp-wan%d.json" % rtt_ms, port),
+                self._discovery_tree("proj-wan%d" % rtt_ms, port))
 
     def handle_configs(self, n):
         """A file listing n .asp.json paths spread over scale_servers sshd instances."""
@@ -310,9 +311,9 @@ class Env:
                     pass
 
     def close(self):
-        if self.proxy:
-            self.proxy.terminate()
-            self.proxy.wait()
+        for p in self.proxies:
+            p.terminate()
+            p.wait()
         for s in self.servers:
             s.stop()
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -344,6 +345,9 @@ PYASP_ENV = {"PYTHONPATH": os.path.join(ROOT, "bindings", "python")}
 PEERS = [
     Peer("libasp", [os.path.join(BUILD, "bench", "bench_asp")],
          {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
+    Peer("libasp (1 connection)", [os.path.join(BUILD, "bench", "bench_asp"), "bulk_conns=1",
+                                   "peer=libasp (1 connection)"],
+         {"bulk"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
     Peer("libssh2", [os.path.join(BUILD, "bench", "bench_libssh2")],
          {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_libssh2"), "bench_libssh2")),
     Peer("asyncssh", [PY, os.path.join(BENCH, "peer_asyncssh.py")],
@@ -366,12 +370,12 @@ PEERS = [
          check=lambda: (shutil.which("ssh") is not None, "no ssh client")),
 ]
 # Row order in the tables; names the programs report.
-ORDER = ["libasp", "libasp (non-atomic)", "libssh2", "asyncssh", "paramiko", "node ssh2",
+ORDER = ["libasp", "libasp (non-atomic)", "libasp (1 connection)", "libssh2", "asyncssh", "paramiko", "node ssh2",
          "node libasp", "node libasp (non-atomic)", "python libasp", "python libasp (non-atomic)",
          "ssh ControlMaster", "ssh fresh", "asp-exec master", "asp-exec --no-master",
          "local /bin/true", "sftp", "scp"]
 # Rows that are libasp itself, or no SSH client at all: not peers in "best peer" comparisons.
-OURS = {"libasp", "libasp (non-atomic)", "node libasp", "node libasp (non-atomic)", "python libasp",
+OURS = {"libasp", "libasp (non-atomic)", "libasp (1 connection)", "node libasp", "node libasp (non-atomic)", "python libasp",
         "python libasp (non-atomic)", "asp-exec master", "asp-exec --no-master", "local /bin/true"}
 
 
@@ -408,10 +412,16 @@ def run_program(argv, env, timeout):
             maxrss, time.time() - t0)
 
 
+def wan_tag(rtt):
+    """The results' workload tag of the latency run over an rtt-ms link ("wan" for RTT_MS)."""
+    return "wan" if rtt == RTT_MS else "wan%d" % rtt
+
+
 class Runner:
     def __init__(self, env, scale, peers):
         self.env, self.scale, self.peers = env, scale, peers
         self.results, self.skipped, self.failed = [], {}, {}
+        self.wan = {}  # rtt -> (port, config, start_dir), when the wan workload runs
 
     def common(self, peer, port=None, config=None):
         e = self.env
@@ -474,12 +484,15 @@ class Runner:
                 self.run(peer, w, dict(c, workload="cold", iters=s["cold_iters"], warmup=1,
                                        start_dir=e.start_dir))
             elif w == "wan":
-                cw = self.common(peer, port=e.proxy_port, config=e.wan_config)
-                cw["rundir"] = os.path.join(e.dir, "run-wan")
-                self.run(peer, w, dict(cw, workload="lat", iters=s["wan_iters"], warmup=2,
-                                       fresh_iters=s["wan_fresh_iters"]), tag="wan")
-                self.run(peer, w, dict(cw, workload="cold", iters=s["wan_cold_iters"], warmup=1,
-                                       start_dir=e.wan_start_dir), tag="wan_cold")
+                for rtt in s["wan_rtts"]:
+                    port, config, start_dir = self.wan[rtt]
+                    cw = self.common(peer, port=port, config=config)
+                    cw["rundir"] = os.path.join(e.dir, "run-wan%d" % rtt)
+                    self.run(peer, w, dict(cw, workload="lat", iters=s["wan_iters"], warmup=2,
+                                           fresh_iters=s["wan_fresh_iters"]), tag=wan_tag(rtt))
+                    if rtt == RTT_MS:
+                        self.run(peer, w, dict(cw, workload="cold", iters=s["wan_cold_iters"], warmup=1,
+                                               start_dir=start_dir), tag="wan_cold")
             elif w == "scale":
                 for n in s["scale_n"]:
                     self.run(peer, w, dict(c, workload="scale_conns", n=n), tag="scale")
@@ -534,6 +547,7 @@ class Report:
     def __init__(self, runner, scale_name, cmd, info):
         self.r, self.scale_name, self.cmd, self.info = runner, scale_name, cmd, info
         self.res = runner.results
+        self.plot_dir, self.plot_names = "", []  # relative to the report, and what plots() wrote
 
     def pick(self, workload, op, **kw):
         return [d for d in self.res if d["workload"] == workload and d["op"] == op and
@@ -764,6 +778,95 @@ class Report:
             add("memory per idle pooled connection no higher than the lowest peer's", None, "missing data")
         return g
 
+    # ---------------------------------------------------------- plots
+
+    def plot_series(self):
+        """{plot name: (gnuplot settings, [(panel title, {series title: [(x, y)]})])} from this run."""
+        plots = {}
+        rtts = [0] + sorted(self.r.scale.get("wan_rtts", []))
+        # The RTTs evenly spaced (x = their index), the latency on a log scale; "n RTT" guides.
+        guides = {"%d RTT" % k: [(i, k * rtt) for i, rtt in enumerate(rtts) if rtt] for k in (1, 2, 3)}
+        panels = []
+        for op, what in (("exec", "exec true"), ("read4k", "read 4 KiB"), ("write4k", "write 4 KiB"),
+                         ("stat", "stat")):
+            series = {}
+            for i, rtt in enumerate(rtts):
+                tag = "lat" if rtt == 0 else wan_tag(rtt)
+                for d in self.res:
+                    if d["workload"] == tag and d["op"] in (op, op + "_nonatomic") and d.get("samples"):
+                        series.setdefault(row_name(d), []).append((i, med(d["samples"])))
+            if series:
+                panels.append((what, series))
+        if panels:
+            plots["latency-rtt"] = (
+                ['set xlabel "link RTT, ms (0 = loopback)"', 'set ylabel "median latency, ms"',
+                 "set logscale y", "set xrange [-0.3:%g]" % (len(rtts) - 0.7),
+                 "set xtics (%s)" % ", ".join('"%d" %d' % (rtt, i) for i, rtt in enumerate(rtts)),
+                 'set key outside right top font ",8"'],
+                panels, "multiplot layout 2,2", guides)
+        series = {}
+        for d in self.pick("conc", "conc_exec"):
+            if d["wall_s"]:
+                series.setdefault(d["peer"], []).append((d["callers"], len(d["samples"]) / d["wall_s"]))
+        if series:
+            plots["conc"] = (['set xlabel "concurrent callers"', 'set ylabel "exec true per second"',
+                              "set logscale x 2", 'set key outside right top font ",9"'],
+                             [("exec throughput vs concurrent callers (loopback)", series)], "", {})
+        panels = []
+        for op, what in (("bulk_read", "read"), ("bulk_write", "write")):
+            series = {}
+            for d in self.pick("bulk", op):
+                if d["samples"]:
+                    series.setdefault(d["peer"], []).append((d["bytes"] / 2**20, self.mbps(d)))
+            if series:
+                panels.append(("bulk %s (loopback)" % what, series))
+        if panels:
+            plots["bulk"] = (['set xlabel "transfer size, MiB"', 'set ylabel "MB/s"', "set logscale x 2",
+                              'set key outside right top font ",8"'],
+                             panels, "multiplot layout 2,1", {})
+        return plots
+
+    def plots(self, outdir):
+        """Write this run's plots as outdir/NAME.svg with gnuplot; returns the names written."""
+        if not shutil.which("gnuplot"):
+            log("plots: gnuplot not installed (Debian: gnuplot-nox); no plots")
+            return []
+        os.makedirs(outdir, exist_ok=True)
+        done, plots = [], self.plot_series()
+        # One colour and point type per peer in every panel and plot.
+        names = sorted({t for _, panels, _, _ in plots.values() for _, series in panels for t in series},
+                       key=lambda n: (order_key(n), n))
+        style = {n: "lt %d pt %d" % (i % 8 + 1, i % 13 + 1) for i, n in enumerate(names)}
+        for name, (settings, panels, multi, guides) in sorted(plots.items()):
+            path = os.path.join(outdir, name + ".svg")
+            q = lambda t: '"%s"' % t.replace("\\", "\\\\").replace('"', '\\"')  # noqa: E731
+            lines = ['set terminal svg size 1000,%d dynamic font "sans,10" background "white"' %
+                     (760 if multi else 480), "set output %s" % q(path), "set grid"]
+            block = lambda label, pts: "%s << EOD\n%s\nEOD" % (label, "\n".join(  # noqa: E731
+                "%g %g" % (x, y) for x, y in sorted(pts) if y and not math.isnan(y)))
+            blocks = [block("$g%d" % gi, pts) for gi, pts in enumerate(guides.values())]
+            for pi, (_, series) in enumerate(panels):
+                for si, (title, pts) in enumerate(sorted(series.items(), key=lambda kv: order_key(kv[0]))):
+                    blocks.append(block("$d%d_%d" % (pi, si), pts))
+            lines += blocks + settings
+            if multi:
+                lines.append("set %s" % multi)
+            for pi, (title, series) in enumerate(panels):
+                lines.append("set title %s noenhanced" % q(title))
+                items = ["$d%d_%d using 1:2 with linespoints %s title %s noenhanced" % (pi, si, style[t], q(t))
+                         for si, (t, _) in enumerate(sorted(series.items(), key=lambda kv: order_key(kv[0])))]
+                items += ["$g%d using 1:2 with lines dashtype 2 lc rgb 'gray' title %s" % (gi, q(t))
+                          for gi, t in enumerate(guides)]
+                lines.append("plot " + ", ".join(items))
+            if multi:
+                lines.append("unset multiplot")
+            r = subprocess.run(["gnuplot"], input="\n".join(lines) + "\n", text=True, capture_output=True)
+            if r.returncode or not os.path.getsize(path):
+                log("plots: gnuplot failed for %s: %s" % (name, r.stderr.strip()[-600:]))
+                continue
+            done.append(name)
+        return done
+
     # ---------------------------------------------------------- the document
 
     def markdown(self):
@@ -797,6 +900,10 @@ class Report:
         for title, body in secs:
             if body:
                 parts.append("## %s\n\n%s" % (title, body))
+        if self.plot_names:
+            parts.append("## Plots (from the numbers above, by bench/run.py with gnuplot)\n\n" + "\n\n".join(
+                "**%s**\n\n![%s](%s/%s.svg)" % (PLOTS[n], n, self.plot_dir, n)
+                for n in self.plot_names if n in PLOTS))
         if self.r.skipped or self.r.failed:
             parts.append("## Skipped and failed\n\n" + "\n".join(
                 ["- skipped %s: %s" % kv for kv in sorted(self.r.skipped.items())] +
@@ -808,6 +915,14 @@ class Report:
         parts.append(METHOD)
         return "\n\n".join(parts) + "\n"
 
+
+PLOTS = {
+    "latency-rtt": "Median latency vs link RTT (0 = loopback; the others through bench/delayproxy), "
+                   "log scale. The dashed lines are 1, 2 and 3 RTTs: a peer on the n-RTT line "
+                   "pays n round trips per call.",
+    "conc": "exec `true` throughput vs concurrent callers (section 2).",
+    "bulk": "Bulk MB/s vs transfer size (section 3); log scale of the size.",
+}
 
 METHOD = """## Method
 
@@ -839,9 +954,13 @@ METHOD = """## Method
 - Concurrency: every peer gets min(callers, max_conn) connections; libasp's `max_connections` is
   that number; asyncssh/paramiko/ssh2 spread callers over their connections as channels.
   The Node binding runs with `UV_THREADPOOL_SIZE=128` so libuv does not cap it at 4 calls.
-- WAN: `bench/delayproxy` holds each byte 25 ms in each direction on 127.0.0.1 (no bandwidth limit,
-  no loss). Its TCP connect is local, so cold-start RTT counts there are one RTT short of a real link
-  for every peer alike.
+- WAN: `bench/delayproxy` holds each byte RTT/2 in each direction on 127.0.0.1 (no bandwidth limit,
+  no loss): 50 ms RTT in the tables, and the scale's other RTTs (10 and 100 ms) in the latency plot.
+  Its TCP connect is local, so cold-start RTT counts there are one RTT short of a real link for every
+  peer alike.
+- Bulk: libasp uses the handle's default pool (4 connections); a read or atomic write of 32 MiB or
+  more is cut into parts that several pooled connections move at once (libasp/bulk.c), and
+  *libasp (1 connection)* is the same with `max_connections = 1`.
 - Scale: RSS (VmRSS) of the client before and after opening N connections that each ran one exec;
   libasp's N pooled connections come from N threads (on stacks the benchmark unmaps afterwards) in
   one handle with `max_connections = N`; *libasp (handles)* opens N handles (one connection each) to
@@ -903,10 +1022,14 @@ def main():
                     "smoke: none)")
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
     ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
+    ap.add_argument("--bulk-sizes", default="", help="comma-separated MiB, instead of the scale's")
     a = ap.parse_args()
     smoke = a.smoke or a.scale == "smoke"
     out = a.out if a.out is not None else ("" if smoke else os.path.join(ROOT, "docs", "PERFORMANCE.md"))
-    scale = SCALES[a.scale]
+    scale = dict(SCALES[a.scale])
+    if a.bulk_sizes:
+        scale["bulk_sizes"] = [int(x) for x in a.bulk_sizes.split(",")]
+        scale["bulk_reps"] = [scale["bulk_reps"][-1]]
     workloads = [w for w in a.workloads.split(",") if w]
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:
@@ -936,7 +1059,7 @@ def main():
     try:
         log("scale %s, workspace %s, sshd port %d" % (a.scale, env.fs, env.main.port))
         if "wan" in workloads:
-            env.start_proxy()
+            runner.wan = {rtt: env.start_proxy(rtt) for rtt in scale["wan_rtts"]}
         for w in workloads:
             runner.workload(w)
         info = machine_info(a.scale, env, load0)
@@ -944,6 +1067,9 @@ def main():
         env.close()
     info["total run time"] = "%.0f s" % (time.time() - t0)
     rep = Report(runner, a.scale, cmd, info)
+    plot_dir = os.path.join(os.path.dirname(os.path.abspath(out)) if out else os.path.join(BUILD, "bench"), "perf")
+    rep.plot_names = rep.plots(plot_dir)
+    rep.plot_dir = os.path.relpath(plot_dir, os.path.dirname(os.path.abspath(out))) if out else plot_dir
     md = rep.markdown()
     print(md)
     if a.json:
@@ -966,6 +1092,9 @@ def main():
                 for d in got:
                     if "samples" in d and not d["samples"]:
                         problems["%s/%s/%s" % (d["peer"], w, d["op"])] = "empty samples"
+        for name in rep.plot_series():
+            if name not in rep.plot_names:
+                problems["plot %s" % name] = "not written (%s)" % os.path.join(plot_dir, name + ".svg")
         if problems:
             for k, v in sorted(problems.items()):
                 log("smoke: %s: %s" % (k, v))

@@ -327,8 +327,12 @@ ASP_EXTERN(int) asp_call_options_init(asp_call_options *opts, unsigned int versi
  * max_read_bytes are returned: a read that would return more (a huge file
  * with ASP_READ_ALL, a link to /dev/zero) fails with ASP_ELIMIT; read such
  * a file in ranges. opts: cancel token and deadline (NULL: defaults).
+ * A read of 32 MiB or more of a regular file returns the bytes up to the
+ * size the file had when the read began (it may move them over several
+ * pooled connections at once); if the file becomes shorter meanwhile, it
+ * fails with ASP_EIO.
  * Errors: ASP_ENOENT, ASP_EISDIR, ASP_EACCES, ASP_EINVAL, ASP_ELIMIT,
- * ASP_ETIMEOUT, ASP_ECANCELLED, connection errors.
+ * ASP_EIO, ASP_ETIMEOUT, ASP_ECANCELLED, connection errors.
  */
 ASP_EXTERN(int) asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb,
 			 const char *path, uint64_t offset, uint64_t limit,

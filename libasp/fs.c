@@ -136,23 +136,16 @@ static int too_big(asp_buf *out, const char *path, uint64_t cap, asp_error *err)
 			  "(asp_open_options.max_read_bytes)", SHOW(path), (unsigned long long)cap);
 }
 
+static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+		     uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err);
+
 int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
 		 asp_buf *out, asp_error *err)
 {
 	unsigned char h[256];
-	size_t hl, inflight = 0, window = 2;
-	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
-	uint64_t offs[MAX_INFLIGHT];
-	/*
-	 * A caller asking for more than the cap gets the cap's worth plus one
-	 * byte, which tells whether the file holds more (then ASP_ELIMIT). No
-	 * READ goes out past that, so a small cap keeps few bytes in flight.
-	 */
-	int over = limit > cap;
-	uint64_t span = over ? cap + 1 : limit;
-	uint64_t next = offset, end = offset > UINT64_MAX - span ? UINT64_MAX : offset + span;
-	uint32_t id, fstat_id = 0;
-	int rc, eof = 0, skip = 0, short_end = 0, fstat_pending = 0;
+	size_t hl;
+	uint32_t id;
+	int rc;
 
 	if (asp__exec_files_faster(c, 0))
 		return asp__shfs_read(c, path, offset, limit, cap, out, err);
@@ -167,6 +160,27 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	if ((rc = asp__sftp_end(c, 0, &id, err)) ||
 	    (rc = get_handle(c, id, h, &hl, "open", path, ASP_EIO, err)))
 		return rc;
+	return read_loop(c, h, hl, path, offset, limit, cap, out, err);
+}
+
+/* Read from an open handle (see asp__fs_read); the handle is closed (CLOSE's reply dropped later). */
+static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+		     uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err)
+{
+	size_t inflight = 0, window = 2;
+	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
+	uint64_t offs[MAX_INFLIGHT];
+	/*
+	 * A caller asking for more than the cap gets the cap's worth plus one
+	 * byte, which tells whether the file holds more (then ASP_ELIMIT). No
+	 * READ goes out past that, so a small cap keeps few bytes in flight.
+	 */
+	int over = limit > cap;
+	uint64_t span = over ? cap + 1 : limit;
+	uint64_t next = offset, end = offset > UINT64_MAX - span ? UINT64_MAX : offset + span;
+	uint32_t id, fstat_id = 0;
+	int rc, eof = 0, skip = 0, short_end = 0, fstat_pending = 0;
+
 	/* No file reaches past INT64_MAX (off_t); servers reject such offsets as malformed. */
 	if (offset > (uint64_t)INT64_MAX)
 		eof = 1;
@@ -875,14 +889,16 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 }
 
 /*
- * Write all data, then FSETSTAT (when setmode) and CLOSE the handle, without
- * waiting in between: the CLOSE goes out right behind the last WRITE, so a
- * small file costs one round trip here. At most MAX_INFLIGHT writes are in
- * flight. The handle is always closed; the first failure is returned.
+ * Write all data at file offset `at`, then (with finish) FSETSTAT (when
+ * setmode) and CLOSE the handle, without waiting in between: the CLOSE goes
+ * out right behind the last WRITE, so a small file costs one round trip
+ * here. At most MAX_INFLIGHT writes are in flight. With finish the handle
+ * is always closed; the first failure is returned. Without it, every
+ * WRITE's reply has been read when it returns.
  */
-static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const void *data,
-			   size_t len, int setmode, uint32_t mode, const char *path,
-			   asp_sftp_attrs *written, asp_error *err)
+static int write_range(asp_conn *c, const unsigned char *h, size_t hl, const void *data,
+		       uint64_t at, size_t len, int finish, int setmode, uint32_t mode,
+		       const char *path, asp_sftp_attrs *written, asp_error *err)
 {
 	enum { WRITE, CHMOD, CLOSE, FSTAT };
 	static const char *const what[] = { "write", "chmod", "close", "stat" };
@@ -892,13 +908,13 @@ static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const
 	size_t inflight = 0, off = 0;
 	int rc, failed = 0, closed = 0;
 
-	while (!closed || inflight) {
+	while (finish ? (!closed || inflight) : (inflight || (!failed && off < len))) {
 		asp_sftp_reply r;
 		while (!closed && !failed && off < len && inflight < MAX_INFLIGHT) {
 			size_t n = len - off < IO_CHUNK ? len - off : IO_CHUNK;
 			asp__sftp_begin(c, SSH_FXP_WRITE);
 			asp__sftp_str(c, h, hl);
-			asp__sftp_u64(c, off);
+			asp__sftp_u64(c, at + off);
 			asp__sftp_str(c, (const unsigned char *)data + off, n);
 			kind[inflight] = WRITE;
 			if ((rc = asp__sftp_end(c, 0, &ids[inflight++], err)))
@@ -907,7 +923,7 @@ static int write_and_close(asp_conn *c, const unsigned char *h, size_t hl, const
 			if (asp__sftp_flush(c, err))
 				return ASP_ECONNLOST;
 		}
-		if (!closed && (failed || off >= len)) {
+		if (finish && !closed && (failed || off >= len)) {
 			if (written && !failed) {
 				/* The file's mtime after the last WRITE: the server's clock, for the sweep. */
 				asp__sftp_begin(c, SSH_FXP_FSTAT);
@@ -986,7 +1002,7 @@ static int write_in_place(asp_conn *c, const char *path, const void *data, size_
 			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", SHOW(path));
 		return rc == ASP_EIO ? ASP_EISDIR : rc;
 	}
-	return write_and_close(c, h, hl, data, len, o->mode != 0, o->mode, path, NULL, err);
+	return write_range(c, h, hl, data, 0, len, 1, o->mode != 0, o->mode, path, NULL, err);
 }
 
 static int rename_over(asp_conn *c, const char *from, const char *to, int target_exists,
@@ -1025,8 +1041,14 @@ static int remove_temp(asp_conn *c, const char *path)
 	return asp__sftp_reply(c, &r, id, NULL);
 }
 
+/*
+ * fill (may be NULL) writes the data into the open temp file instead of this
+ * connection alone (bulk.c spreads it over several connections); the
+ * FSETSTAT, CLOSE and rename stay here.
+ */
 static int write_atomic(asp_conn *c, const char *path, const void *data, size_t len,
-			const asp_write_options *o, char **orphan, asp_sweep *sw, int depth, asp_error *err)
+			const asp_write_options *o, char **orphan, asp_sweep *sw,
+			const asp_fs_fill *fill, int depth, asp_error *err)
 {
 	unsigned char h[256];
 	size_t hl;
@@ -1061,7 +1083,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 
 			again.mkdirs = 0;
 			asp__free(tmp);
-			return write_atomic(c, path, data, len, &again, orphan, sw, depth, err);
+			return write_atomic(c, path, data, len, &again, orphan, sw, fill, depth, err);
 		}
 	}
 	if (rc == ASP_ENOENT)
@@ -1096,15 +1118,18 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 			rc = asp__error(err, ASP_ENOMEM, "out of memory");
 			goto out;
 		}
-		rc = write_atomic(c, real, data, len, o, orphan, sw, depth + 1, err);
+		rc = write_atomic(c, real, data, len, o, orphan, sw, fill, depth + 1, err);
 		asp__free(real);
 		goto out;
 	}
 	/* From here a lost connection may leave the temp file behind. */
 	memset(&written, 0, sizeof(written));
-	rc = write_and_close(c, h, hl, data, len, o->mode || found, o->mode ? o->mode : a.perm, tmp,
-			     &written, err);
-	handle = 0;
+	rc = fill ? fill->fn(fill->ctx, c, h, hl, tmp, err) : 0;
+	if (rc == 0) {
+		rc = write_range(c, h, hl, data, 0, fill ? 0 : len, 1, o->mode || found,
+				 o->mode ? o->mode : a.perm, tmp, &written, err);
+		handle = 0;
+	}
 	if (rc == 0) {
 		opened = 0;
 		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
@@ -1146,7 +1171,7 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 	}
 	if (o->in_place)
 		return write_in_place(c, path, data, len, o, err);
-	return write_atomic(c, path, data, len, o, orphan, sw, 0, err);
+	return write_atomic(c, path, data, len, o, orphan, sw, NULL, 0, err);
 }
 
 int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
@@ -1384,4 +1409,167 @@ void asp__fs_list_free(asp_list_entry *e, size_t count)
 	for (i = 0; e && i < count; i++)
 		asp__free(e[i].name);
 	asp__free(e);
+}
+
+/* ------------------------------------------------------------ ranges, for bulk.c */
+
+/* bulk.c calls these only on a connection whose file calls go over SFTP. */
+static int sftp_only(asp_conn *c, asp_error *err)
+{
+	int rc = asp__files_transport(c, err);
+
+	if (rc < 0 || rc == ASP_FILES_SFTP)
+		return rc < 0 ? rc : 0;
+	return asp__error(err, ASP_ERROR, "internal error: a ranged SFTP call on a connection that "
+			  "uses shell commands for files");
+}
+
+int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *hl,
+		      asp_stat_info *st, int *sized, asp_error *err)
+{
+	asp_sftp_attrs a;
+	uint32_t id_open, id_stat;
+	int rc, found = 0;
+
+	*sized = 0;
+	if ((rc = sftp_only(c, err)))
+		return rc;
+	/* OPEN and STAT together: the size costs no round trip. */
+	asp__sftp_begin(c, SSH_FXP_OPEN);
+	asp__sftp_cstr(c, path);
+	asp__sftp_u32(c, SSH_FXF_READ);
+	asp__sftp_attrs(c, 0, 0);
+	if ((rc = asp__sftp_end(c, 0, &id_open, err)))
+		return rc;
+	if ((rc = send_path(c, SSH_FXP_STAT, path, 0, &id_stat, err)) ||
+	    (rc = get_handle(c, id_open, h, hl, "open", path, ASP_EIO, err))) {
+		asp__sftp_drain(c, NULL);
+		return rc;
+	}
+	if ((rc = get_attrs(c, id_stat, &a, &found, "read", path, err))) {
+		asp__fs_close_handle(c, h, *hl);
+		return rc;
+	}
+	if (found) {
+		to_stat(&a, st);
+		*sized = (a.flags & SSH_FILEXFER_ATTR_SIZE) != 0;
+	}
+	return 0;
+}
+
+int asp__fs_read_handle(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+			uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err)
+{
+	return read_loop(c, h, hl, path, offset, limit, cap, out, err);
+}
+
+int asp__fs_open_handle(asp_conn *c, const char *path, int write, unsigned char *h, size_t *hl,
+			asp_error *err)
+{
+	uint32_t id;
+	int rc;
+
+	if ((rc = sftp_only(c, err)))
+		return rc;
+	asp__sftp_begin(c, SSH_FXP_OPEN);
+	asp__sftp_cstr(c, path);
+	asp__sftp_u32(c, write ? SSH_FXF_WRITE : SSH_FXF_READ);
+	asp__sftp_attrs(c, 0, 0);
+	if ((rc = asp__sftp_end(c, 0, &id, err)))
+		return rc;
+	return get_handle(c, id, h, hl, write ? "write" : "read", path, ASP_EIO, err);
+}
+
+void asp__fs_close_handle(asp_conn *c, const unsigned char *h, size_t hl)
+{
+	if (asp__conn_dead(c))
+		return;
+	close_later(c, h, hl, NULL);
+	asp__sftp_flush(c, NULL);
+}
+
+int asp__fs_read_into(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+		      uint64_t at, size_t len, unsigned char *dst, asp_error *err)
+{
+	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
+	uint64_t offs[MAX_INFLIGHT], next = at, end = at + len;
+	size_t inflight = 0;
+	int rc = 0;
+
+	while ((!rc && next < end) || inflight) {
+		asp_sftp_reply r;
+		const unsigned char *d;
+		size_t dl;
+		uint64_t o;
+		uint32_t want;
+		int r2;
+
+		while (!rc && next < end && inflight < MAX_INFLIGHT) {
+			uint32_t n = end - next < IO_CHUNK ? (uint32_t)(end - next) : IO_CHUNK;
+			asp__sftp_begin(c, SSH_FXP_READ);
+			asp__sftp_str(c, h, hl);
+			asp__sftp_u64(c, next);
+			asp__sftp_u32(c, n);
+			if ((rc = asp__sftp_end(c, 0, &ids[inflight], err)))
+				break;
+			offs[inflight] = next;
+			lens[inflight++] = n;
+			next += n;
+		}
+		if (!inflight)
+			break;
+		if ((r2 = asp__sftp_reply(c, &r, ids[0], err)))
+			return r2; /* the connection is gone or out of step */
+		o = offs[0];
+		want = lens[0];
+		inflight--;
+		memmove(ids, ids + 1, inflight * sizeof(ids[0]));
+		memmove(lens, lens + 1, inflight * sizeof(lens[0]));
+		memmove(offs, offs + 1, inflight * sizeof(offs[0]));
+		if (rc)
+			continue; /* failed: collect what is in flight */
+		if (r.type == SSH_FXP_DATA) {
+			if (asp__sftp_get_str(&r.p, &r.len, &d, &dl) || dl > want || dl == 0) {
+				rc = asp__error(err, ASP_EPROTO, "read %s: malformed data reply", SHOW(path));
+				continue;
+			}
+			memcpy(dst + (o - at), d, dl);
+			if (dl < want) {
+				/* A short read (allowed anywhere): ask for the rest of that request again. */
+				asp__sftp_begin(c, SSH_FXP_READ);
+				asp__sftp_str(c, h, hl);
+				asp__sftp_u64(c, o + dl);
+				asp__sftp_u32(c, want - (uint32_t)dl);
+				if ((rc = asp__sftp_end(c, 0, &ids[inflight], err)))
+					continue;
+				offs[inflight] = o + dl;
+				lens[inflight++] = want - (uint32_t)dl;
+			}
+			continue;
+		}
+		if (asp__sftp_status(&r) == SSH_FX_EOF)
+			rc = asp__error(err, ASP_EIO, "read %s: the file became shorter while it was read "
+					"(it ends at or before offset %llu, short of its size when the read "
+					"began); read it again", SHOW(path), (unsigned long long)o);
+		else
+			rc = asp__sftp_fail(&r, ASP_EIO, err, "read", path);
+	}
+	return rc;
+}
+
+int asp__fs_write_at(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+		     const void *data, uint64_t at, size_t len, asp_error *err)
+{
+	return write_range(c, h, hl, data, at, len, 0, 0, 0, path, NULL, err);
+}
+
+int asp__fs_write_filled(asp_conn *c, const char *path, const void *data, size_t len,
+			 const asp_write_options *o, char **orphan, asp_sweep *sw,
+			 const asp_fs_fill *fill, asp_error *err)
+{
+	int rc;
+
+	if ((rc = sftp_only(c, err)))
+		return rc;
+	return write_atomic(c, path, data, len, o, orphan, sw, fill, 0, err);
 }

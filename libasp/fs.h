@@ -96,4 +96,52 @@ int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, si
 			asp_list_entry **v, size_t *n, size_t *cap, asp_error *err);
 void asp__fs_list_free(asp_list_entry *e, size_t count);
 
+/* ------------------------------------------------------------ ranges, for bulk.c */
+
+/*
+ * Open path for reading and STAT it in the same round trip. *sized = 1 when
+ * st holds the size (the path exists and the server said its size). On
+ * success the handle (h: 256 bytes) is open: hand it to asp__fs_read_handle
+ * or close it with asp__fs_close_handle.
+ */
+int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *hl,
+		      asp_stat_info *st, int *sized, asp_error *err);
+/* asp__fs_read on a handle from asp__fs_open_read; closes the handle. */
+int asp__fs_read_handle(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+			uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err);
+/* Open an existing file for reading (write = 0) or for writing without truncating it. */
+int asp__fs_open_handle(asp_conn *c, const char *path, int write, unsigned char *h, size_t *hl,
+			asp_error *err);
+/* CLOSE a handle; its reply is dropped later. Nothing on a dead connection. */
+void asp__fs_close_handle(asp_conn *c, const unsigned char *h, size_t hl);
+/*
+ * Read exactly [at, at + len) into dst (pipelined; short reads are asked
+ * again). The end of the file before at + len is ASP_EIO: the file became
+ * shorter than the size the caller saw.
+ */
+int asp__fs_read_into(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+		      uint64_t at, size_t len, unsigned char *dst, asp_error *err);
+/* WRITE data at file offset at (pipelined) and wait for every reply; the first failure. */
+int asp__fs_write_at(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
+		     const void *data, uint64_t at, size_t len, asp_error *err);
+
+/*
+ * Who writes an atomic write's data: fn gets the temp file's open handle on
+ * c and its path, and returns once every byte is written (on c or on other
+ * connections, at their offsets), or with the first failure.
+ */
+typedef struct asp_fs_fill {
+	int (*fn)(void *ctx, asp_conn *c, const unsigned char *h, size_t hl, const char *tmp,
+		  asp_error *err);
+	void *ctx;
+} asp_fs_fill;
+
+/*
+ * An atomic write (asp__fs_write without in_place) whose data fill writes;
+ * the temp file, mode, rename, cleanup and orphan rules are asp__fs_write's.
+ */
+int asp__fs_write_filled(asp_conn *c, const char *path, const void *data, size_t len,
+			 const asp_write_options *o, char **orphan, asp_sweep *sw,
+			 const asp_fs_fill *fill, asp_error *err);
+
 #endif

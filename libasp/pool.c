@@ -137,8 +137,9 @@ static void close_unlocked(asp_pool *p, asp_conn *c)
 	pthread_mutex_lock(&p->mu);
 }
 
-int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
-		  uint64_t deadline, asp_error *err)
+/* asp__pool_get; without `wait`, 1 instead of waiting when all connections are in use. */
+static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cancel *cancel,
+	       uint64_t deadline, asp_error *err)
 {
 	asp_conn *c = NULL;
 	int rc;
@@ -171,6 +172,10 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 			c = NULL;
 			continue;
 		}
+		if (!wait) {
+			pthread_mutex_unlock(&p->mu);
+			return 1;
+		}
 		if (deadline && asp__now_ms() >= deadline) {
 			pthread_mutex_unlock(&p->mu);
 			return asp__error(err, ASP_ETIMEOUT, "the call's deadline passed while it waited "
@@ -197,6 +202,18 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 	}
 	*out = c;
 	return 0;
+}
+
+int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
+		  uint64_t deadline, asp_error *err)
+{
+	return get(p, out, fresh, 1, cancel, deadline, err);
+}
+
+int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uint64_t deadline,
+		      asp_error *err)
+{
+	return get(p, out, 0, 0, cancel, deadline, err);
 }
 
 void asp__pool_put(asp_pool *p, asp_conn *c)

@@ -21,6 +21,13 @@ int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int ma
 int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
 		  uint64_t deadline, asp_error *err);
 
+/*
+ * asp__pool_get without waiting: an idle connection, else a new one when
+ * under the cap, else 1 (all in use; nothing done).
+ */
+int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uint64_t deadline,
+		      asp_error *err);
+
 /* Return a connection; a dead one is closed and its slot freed. */
 void asp__pool_put(asp_pool *p, asp_conn *c);
 

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "bulk.h"
 #include "common.h"
 #include "config.h"
 #include "conn.h"
@@ -18,6 +19,7 @@
 #include "identity.h"
 #include "pool.h"
 #include "quote.h"
+#include "sftp.h"
 
 #define MAX_ORPHANS 64
 #define ASP_PATH_BYTES_MAX 32768u
@@ -30,6 +32,7 @@ struct asp_sandbox {
 	char *known_hosts;
 	asp_conn_params params;
 	asp_pool *pool;
+	unsigned int max_connections;
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
 	uint64_t max_read_bytes;     /* caps on what crosses from the sandbox (asp_open_options) */
 	size_t max_output;
@@ -179,7 +182,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((rc = asp__pool_new(&sb->pool, &sb->params, o.max_connections ? o.max_connections : 4,
+	sb->max_connections = o.max_connections ? o.max_connections : 4;
+	if ((rc = asp__pool_new(&sb->pool, &sb->params, sb->max_connections,
 				o.idle_close_s ? o.idle_close_s : 300, err)))
 		goto fail;
 	if (!(o.flags & ASP_OPEN_LAZY)) {
@@ -416,6 +420,8 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		rc = op(c, ctx, &started, err);
 		asp__conn_end_op(c);
 		dead = asp__conn_dead(c);
+		if (!dead)
+			asp__sftp_idle(c); /* an idle connection holds no transfer buffers */
 		asp__pool_put(sb->pool, c);
 		if (!rc || !dead || (started && !idempotent))
 			break;
@@ -430,7 +436,20 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 
 /* ------------------------------------------------------------ read */
 
+/* What a large read or write may spread over more connections with (bulk.c). */
+static asp_bulk_call bulk_call(asp_sandbox *sb, const call *cl)
+{
+	asp_bulk_call bc;
+
+	bc.pool = sb->pool;
+	bc.max_conns = sb->max_connections;
+	bc.cancel = cl->cancel;
+	bc.deadline = cl->deadline;
+	return bc;
+}
+
 typedef struct read_ctx {
+	asp_bulk_call bc;
 	const char *path;
 	uint64_t offset, limit, cap;
 	asp_buf out;
@@ -442,7 +461,7 @@ static int do_read(asp_conn *c, void *ctx, int *started, asp_error *err)
 
 	x->out.len = 0;
 	*started = 1;
-	return asp__fs_read(c, x->path, x->offset, x->limit, x->cap, &x->out, err);
+	return asp__bulk_read(c, &x->bc, x->path, x->offset, x->limit, x->cap, &x->out, err);
 }
 
 int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *path,
@@ -461,6 +480,7 @@ int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *
 	x.offset = offset;
 	x.limit = limit;
 	x.cap = sb->max_read_bytes;
+	x.bc = bulk_call(sb, &cl);
 	rc = with_conn(sb, &cl, do_read, &x, 1, err);
 	if (!rc && !(*out = asp__buf_detach(&x.out, out_len)))
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
@@ -472,6 +492,7 @@ int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *
 /* ------------------------------------------------------------ write */
 
 typedef struct write_ctx {
+	asp_bulk_call bc;
 	asp_sandbox *sb;
 	const char *path;
 	const void *data;
@@ -486,7 +507,7 @@ static int do_write(asp_conn *c, void *ctx, int *started, asp_error *err)
 	int rc;
 
 	*started = 1;
-	rc = asp__fs_write(c, x->path, x->data, x->len, x->o, &orphan, x->sb->sweep, err);
+	rc = asp__bulk_write(c, &x->bc, x->path, x->data, x->len, x->o, &orphan, x->sb->sweep, err);
 	if (orphan)
 		add_orphan(x->sb, orphan);
 	return rc;
@@ -518,6 +539,7 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	x.len = len;
 	x.o = &o;
 	cl = call_start(sb, o.cancel, o.timeout_ms);
+	x.bc = bulk_call(sb, &cl);
 	/* An atomic write is safe to repeat: the target only changes at the final rename. */
 	rc = with_conn(sb, &cl, do_write, &x, !o.in_place, err);
 	asp__free(abs);

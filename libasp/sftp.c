@@ -166,8 +166,11 @@ static int read_some(asp_conn *c, asp_error *err)
 		s->in.len -= s->in_off;
 		s->in_off = 0;
 	}
-	if (asp__buf_grow(&s->in, 65536))
+	if (asp__buf_grow(&s->in, 65536)) {
+		/* Replies are due that cannot be read: the stream is out of step from here. */
+		c->dead = 1;
 		return asp__error(err, ASP_ENOMEM, "out of memory reading an SFTP reply");
+	}
 	n = libssh2_channel_read(s->chan, (char *)s->in.data + s->in.len, s->in.cap - s->in.len - 1);
 	if (n == LIBSSH2_ERROR_EAGAIN)
 		return 1;
@@ -558,6 +561,25 @@ int asp__files_transport(asp_conn *c, asp_error *err)
 int asp__sftp_has_posix_rename(const asp_conn *c)
 {
 	return c->sftp.posix_rename;
+}
+
+void asp__sftp_idle(asp_conn *c)
+{
+	asp_sftp_state *s = &c->sftp;
+
+	if (s->in_front) {
+		consume(s, s->in_front);
+		s->in_front = 0;
+	}
+	/* Replies still to come (a CLOSE's) are read into a fresh buffer later. */
+	if (s->in_off == s->in.len) {
+		asp__buf_free(&s->in);
+		s->in_off = 0;
+	}
+	if (s->out_off == s->out.len) {
+		asp__buf_free(&s->out);
+		s->out_off = s->out_mark = 0;
+	}
 }
 
 void asp__sftp_free_state(asp_conn *c)

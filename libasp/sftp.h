@@ -70,6 +70,13 @@ int asp__files_transport(asp_conn *c, asp_error *err);
  */
 void asp__sftp_free_state(asp_conn *c);
 
+/*
+ * Between calls: give back the engine's buffers (they grow to megabytes
+ * during a bulk transfer) unless bytes are still held in them. Replies
+ * still due (a CLOSE's) are read into a new buffer by the next call.
+ */
+void asp__sftp_idle(asp_conn *c);
+
 /* Does the server offer posix-rename@openssh.com? (after asp__files_transport said SFTP) */
 int asp__sftp_has_posix_rename(const asp_conn *c);
 

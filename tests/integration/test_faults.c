@@ -625,8 +625,19 @@ START_TEST(test_cut_mid_atomic_write)
 	int rc, temps;
 
 	env_start(NULL);
-	rc = env_open(&E.sb, 10000, 15, 5000, 0, &err);
-	ASSERT_OK(rc, err, "env_open");
+	{
+		/* One connection: the cut takes the write's own, which leaves its temp file
+		 * behind (test_bulk.c cuts a write spread over several connections). */
+		asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+
+		o.config_path = E.cfg;
+		o.io_timeout_ms = 10000;
+		o.keepalive_s = 15;
+		o.connect_timeout_ms = 5000;
+		o.max_connections = 1;
+		rc = asp_open(&E.sb, &o, &err);
+	}
+	ASSERT_OK(rc, err, "asp_open");
 	snprintf(path, sizeof(path), "%s/big.bin", E.fx.workspace);
 	memset(&w, 0, sizeof(w));
 	w.path = path;

@@ -1,0 +1,854 @@
+/*
+ * test_bulk.c - large reads and atomic writes spread over several pooled
+ * connections (libasp/bulk.c), against a real sshd:
+ *   - 64 MiB+ of random bytes round-trip both ways (SHA-256 of the local
+ *     file and of what asp_read returns), over more than one connection,
+ *     and over exactly one with max_connections = 1;
+ *   - sizes around the parallel threshold and the part boundaries, reads
+ *     at an offset and with a limit, the read cap;
+ *   - atomicity: local readers race a 64 MiB write and only ever see the
+ *     old or the new content;
+ *   - sshd SIGKILLed mid-write (no partial target, the temp file is removed
+ *     by the next call once the server is back) and mid-read;
+ *   - cancel mid-write and mid-read;
+ *   - a file that grows while read (its size at the start is returned) or
+ *     shrinks (ASP_EIO).
+ * "Mid-transfer" is seen, not timed: a watcher thread triggers the fault
+ * when the temp file holds 8 MiB of written blocks, or when the fixture's
+ * sftp-server processes have read 4 MiB of the file (/proc/PID/io).
+ */
+#include <check.h>
+#include <ctype.h>
+#include <malloc.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "asp.h"
+#include "fixture/fixture.h"
+#include "fixture/proxy.h"
+#include "helpers.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+/* ASan's allocator replaces malloc's bookkeeping; its runtime says what is in use. */
+size_t __sanitizer_get_current_allocated_bytes(void);
+static size_t heap_in_use(void)
+{
+	return __sanitizer_get_current_allocated_bytes();
+}
+#else
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 m = mallinfo2();
+
+	return m.uordblks + m.hblkhd;
+}
+#endif
+
+#define MiB (1024u * 1024u)
+
+static fx_sshd fx;
+
+static void setup(void)
+{
+	memset(&fx, 0, sizeof(fx));
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+}
+
+static void teardown(void)
+{
+	fx_sshd_stop(&fx);
+}
+
+static asp_sandbox *open_bulk(unsigned int max_conns, uint64_t max_read)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_error e = { 0 };
+	asp_sandbox *sb = NULL;
+	int rc;
+
+	o.config_path = fx.config;
+	o.max_connections = max_conns;
+	o.max_read_bytes = max_read;
+	o.connect_timeout_ms = 5000;
+	o.io_timeout_ms = 5000;
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open: %s: %s", asp_error_name(rc), e.message);
+	return sb;
+}
+
+static const char *wpath(const char *rel)
+{
+	return ws_path(fx.workspace, rel);
+}
+
+/* Write len bytes to the workspace file rel, locally, owned by the login user's workspace. */
+static void local_put(const char *rel, const void *data, size_t len)
+{
+	FILE *f = fopen(wpath(rel), "wb");
+
+	ck_assert_msg(f != NULL, "%s: %s", wpath(rel), strerror(errno));
+	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void local_sha(const char *rel, char out[65], size_t *len)
+{
+	size_t n = 0;
+	char *text = fx_read_file(wpath(rel), &n);
+
+	ck_assert_msg(text != NULL, "%s is missing", wpath(rel));
+	sha256_hex(text, n, out);
+	if (len)
+		*len = n;
+	free(text);
+}
+
+/* How many connections sshd accepted so far (its log, LogLevel VERBOSE). */
+static int accepted(void)
+{
+	size_t n = 0;
+	char *log = fx_read_file(fx.log, &n), *p;
+	int count = 0;
+
+	ck_assert_msg(log != NULL, "cannot read %s", fx.log);
+	for (p = log; (p = strstr(p, "Accepted publickey")) != NULL; p++)
+		count++;
+	free(log);
+	return count;
+}
+
+/* Temp files of an atomic write of `name` in the workspace; the written bytes of the first in *blocks. */
+static int temps(const char *name, uint64_t *blocks)
+{
+	char prefix[256], path[600];
+	DIR *d = opendir(fx.workspace);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_msg(d != NULL, "opendir %s: %s", fx.workspace, strerror(errno));
+	snprintf(prefix, sizeof(prefix), ".%s.asp-", name);
+	while ((e = readdir(d)) != NULL) {
+		struct stat st;
+		if (strncmp(e->d_name, prefix, strlen(prefix)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", fx.workspace, e->d_name);
+		if (stat(path, &st) == 0 && n++ == 0 && blocks)
+			*blocks = (uint64_t)st.st_blocks * 512;
+	}
+	closedir(d);
+	return n;
+}
+
+/* Is pid `top` or a descendant of it? */
+static int under(pid_t pid, pid_t top)
+{
+	for (int depth = 0; depth < 10 && pid > 1; depth++) {
+		char path[64], *stat, *paren;
+		int ppid = 0;
+		if (pid == top)
+			return 1;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		if (!(stat = fx_read_file(path, NULL)))
+			return 0;
+		paren = strrchr(stat, ')');
+		if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1)
+			ppid = 0;
+		free(stat);
+		pid = ppid;
+	}
+	return 0;
+}
+
+/* Bytes the fixture's sftp-server processes have read so far (their /proc/PID/io rchar). */
+static uint64_t server_read_bytes(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	uint64_t sum = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], *text, *rc;
+		size_t n = 0;
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(text = fx_read_file(path, &n)))
+			continue;
+		if (!memmem(text, n, "sftp-server", 11) || !under(atoi(e->d_name), fx.pid)) {
+			free(text);
+			continue;
+		}
+		free(text);
+		snprintf(path, sizeof(path), "/proc/%s/io", e->d_name);
+		if ((text = fx_read_file(path, NULL)) != NULL) {
+			if ((rc = strstr(text, "rchar:")) != NULL)
+				sum += strtoull(rc + 6, NULL, 10);
+			free(text);
+		}
+	}
+	closedir(d);
+	return sum;
+}
+
+/* ------------------------------------------------------------ the watcher */
+
+enum { AT_TEMP_BLOCKS, AT_SERVER_READ };
+enum { DO_KILL, DO_KILL_NEWEST, DO_CANCEL, DO_SHRINK, DO_GROW };
+
+/* The sshd process of the connection made last (the listener's newest child), or 0. */
+static pid_t newest_connection(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	unsigned long long best = 0;
+	pid_t pid = 0;
+
+	if (!d)
+		return 0;
+	while ((e = readdir(d)) != NULL) {
+		char path[300], *stat, *paren;
+		int ppid = 0;
+		unsigned long long start = 0;
+		if (!isdigit((unsigned char)e->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		if (!(stat = fx_read_file(path, NULL)))
+			continue;
+		paren = strrchr(stat, ')');
+		/* state ppid, then 17 fields up to starttime (field 22) */
+		if (paren && sscanf(paren + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+				    "%*d %*d %*d %*d %llu", &ppid, &start) == 2 &&
+		    ppid == fx.pid && start >= best) {
+			best = start;
+			pid = atoi(e->d_name);
+		}
+		free(stat);
+	}
+	closedir(d);
+	return pid;
+}
+
+typedef struct watcher {
+	int when, what;
+	const char *name;     /* AT_TEMP_BLOCKS: the target's name; DO_*: the file to change */
+	uint64_t at;          /* bytes */
+	asp_cancel *cancel;
+	atomic_int stop;
+	int done;             /* the action was taken (a kill: sshd was alive and is gone) */
+	uint64_t seen;        /* bytes seen when it acted */
+} watcher;
+
+/* SIGKILL a connection's sshd process and every process under it (its session, its sftp-server). */
+static int kill_connection(pid_t top)
+{
+	pid_t pids[64];
+	int n = 0, ok = 1;
+	DIR *d;
+	struct dirent *e;
+
+	if (top <= 0 || !pid_alive(top) || !(d = opendir("/proc")))
+		return 0;
+	while ((e = readdir(d)) != NULL && n < 64)
+		if (isdigit((unsigned char)e->d_name[0]) && under(atoi(e->d_name), top))
+			pids[n++] = atoi(e->d_name);
+	closedir(d);
+	for (int i = 0; i < n; i++)
+		kill(pids[i], SIGKILL);
+	for (int i = 0; i < n; i++)
+		ok &= wait_gone(pids[i], 10000);
+	return ok && n >= 2;
+}
+
+static void *watch(void *arg)
+{
+	watcher *w = arg;
+	long long deadline = fx_now_ms() + 60000;
+
+	while (!atomic_load(&w->stop) && fx_now_ms() < deadline) {
+		uint64_t got = 0;
+		if (w->when == AT_TEMP_BLOCKS)
+			temps(w->name, &got);
+		else
+			got = server_read_bytes();
+		if (got >= w->at) {
+			w->seen = got;
+			if (w->what == DO_KILL) {
+				pid_t pid = fx.pid;
+				w->done = pid_alive(pid) && fx_sshd_kill9(&fx) == 0 && !pid_alive(pid);
+			} else if (w->what == DO_KILL_NEWEST) {
+				w->done = kill_connection(newest_connection());
+			} else if (w->what == DO_CANCEL) {
+				asp_cancel_trigger(w->cancel);
+				w->done = 1;
+			} else if (w->what == DO_SHRINK) {
+				w->done = truncate(wpath(w->name), 0) == 0;
+			} else {
+				FILE *f = fopen(wpath(w->name), "ab");
+				w->done = f && fwrite("more", 1, 4, f) == 4 && fclose(f) == 0;
+			}
+			return NULL;
+		}
+		fx_sleep_ms(1);
+	}
+	return NULL;
+}
+
+static void watch_start(pthread_t *th, watcher *w)
+{
+	atomic_init(&w->stop, 0);
+	ck_assert_int_eq(pthread_create(th, NULL, watch, w), 0);
+}
+
+static void watch_end(pthread_t th, watcher *w)
+{
+	atomic_store(&w->stop, 1);
+	pthread_join(th, NULL);
+}
+
+/* ------------------------------------------------------------ round trips */
+
+static void roundtrip(asp_sandbox *sb, const char *rel, size_t len, uint64_t seed)
+{
+	unsigned char *data = random_bytes(len, seed), *got = NULL;
+	char want[65], sha[65];
+	asp_error err = { 0 };
+	size_t glen = 0, llen = 0;
+	int rc;
+
+	sha256_hex(data, len, want);
+	rc = asp_write(sb, rel, data, len, NULL, &err);
+	ASSERT_OK(rc, err, rel);
+	local_sha(rel, sha, &llen);
+	ck_assert_msg(llen == len && !strcmp(sha, want), "%s: %zu bytes written, the file holds %zu "
+		      "with another SHA-256", rel, len, llen);
+	ck_assert_int_eq(temps(strrchr(wpath(rel), '/') + 1, NULL), 0);
+
+	/* The other way: a different file made locally, read through libasp. */
+	free(data);
+	data = random_bytes(len, seed + 1000);
+	sha256_hex(data, len, want);
+	local_put(rel, data, len);
+	rc = asp_read(&got, &glen, sb, rel, 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, rel);
+	ck_assert_uint_eq(glen, len);
+	ck_assert_int_eq(got[glen], '\0');
+	sha256_hex(got, glen, sha);
+	ck_assert_msg(!strcmp(sha, want), "%s: read %zu bytes with another SHA-256", rel, glen);
+	asp_free(got);
+	free(data);
+}
+
+START_TEST(test_bulk_sha256_both_ways)
+{
+	int before = accepted(), after;
+	asp_sandbox *sb = open_bulk(0, 0);
+
+	roundtrip(sb, "big.bin", 64 * MiB + 4097, 1);
+	after = accepted();
+	fprintf(stderr, "bulk: 64 MiB both ways, default pool: %d connections\n", after - before);
+	ck_assert_msg(after - before >= 2, "the transfers used %d connection(s); expected them spread "
+		      "over more than one", after - before);
+	asp_close(sb);
+
+	/* With one connection allowed, exactly one is used, and the bytes are the same. */
+	before = accepted();
+	sb = open_bulk(1, 0);
+	roundtrip(sb, "one.bin", 64 * MiB + 4097, 2);
+	ck_assert_int_eq(accepted() - before, 1);
+	asp_close(sb);
+}
+END_TEST
+
+/* With file calls over shell commands (file_transport exec), nothing is spread over SFTP. */
+START_TEST(test_bulk_not_with_exec_transport)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	unsigned char *data = random_bytes(64 * MiB, 12), *got = NULL;
+	asp_sandbox *sb = NULL;
+	asp_error err = { 0 };
+	size_t glen = 0;
+	int before = accepted(), rc;
+
+	local_put("x.bin", data, 64 * MiB);
+	o.config_path = fx.config;
+	o.file_transport = ASP_FILES_EXEC;
+	rc = asp_open(&sb, &o, &err);
+	ASSERT_OK(rc, err, "asp_open");
+	rc = asp_read(&got, &glen, sb, "x.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "asp_read");
+	assert_bytes("x.bin", got, glen, data, 64 * MiB);
+	ck_assert_int_eq(accepted() - before, 1);
+	asp_free(got);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+START_TEST(test_bulk_part_boundaries)
+{
+	/* The parallel threshold is 32 MiB; parts are 4 MiB or more, on 64 KiB boundaries. */
+	static const size_t sizes[] = { 32 * MiB - 1, 32 * MiB, 32 * MiB + 1, 36 * MiB - 1, 36 * MiB + 1,
+					40 * MiB + 65537, 70 * MiB + 12345 };
+	asp_sandbox *sb = open_bulk(4, 0);
+	unsigned char *data, *got;
+	asp_error err = { 0 };
+	size_t glen, i;
+	int rc;
+
+	for (i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		char rel[64];
+		snprintf(rel, sizeof(rel), "b%zu.bin", i);
+		roundtrip(sb, rel, sizes[i], 10 + i);
+	}
+	/* Ranges of the last one (its local content is seed 1016's). */
+	data = random_bytes(70 * MiB + 12345, 1016);
+	rc = asp_read(&got, &glen, sb, "b6.bin", 3 * MiB + 5, 41 * MiB, NULL, &err);
+	ASSERT_OK(rc, err, "offset and limit");
+	assert_bytes("b6.bin [3 MiB + 5, +41 MiB)", got, glen, data + 3 * MiB + 5, 41 * MiB);
+	asp_free(got);
+	rc = asp_read(&got, &glen, sb, "b6.bin", 20 * MiB + 1, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "offset to the end");
+	assert_bytes("b6.bin [20 MiB + 1, end)", got, glen, data + 20 * MiB + 1, 50 * MiB + 12344);
+	asp_free(got);
+	asp_close(sb);
+
+	/* The cap: more than max_read_bytes is ASP_ELIMIT, a limit within it is read. */
+	sb = open_bulk(4, 40 * MiB);
+	rc = asp_read(&got, &glen, sb, "b6.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_ERR(rc, err, ASP_ELIMIT, "b6.bin");
+	rc = asp_read(&got, &glen, sb, "b6.bin", 1, 40 * MiB, NULL, &err);
+	ASSERT_OK(rc, err, "a read of the cap's size");
+	assert_bytes("b6.bin [1, 40 MiB + 1)", got, glen, data + 1, 40 * MiB);
+	asp_free(got);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+/* ------------------------------------------------------------ atomicity */
+
+typedef struct reader {
+	char old_sha[65], new_sha[65];
+	size_t old_len, new_len;
+	atomic_int stop;
+	int saw_old, saw_new, torn;
+	char torn_what[128];
+} reader;
+
+static void *read_loop(void *arg)
+{
+	reader *r = arg;
+
+	while (!atomic_load(&r->stop) && !r->torn) {
+		size_t n = 0;
+		char *text = fx_read_file(wpath("atomic.bin"), &n), sha[65];
+		if (!text) {
+			r->torn = 1;
+			snprintf(r->torn_what, sizeof(r->torn_what), "the target was missing");
+			break;
+		}
+		if (n == r->old_len || n == r->new_len) {
+			sha256_hex(text, n, sha);
+			if (n == r->old_len && !strcmp(sha, r->old_sha))
+				r->saw_old++;
+			else if (n == r->new_len && !strcmp(sha, r->new_sha))
+				r->saw_new++;
+			else
+				r->torn = 1;
+		} else {
+			r->torn = 1;
+		}
+		if (r->torn)
+			snprintf(r->torn_what, sizeof(r->torn_what), "%zu bytes, neither the old nor the new "
+				 "content", n);
+		free(text);
+	}
+	return NULL;
+}
+
+START_TEST(test_bulk_readers_never_see_a_partial_file)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	unsigned char *old = random_bytes(MiB, 3), *big = random_bytes(64 * MiB, 4);
+	asp_error err = { 0 };
+	reader r;
+	pthread_t th[2];
+	uint64_t blocks = 0;
+	int rc, i;
+
+	memset(&r, 0, sizeof(r));
+	r.old_len = MiB;
+	r.new_len = 64 * MiB;
+	sha256_hex(old, MiB, r.old_sha);
+	sha256_hex(big, 64 * MiB, r.new_sha);
+	rc = asp_write(sb, "atomic.bin", old, MiB, NULL, &err);
+	ASSERT_OK(rc, err, "the old content");
+	atomic_init(&r.stop, 0);
+	for (i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, read_loop, &r), 0);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	atomic_store(&r.stop, 1);
+	for (i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	ASSERT_OK(rc, err, "the 64 MiB write");
+	fprintf(stderr, "bulk: readers saw the old content %d times, the new %d times\n", r.saw_old,
+		r.saw_new);
+	ck_assert_msg(!r.torn, "a reader saw a partial file: %s", r.torn_what);
+	ck_assert_msg(r.saw_old > 0, "no reader ran while the write was in progress");
+	ck_assert_int_eq(temps("atomic.bin", &blocks), 0);
+	asp_close(sb);
+	free(old);
+	free(big);
+}
+END_TEST
+
+/* ------------------------------------------------------------ faults */
+
+/* atomic.bin holds 1 MiB (its SHA in old_sha); returns the 64 MiB to write over it. */
+static unsigned char *old_and_new(asp_sandbox *sb, char old_sha[65])
+{
+	unsigned char *old = random_bytes(MiB, 5);
+	asp_error err = { 0 };
+	int rc;
+
+	sha256_hex(old, MiB, old_sha);
+	rc = asp_write(sb, "atomic.bin", old, MiB, NULL, &err);
+	ASSERT_OK(rc, err, "the old content");
+	free(old);
+	return random_bytes(64 * MiB, 6);
+}
+
+static void expect_old(const char *old_sha)
+{
+	char sha[65];
+
+	local_sha("atomic.bin", sha, NULL);
+	ck_assert_msg(!strcmp(sha, old_sha), "the target holds neither its old content nor the new");
+}
+
+START_TEST(test_bulk_sshd_killed_mid_write)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	asp_error err = { 0 };
+	asp_stat_info st;
+	char old_sha[65];
+	unsigned char *big = old_and_new(sb, old_sha);
+	watcher w = { AT_TEMP_BLOCKS, DO_KILL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	int rc;
+
+	watch_start(&th, &w);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	watch_end(th, &w);
+	fprintf(stderr, "bulk: sshd killed at %llu bytes of the temp file -> %s (%s)\n",
+		(unsigned long long)w.seen, asp_error_name(rc), err.message);
+	ck_assert_msg(w.done, "sshd was not killed mid-write (the write returned %s)", asp_error_name(rc));
+	ck_assert_int_ne(rc, ASP_OK);
+	expect_old(old_sha);
+	ck_assert_msg(temps("atomic.bin", NULL) >= 1, "the crash left no temp file to clean up");
+
+	/* Server back: the handle's next call removes the temp file. */
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+	rc = asp_stat(&st, sb, "atomic.bin", NULL, &err);
+	ASSERT_OK(rc, err, "asp_stat");
+	ck_assert_uint_eq(st.size, MiB);
+	ck_assert_int_eq(temps("atomic.bin", NULL), 0);
+	expect_old(old_sha);
+	asp_close(sb);
+	free(big);
+}
+END_TEST
+
+START_TEST(test_bulk_sshd_killed_mid_read)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	unsigned char *data = random_bytes(128 * MiB, 7), *got = NULL;
+	asp_error err = { 0 };
+	watcher w = { AT_SERVER_READ, DO_KILL, NULL, 4 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	size_t glen = 0;
+	int rc;
+
+	local_put("r.bin", data, 128 * MiB);
+	watch_start(&th, &w);
+	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
+	watch_end(th, &w);
+	fprintf(stderr, "bulk: sshd killed after the server read %llu bytes -> %s (%s)\n",
+		(unsigned long long)w.seen, asp_error_name(rc), err.message);
+	ck_assert_msg(w.done, "sshd was not killed mid-read (the read returned %s)", asp_error_name(rc));
+	ck_assert_msg(rc == ASP_ECONNLOST || rc == ASP_ECONNECT || rc == ASP_ETIMEOUT,
+		      "a read cut by a crash returned %s: %s", asp_error_name(rc), err.message);
+
+	/* The handle works again once the server is back, with the whole file. */
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "the read after the restart");
+	assert_bytes("r.bin", got, glen, data, 128 * MiB);
+	asp_free(got);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+START_TEST(test_bulk_cancel_mid_write)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
+	asp_error err = { 0 };
+	asp_stat_info st;
+	char old_sha[65];
+	unsigned char *big = old_and_new(sb, old_sha);
+	watcher w = { AT_TEMP_BLOCKS, DO_CANCEL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	int rc;
+
+	rc = asp_cancel_new(&w.cancel, &err);
+	ASSERT_OK(rc, err, "asp_cancel_new");
+	o.cancel = w.cancel;
+	watch_start(&th, &w);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, &o, &err);
+	watch_end(th, &w);
+	ck_assert_msg(w.done, "the write ended before the cancel (it returned %s)", asp_error_name(rc));
+	ASSERT_ERR(rc, err, ASP_ECANCELLED, NULL);
+	expect_old(old_sha);
+	/* The next call leaves no temp file behind. */
+	rc = asp_stat(&st, sb, "atomic.bin", NULL, &err);
+	ASSERT_OK(rc, err, "asp_stat");
+	ck_assert_int_eq(temps("atomic.bin", NULL), 0);
+	expect_old(old_sha);
+	asp_cancel_free(w.cancel);
+	asp_close(sb);
+	free(big);
+}
+END_TEST
+
+START_TEST(test_bulk_cancel_mid_read)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	asp_call_options o = ASP_CALL_OPTIONS_INIT;
+	unsigned char *data = random_bytes(128 * MiB, 8), *got = NULL;
+	asp_error err = { 0 };
+	watcher w = { AT_SERVER_READ, DO_CANCEL, NULL, 4 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	size_t glen = 0;
+	int rc;
+
+	local_put("r.bin", data, 128 * MiB);
+	rc = asp_cancel_new(&w.cancel, &err);
+	ASSERT_OK(rc, err, "asp_cancel_new");
+	o.cancel = w.cancel;
+	watch_start(&th, &w);
+	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, &o, &err);
+	watch_end(th, &w);
+	ck_assert_msg(w.done, "the read ended before the cancel (it returned %s)", asp_error_name(rc));
+	ASSERT_ERR(rc, err, ASP_ECANCELLED, NULL);
+	/* The handle still reads the whole file. */
+	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "the read after the cancel");
+	assert_bytes("r.bin", got, glen, data, 128 * MiB);
+	asp_free(got);
+	asp_cancel_free(w.cancel);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+/*
+ * One helper's connection dies mid-write (its sshd process is SIGKILLed: the
+ * listener's newest child; the caller's connection is the handle's first),
+ * the caller's lives: the write fails at once with that part's error, the
+ * caller removes the temp file, and the target keeps its old content.
+ */
+START_TEST(test_bulk_helper_killed_mid_write)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	asp_error err = { 0 };
+	char old_sha[65];
+	unsigned char *big = old_and_new(sb, old_sha);
+	watcher w = { AT_TEMP_BLOCKS, DO_KILL_NEWEST, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	int rc;
+
+	watch_start(&th, &w);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	watch_end(th, &w);
+	fprintf(stderr, "bulk: a helper's sshd killed at %llu bytes of the temp file -> %s (%s)\n",
+		(unsigned long long)w.seen, asp_error_name(rc), err.message);
+	ck_assert_msg(w.done, "no helper connection was killed mid-write (the write returned %s)",
+		      asp_error_name(rc));
+	ck_assert_int_ne(rc, ASP_OK);
+	expect_old(old_sha);
+	ck_assert_int_eq(temps("atomic.bin", NULL), 0);
+	/* The handle goes on: the same write now succeeds. */
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	ASSERT_OK(rc, err, "the write again");
+	asp_close(sb);
+	free(big);
+}
+END_TEST
+
+/*
+ * Every connection through a proxy is reset after 6 MiB from the client:
+ * a 64 MiB write spread over four connections loses each that takes a part
+ * (8 MiB or more: the helpers' and the caller's), and its retry's.
+ * The write fails, the target keeps its old content, and once the link is
+ * fine the handle's next call leaves no temp file behind.
+ */
+START_TEST(test_bulk_connection_cut_mid_write)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_error err = { 0 };
+	asp_stat_info st;
+	fx_proxy px;
+	fx_proxy_stats s0, s1;
+	char cfg[400], old_sha[65];
+	unsigned char *big;
+	int rc;
+
+	memset(&px, 0, sizeof(px));
+	px.ctl = -1;
+	ck_assert_int_eq(fx_proxy_start(&px, fx.port), 0);
+	snprintf(cfg, sizeof(cfg), "%s/proxy.asp.json", fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .port = px.port }), 0);
+	o.config_path = cfg;
+	o.io_timeout_ms = 5000;
+	o.connect_timeout_ms = 5000;
+	rc = asp_open(&sb, &o, &err);
+	ASSERT_OK(rc, err, "asp_open through the proxy");
+	big = old_and_new(sb, old_sha);
+	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_CUT_AFTER_BYTES, 6 * MiB), 0);
+	ck_assert_int_eq(fx_proxy_stats_get(&px, &s0), 0);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
+	ck_assert_int_eq(fx_proxy_stats_get(&px, &s1), 0);
+	fprintf(stderr, "bulk: 64 MiB write, every connection cut after 6 MiB -> %s after %llu cuts (%s)\n",
+		asp_error_name(rc), (unsigned long long)(s1.cut - s0.cut), err.message);
+	ck_assert_msg(s1.cut - s0.cut >= 1, "no connection was cut");
+	ck_assert_int_ne(rc, ASP_OK);
+	expect_old(old_sha);
+	ck_assert_int_eq(fx_proxy_set_mode(&px, FX_PROXY_PASS, 0), 0);
+	rc = asp_stat(&st, sb, "atomic.bin", NULL, &err);
+	ASSERT_OK(rc, err, "asp_stat");
+	ck_assert_int_eq(temps("atomic.bin", NULL), 0);
+	expect_old(old_sha);
+	asp_close(sb);
+	fx_proxy_stop(&px);
+	free(big);
+}
+END_TEST
+
+/* ------------------------------------------------------------ a file that changes size */
+
+START_TEST(test_bulk_file_grows_while_read)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	unsigned char *data = random_bytes(128 * MiB, 9), *got = NULL;
+	asp_error err = { 0 };
+	watcher w = { AT_SERVER_READ, DO_GROW, "r.bin", 4 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	size_t glen = 0;
+	int rc;
+
+	local_put("r.bin", data, 128 * MiB);
+	watch_start(&th, &w);
+	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
+	watch_end(th, &w);
+	ck_assert_msg(w.done, "the file did not grow mid-read");
+	ASSERT_OK(rc, err, "the read of a growing file");
+	/* Its size when the read began, exactly. */
+	assert_bytes("r.bin", got, glen, data, 128 * MiB);
+	asp_free(got);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+START_TEST(test_bulk_file_shrinks_while_read)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	unsigned char *data = random_bytes(128 * MiB, 10), *got = NULL;
+	asp_error err = { 0 };
+	watcher w = { AT_SERVER_READ, DO_SHRINK, "r.bin", 4 * MiB, NULL, 0, 0, 0 };
+	pthread_t th;
+	size_t glen = 0;
+	int rc;
+
+	local_put("r.bin", data, 128 * MiB);
+	watch_start(&th, &w);
+	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
+	watch_end(th, &w);
+	ck_assert_msg(w.done, "the file was not truncated mid-read");
+	ASSERT_ERR(rc, err, ASP_EIO, "became shorter while it was read");
+	ck_assert_msg(strstr(err.message, "r.bin") != NULL, "the message does not name the file: %s",
+		      err.message);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+/* ------------------------------------------------------------ idle memory */
+
+/*
+ * A pooled connection between calls holds no transfer buffers: after 64 MiB
+ * each way over one connection, the heap in use is back within 256 KiB of
+ * what it was (the SFTP engine's buffers grow to megabytes while busy).
+ */
+START_TEST(test_bulk_idle_connection_holds_no_buffers)
+{
+	asp_sandbox *sb = open_bulk(1, 0);
+	unsigned char *data = random_bytes(64 * MiB, 11), *got = NULL;
+	asp_exec_result *r = run(sb, "true");
+	asp_error err = { 0 };
+	size_t glen = 0, before, after;
+	int rc;
+
+	asp_exec_result_free(r);
+	before = heap_in_use();
+	rc = asp_write(sb, "idle.bin", data, 64 * MiB, NULL, &err);
+	ASSERT_OK(rc, err, "asp_write");
+	rc = asp_read(&got, &glen, sb, "idle.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "asp_read");
+	asp_free(got);
+	after = heap_in_use();
+	fprintf(stderr, "bulk: heap in use after 64 MiB each way on one idle connection: %+ld KiB\n",
+		((long)after - (long)before) / 1024);
+	ck_assert_msg(after < before + 256 * 1024, "the idle connection holds %zu KiB more than "
+		      "before the transfers", (after - before) / 1024);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+Suite *suite_bulk(void)
+{
+	Suite *s = suite_create("bulk");
+	TCase *tc = tcase_create("bulk");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 240);
+	tcase_add_test(tc, test_bulk_sha256_both_ways);
+	tcase_add_test(tc, test_bulk_not_with_exec_transport);
+	tcase_add_test(tc, test_bulk_part_boundaries);
+	tcase_add_test(tc, test_bulk_readers_never_see_a_partial_file);
+	tcase_add_test(tc, test_bulk_sshd_killed_mid_write);
+	tcase_add_test(tc, test_bulk_sshd_killed_mid_read);
+	tcase_add_test(tc, test_bulk_cancel_mid_write);
+	tcase_add_test(tc, test_bulk_cancel_mid_read);
+	tcase_add_test(tc, test_bulk_connection_cut_mid_write);
+	tcase_add_test(tc, test_bulk_helper_killed_mid_write);
+	tcase_add_test(tc, test_bulk_file_grows_while_read);
+	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
+	tcase_add_test(tc, test_bulk_idle_connection_holds_no_buffers);
+	suite_add_tcase(s, tc);
+	return s;
+}
