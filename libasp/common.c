@@ -199,6 +199,29 @@ int asp__buf_grow(asp_buf *b, size_t extra)
 	return 0;
 }
 
+int asp__buf_put_capped(asp_buf *b, const void *data, size_t len, uint64_t cap)
+{
+	size_t need = b->len + len + 1, nc;
+	unsigned char *p;
+
+	if (need > b->cap) {
+		nc = b->cap ? b->cap : 4096;
+		while (nc < need)
+			nc = nc > SIZE_MAX / 2 ? need : nc * 2;
+		if (cap < SIZE_MAX && (uint64_t)nc > cap + 1)
+			nc = (size_t)cap + 1 > need ? (size_t)cap + 1 : need;
+		if (!(p = asp__realloc(b->data, nc)))
+			return ASP_ENOMEM;
+		b->data = p;
+		b->cap = nc;
+	}
+	if (len)
+		memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+	return 0;
+}
+
 int asp__buf_put(asp_buf *b, const void *data, size_t len)
 {
 	if (asp__buf_grow(b, len))

@@ -74,6 +74,8 @@ typedef struct asp_buf {
 
 int asp__buf_grow(asp_buf *b, size_t extra);                      /* 0 or ASP_ENOMEM */
 int asp__buf_put(asp_buf *b, const void *data, size_t len);        /* 0 or ASP_ENOMEM */
+/* Append and NUL-terminate, growing b no further than cap + 1 bytes (a read's cap). */
+int asp__buf_put_capped(asp_buf *b, const void *data, size_t len, uint64_t cap);
 int asp__buf_puts(asp_buf *b, const char *s);                     /* 0 or ASP_ENOMEM */
 int asp__buf_printf(asp_buf *b, const char *fmt, ...) ASP_PRINTF(2, 3);
 /* Give the data away (caller frees with asp__free); b is reset. Never NULL on success. */

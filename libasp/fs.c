@@ -105,29 +105,6 @@ static int send_path(asp_conn *c, uint8_t type, const char *path, int discard, u
 
 /* ------------------------------------------------------------ read */
 
-/* Append to out, growing it no further than cap + 1 bytes (the data and the NUL). */
-static int put_capped(asp_buf *out, const unsigned char *d, size_t n, uint64_t cap)
-{
-	size_t need = out->len + n + 1, nc;
-	unsigned char *p;
-
-	if (need > out->cap) {
-		nc = out->cap ? out->cap : IO_CHUNK + 1;
-		while (nc < need)
-			nc = nc > SIZE_MAX / 2 ? need : nc * 2;
-		if (cap < SIZE_MAX && (uint64_t)nc > cap + 1)
-			nc = (size_t)cap + 1 > need ? (size_t)cap + 1 : need;
-		if (!(p = asp__realloc(out->data, nc)))
-			return ASP_ENOMEM;
-		out->data = p;
-		out->cap = nc;
-	}
-	memcpy(out->data + out->len, d, n);
-	out->len += n;
-	out->data[out->len] = '\0';
-	return 0;
-}
-
 static int too_big(asp_buf *out, const char *path, uint64_t cap, asp_error *err)
 {
 	asp__buf_free(out); /* nothing is returned: give the memory back now */
@@ -257,7 +234,7 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 				rc = too_big(out, path, cap, err);
 				goto out;
 			}
-			if (put_capped(out, d, dl, cap)) {
+			if (asp__buf_put_capped(out, d, dl, cap)) {
 				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", SHOW(path));
 				goto out;
 			}

@@ -32,29 +32,6 @@ typedef struct sink {
 	size_t said_len;
 } sink;
 
-/* Grow b to hold n more bytes and a NUL, never past cap + 1 bytes. */
-static int put_capped(asp_buf *b, const unsigned char *d, size_t n, uint64_t cap)
-{
-	size_t need = b->len + n + 1, nc;
-	unsigned char *p;
-
-	if (need > b->cap) {
-		nc = b->cap ? b->cap : 4096;
-		while (nc < need)
-			nc = nc > SIZE_MAX / 2 ? need : nc * 2;
-		if (cap < SIZE_MAX && (uint64_t)nc > cap + 1)
-			nc = (size_t)cap + 1 > need ? (size_t)cap + 1 : need;
-		if (!(p = asp__realloc(b->data, nc)))
-			return ASP_ENOMEM;
-		b->data = p;
-		b->cap = nc;
-	}
-	memcpy(b->data + b->len, d, n);
-	b->len += n;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
 static int on_output(asp_stream stream, const unsigned char *d, size_t n, void *ud)
 {
 	sink *k = ud;
@@ -71,7 +48,7 @@ static int on_output(asp_stream stream, const unsigned char *d, size_t n, void *
 		k->over = 1;
 		return 1;
 	}
-	if (put_capped(k->out, d, n, k->cap)) {
+	if (asp__buf_put_capped(k->out, d, n, k->cap)) {
 		k->nomem = 1;
 		return 1;
 	}
