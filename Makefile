@@ -314,9 +314,11 @@ check-san:
 #   limits     output caps reached under timeouts
 #   interop    an exec timeout against each server and login shell
 #   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
+#   bulk       hundreds of MiB through AES-CTR (hours under valgrind), kills and cancels
+#              timed by what the server has written
 # Each excluded name must still be a file: a renamed suite fails the run.
 INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits interop shfs
+VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits interop shfs bulk
 VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
 VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
 check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
