@@ -266,7 +266,7 @@ check-all: all tests
 # one "SKIP file_transport=exec:" line each: counted here, and more than
 # SHFS_SKIPS_MAX of them fails (a new skip must be looked at).
 SHFS_SUITES := rw fs hostile args limits debris
-SHFS_SKIPS_MAX := 2
+SHFS_SKIPS_MAX := 3
 check-shfs: tests
 	@skips=0; for s in $(SHFS_SUITES); do \
 	  ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$$s ./$(BUILD)/tests/test-integration \

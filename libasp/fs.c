@@ -840,7 +840,18 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 						    : asp__strndup(path, (size_t)(slash - path))))
 		return;
 	if (sweep_claim_dir(sw, dir) && !asp__shfs_temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) &&
-	    now && n && (stale = asp__calloc(n, sizeof(*stale))) != NULL) {
+	    now) {
+		/*
+		 * The server's clock, as sweep_after_write keeps it: a later recheck
+		 * of the files remembered here may go over SFTP (a connection whose
+		 * small writes take the warm exec route still has SFTP).
+		 */
+		pthread_mutex_lock(&sw->mu);
+		sw->clock_offset_s = (int64_t)now - (int64_t)(asp__now_ms() / 1000);
+		sw->have_offset = 1;
+		pthread_mutex_unlock(&sw->mu);
+	}
+	if (now && n && (stale = asp__calloc(n, sizeof(*stale))) != NULL) {
 		for (i = 0; i < n; i++) {
 			uint32_t lease;
 			char *p;
