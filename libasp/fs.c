@@ -835,12 +835,14 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 	char *dir, **stale = NULL;
 	size_t n = 0, ns = 0, i;
 	uint64_t now = 0;
+	int listed = 0;
 
 	if (!sw || !slash || !(dir = slash == path ? asp__strdup("/")
 						    : asp__strndup(path, (size_t)(slash - path))))
 		return;
 	if (sweep_claim_dir(sw, dir) && !asp__shfs_temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) &&
 	    now) {
+		listed = 1;
 		/*
 		 * The server's clock, as sweep_after_write keeps it: a later recheck
 		 * of the files remembered here may go over SFTP (a connection whose
@@ -851,7 +853,7 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 		sw->have_offset = 1;
 		pthread_mutex_unlock(&sw->mu);
 	}
-	if (now && n && (stale = asp__calloc(n, sizeof(*stale))) != NULL) {
+	if (listed && n && (stale = asp__calloc(n, sizeof(*stale))) != NULL) {
 		for (i = 0; i < n; i++) {
 			uint32_t lease;
 			char *p;
