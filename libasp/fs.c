@@ -52,7 +52,7 @@ static int get_handle(asp_conn *c, uint32_t id, unsigned char *h, size_t *hl, co
 	return 0;
 }
 
-static uint32_t type_of(uint32_t perm)
+uint32_t asp__fs_type_of(uint32_t perm)
 {
 	switch (perm & S_IFMT) {
 	case S_IFREG:
@@ -71,7 +71,7 @@ static void to_stat(const asp_sftp_attrs *a, asp_stat_info *out)
 	out->size = a->size;
 	out->mtime = a->mtime;
 	out->mode = a->perm & 07777;
-	out->type = type_of(a->perm);
+	out->type = asp__fs_type_of(a->perm);
 }
 
 /* Wait for an ATTRS reply. *found = 0 when the path does not exist (no error then). */
@@ -198,7 +198,7 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 			fstat_pending = 0;
 			if ((rc = get_attrs(c, fstat_id, &a, &found, "read", path, err)))
 				goto out;
-			if (found && type_of(a.perm) == ASP_TYPE_FILE && (a.flags & SSH_FILEXFER_ATTR_SIZE) &&
+			if (found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE && (a.flags & SSH_FILEXFER_ATTR_SIZE) &&
 			    a.size > offset && a.size - offset > cap) {
 				rc = too_big(out, path, cap, err);
 				goto out;
@@ -276,7 +276,7 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 			asp__sftp_str(c, h, hl);
 			if (!asp__sftp_end(c, 0, &id, &e2) && !get_attrs(c, id, &a, &found, "stat", path, &e2) &&
 			    found) {
-				if (type_of(a.perm) == ASP_TYPE_DIR)
+				if (asp__fs_type_of(a.perm) == ASP_TYPE_DIR)
 					rc = asp__error(err, ASP_EISDIR, "read %s: is a directory", SHOW(path));
 				else if ((a.flags & SSH_FILEXFER_ATTR_SIZE) && at >= a.size)
 					rc = 0; /* at or past the end of the file */
@@ -359,7 +359,7 @@ int asp__fs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents,
 	if (!found)
 		return asp__error(err, ASP_EACCES, "mkdir %s: could not create it or a parent "
 				  "(a parent is not writable or not a directory)", SHOW(path));
-	if (type_of(a.perm) != ASP_TYPE_DIR)
+	if (asp__fs_type_of(a.perm) != ASP_TYPE_DIR)
 		return asp__error(err, ASP_EEXIST, "mkdir %s: exists and is not a directory", SHOW(path));
 	return 0;
 }
@@ -668,7 +668,7 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 			}
 			found = 0;
 		}
-		if (!found || type_of(a.perm) != ASP_TYPE_FILE || !(a.flags & SSH_FILEXFER_ATTR_ACMODTIME)) {
+		if (!found || asp__fs_type_of(a.perm) != ASP_TYPE_FILE || !(a.flags & SSH_FILEXFER_ATTR_ACMODTIME)) {
 			asp__free(due[i].path);
 		} else if (asp__fs_temp_stale(a.mtime, due[i].lease_s, server_now)) {
 			stale[ns++] = due[i].path;
@@ -734,7 +734,7 @@ static int sweep_decode(asp_sweep *sw, const char *dir, const unsigned char *p, 
 			return ASP_EPROTO;
 		(*seen)++;
 		if (!asp__fs_temp_parse((const char *)name, nl, &lease) ||
-		    type_of(a.perm) != ASP_TYPE_FILE || !(a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ||
+		    asp__fs_type_of(a.perm) != ASP_TYPE_FILE || !(a.flags & SSH_FILEXFER_ATTR_PERMISSIONS) ||
 		    !(a.flags & SSH_FILEXFER_ATTR_ACMODTIME))
 			continue;
 		if (!(path = asp__sprintf("%s/%.*s", strcmp(dir, "/") ? dir : "", (int)nl, name)))
@@ -1081,11 +1081,11 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	if (rc)
 		goto out;
 	opened = handle = 1;
-	if (found && type_of(a.perm) == ASP_TYPE_DIR) {
+	if (found && asp__fs_type_of(a.perm) == ASP_TYPE_DIR) {
 		rc = asp__error(err, ASP_EISDIR, "write %s: is a directory", SHOW(path));
 		goto out;
 	}
-	if (found && type_of(a.perm) == ASP_TYPE_SYMLINK && depth < 8) {
+	if (found && asp__fs_type_of(a.perm) == ASP_TYPE_SYMLINK && depth < 8) {
 		/* Write through the link: replace the file it points to, not the link. */
 		uint32_t id;
 		asp_sftp_reply r;

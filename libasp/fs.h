@@ -96,6 +96,9 @@ int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, si
 			asp_list_entry **v, size_t *n, size_t *cap, asp_error *err);
 void asp__fs_list_free(asp_list_entry *e, size_t count);
 
+/* The asp_file_type of an st_mode (type bits). */
+uint32_t asp__fs_type_of(uint32_t mode);
+
 /* ------------------------------------------------------------ ranges, for bulk.c */
 
 /*

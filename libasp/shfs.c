@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "exec.h"
+#include "fs.h"
 #include "quote.h"
 
 #define SHOW(p) asp__path_show((char[ASP_PATH_SHOW_MAX + 4]){ 0 }, (p))
@@ -234,20 +235,6 @@ out:
 
 /* ------------------------------------------------------------ metadata */
 
-static uint32_t type_of(uint32_t mode)
-{
-	switch (mode & S_IFMT) {
-	case S_IFREG:
-		return ASP_TYPE_FILE;
-	case S_IFDIR:
-		return ASP_TYPE_DIR;
-	case S_IFLNK:
-		return ASP_TYPE_SYMLINK;
-	default:
-		return ASP_TYPE_OTHER;
-	}
-}
-
 /* An unsigned number in base 10 or 16 at p[*i], up to a space, newline or the end. */
 static int get_num(const unsigned char *p, size_t len, size_t *i, int base, uint64_t *v)
 {
@@ -282,7 +269,7 @@ int asp__shfs_stat_decode(const unsigned char *p, size_t len, asp_stat_info *out
 	out->size = size;
 	out->mtime = mtime > 0xffffffffu ? 0xffffffffu : (uint32_t)mtime;
 	out->mode = (uint32_t)mode & 07777;
-	out->type = type_of((uint32_t)mode);
+	out->type = asp__fs_type_of((uint32_t)mode);
 	*used = i;
 	return 0;
 }
