@@ -203,39 +203,73 @@ static uint64_t server_read_bytes(void)
 /* ------------------------------------------------------------ the watcher */
 
 enum { AT_TEMP_BLOCKS, AT_SERVER_READ };
-enum { DO_KILL, DO_KILL_NEWEST, DO_CANCEL, DO_SHRINK, DO_GROW };
+enum { DO_KILL, DO_KILL_HELPER, DO_CANCEL, DO_SHRINK, DO_GROW };
 
-/* The sshd process of the connection made last (the listener's newest child), or 0. */
-static pid_t newest_connection(void)
+/* The connection (the listener's child) that process pid runs under, or 0. */
+static pid_t connection_of(pid_t pid)
 {
+	for (int depth = 0; depth < 10 && pid > 1; depth++) {
+		char path[64], *stat, *paren;
+		int ppid = 0;
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		if (!(stat = fx_read_file(path, NULL)))
+			return 0;
+		paren = strrchr(stat, ')');
+		if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1)
+			ppid = 0;
+		free(stat);
+		if (ppid == fx.pid)
+			return pid;
+		pid = ppid;
+	}
+	return 0;
+}
+
+/* The fixture's sftp-server processes that hold a temp file of `name` open: up to max pids. */
+static int temp_holders(const char *name, pid_t *pids, int max)
+{
+	char prefix[600];
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	unsigned long long best = 0;
-	pid_t pid = 0;
+	int n = 0;
 
 	if (!d)
 		return 0;
-	while ((e = readdir(d)) != NULL) {
-		char path[300], *stat, *paren;
-		int ppid = 0;
-		unsigned long long start = 0;
+	snprintf(prefix, sizeof(prefix), "%s/.%s.asp-", fx.workspace, name);
+	while ((e = readdir(d)) != NULL && n < max) {
+		char path[300], link[700], *text;
+		size_t len = 0;
+		DIR *fds;
+		struct dirent *f;
 		if (!isdigit((unsigned char)e->d_name[0]))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		if (!(stat = fx_read_file(path, NULL)))
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if (!(text = fx_read_file(path, &len)))
 			continue;
-		paren = strrchr(stat, ')');
-		/* state ppid, then 17 fields up to starttime (field 22) */
-		if (paren && sscanf(paren + 1, " %*c %d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-				    "%*d %*d %*d %*d %llu", &ppid, &start) == 2 &&
-		    ppid == fx.pid && start >= best) {
-			best = start;
-			pid = atoi(e->d_name);
+		if (!memmem(text, len, "sftp-server", 11) || !under(atoi(e->d_name), fx.pid)) {
+			free(text);
+			continue;
 		}
-		free(stat);
+		free(text);
+		snprintf(path, sizeof(path), "/proc/%s/fd", e->d_name);
+		if (!(fds = opendir(path)))
+			continue;
+		while ((f = readdir(fds)) != NULL) {
+			char fd[600];
+			ssize_t l;
+			snprintf(fd, sizeof(fd), "%s/%s", path, f->d_name);
+			if ((l = readlink(fd, link, sizeof(link) - 1)) <= 0)
+				continue;
+			link[l] = '\0';
+			if (!strncmp(link, prefix, strlen(prefix))) {
+				pids[n++] = atoi(e->d_name);
+				break;
+			}
+		}
+		closedir(fds);
 	}
 	closedir(d);
-	return pid;
+	return n;
 }
 
 typedef struct watcher {
@@ -246,18 +280,48 @@ typedef struct watcher {
 	atomic_int stop;
 	int done;             /* the action was taken (a kill: sshd was alive and is gone) */
 	uint64_t seen;        /* bytes seen when it acted */
+	const char *why;      /* why the action was not taken */
+	pid_t first[8];       /* DO_KILL_HELPER: the temp file's first holders (the caller's) */
+	int nfirst;
 } watcher;
 
+/*
+ * A helper's connection: one whose sftp-server holds the temp file open
+ * now and did not when the file was first seen (the caller's connection
+ * creates it before any helper starts). 0 while there is none.
+ */
+static pid_t helper_connection(watcher *w)
+{
+	pid_t now[8];
+	int n = temp_holders(w->name, now, 8);
+
+	if (!w->nfirst) {
+		memcpy(w->first, now, sizeof(pid_t) * (size_t)n);
+		w->nfirst = n;
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		int was = 0;
+		for (int k = 0; k < w->nfirst; k++)
+			was |= now[i] == w->first[k];
+		if (!was)
+			return connection_of(now[i]);
+	}
+	return 0;
+}
+
 /* SIGKILL a connection's sshd process and every process under it (its session, its sftp-server). */
-static int kill_connection(pid_t top)
+static int kill_connection(pid_t top, const char **why)
 {
 	pid_t pids[64];
 	int n = 0, ok = 1;
 	DIR *d;
 	struct dirent *e;
 
-	if (top <= 0 || !pid_alive(top) || !(d = opendir("/proc")))
+	if (top <= 0 || !pid_alive(top) || !(d = opendir("/proc"))) {
+		*why = "no live connection process";
 		return 0;
+	}
 	while ((e = readdir(d)) != NULL && n < 64)
 		if (isdigit((unsigned char)e->d_name[0]) && under(atoi(e->d_name), top))
 			pids[n++] = atoi(e->d_name);
@@ -266,6 +330,7 @@ static int kill_connection(pid_t top)
 		kill(pids[i], SIGKILL);
 	for (int i = 0; i < n; i++)
 		ok &= wait_gone(pids[i], 10000);
+	*why = !ok ? "a killed process did not go away" : n < 2 ? "the connection had no session under it" : NULL;
 	return ok && n >= 2;
 }
 
@@ -276,17 +341,22 @@ static void *watch(void *arg)
 
 	while (!atomic_load(&w->stop) && fx_now_ms() < deadline) {
 		uint64_t got = 0;
+		pid_t helper = 0;
 		if (w->when == AT_TEMP_BLOCKS)
 			temps(w->name, &got);
 		else
 			got = server_read_bytes();
+		if (w->what == DO_KILL_HELPER && ((helper = helper_connection(w)) == 0 || got < w->at)) {
+			fx_sleep_ms(1);
+			continue;
+		}
 		if (got >= w->at) {
 			w->seen = got;
 			if (w->what == DO_KILL) {
 				pid_t pid = fx.pid;
 				w->done = pid_alive(pid) && fx_sshd_kill9(&fx) == 0 && !pid_alive(pid);
-			} else if (w->what == DO_KILL_NEWEST) {
-				w->done = kill_connection(newest_connection());
+			} else if (w->what == DO_KILL_HELPER) {
+				w->done = kill_connection(helper, &w->why);
 			} else if (w->what == DO_CANCEL) {
 				asp_cancel_trigger(w->cancel);
 				w->done = 1;
@@ -300,6 +370,10 @@ static void *watch(void *arg)
 		}
 		fx_sleep_ms(1);
 	}
+	w->why = !atomic_load(&w->stop) ? "60 s passed before the trigger" :
+		 w->what == DO_KILL_HELPER ? "the call ended before a helper held the temp file open "
+					     "with enough of it written" :
+					     "the call ended before the trigger";
 	return NULL;
 }
 
@@ -543,7 +617,7 @@ START_TEST(test_bulk_sshd_killed_mid_write)
 	asp_stat_info st;
 	char old_sha[65];
 	unsigned char *big = old_and_new(sb, old_sha);
-	watcher w = { AT_TEMP_BLOCKS, DO_KILL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+	watcher w = { AT_TEMP_BLOCKS, DO_KILL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 	pthread_t th;
 	int rc;
 
@@ -552,7 +626,8 @@ START_TEST(test_bulk_sshd_killed_mid_write)
 	watch_end(th, &w);
 	fprintf(stderr, "bulk: sshd killed at %llu bytes of the temp file -> %s (%s)\n",
 		(unsigned long long)w.seen, asp_error_name(rc), err.message);
-	ck_assert_msg(w.done, "sshd was not killed mid-write (the write returned %s)", asp_error_name(rc));
+	ck_assert_msg(w.done, "sshd was not killed mid-write: %s (the write returned %s)",
+		      w.why ? w.why : "?", asp_error_name(rc));
 	ck_assert_int_ne(rc, ASP_OK);
 	expect_old(old_sha);
 	ck_assert_msg(temps("atomic.bin", NULL) >= 1, "the crash left no temp file to clean up");
@@ -574,7 +649,7 @@ START_TEST(test_bulk_sshd_killed_mid_read)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data = random_bytes(128 * MiB, 7), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_KILL, NULL, 4 * MiB, NULL, 0, 0, 0 };
+	watcher w = { AT_SERVER_READ, DO_KILL, NULL, 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
@@ -585,7 +660,8 @@ START_TEST(test_bulk_sshd_killed_mid_read)
 	watch_end(th, &w);
 	fprintf(stderr, "bulk: sshd killed after the server read %llu bytes -> %s (%s)\n",
 		(unsigned long long)w.seen, asp_error_name(rc), err.message);
-	ck_assert_msg(w.done, "sshd was not killed mid-read (the read returned %s)", asp_error_name(rc));
+	ck_assert_msg(w.done, "sshd was not killed mid-read: %s (the read returned %s)",
+		      w.why ? w.why : "?", asp_error_name(rc));
 	ck_assert_msg(rc == ASP_ECONNLOST || rc == ASP_ECONNECT || rc == ASP_ETIMEOUT,
 		      "a read cut by a crash returned %s: %s", asp_error_name(rc), err.message);
 
@@ -608,7 +684,7 @@ START_TEST(test_bulk_cancel_mid_write)
 	asp_stat_info st;
 	char old_sha[65];
 	unsigned char *big = old_and_new(sb, old_sha);
-	watcher w = { AT_TEMP_BLOCKS, DO_CANCEL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+	watcher w = { AT_TEMP_BLOCKS, DO_CANCEL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 	pthread_t th;
 	int rc;
 
@@ -638,7 +714,7 @@ START_TEST(test_bulk_cancel_mid_read)
 	asp_call_options o = ASP_CALL_OPTIONS_INIT;
 	unsigned char *data = random_bytes(128 * MiB, 8), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_CANCEL, NULL, 4 * MiB, NULL, 0, 0, 0 };
+	watcher w = { AT_SERVER_READ, DO_CANCEL, NULL, 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
@@ -664,9 +740,9 @@ START_TEST(test_bulk_cancel_mid_read)
 END_TEST
 
 /*
- * One helper's connection dies mid-write (its sshd process is SIGKILLed: the
- * listener's newest child; the caller's connection is the handle's first),
- * the caller's lives: the write fails at once with that part's error, the
+ * One helper's connection dies mid-write (its sshd process is SIGKILLed: a
+ * connection whose sftp-server holds the temp file open and did not when
+ * the file appeared, which was the caller's), the caller's lives: the write fails at once with that part's error, the
  * caller removes the temp file, and the target keeps its old content.
  * A helper whose connection dies before it took a part takes none and the
  * others finish the write, which is right but proves nothing here: then the
@@ -683,7 +759,7 @@ START_TEST(test_bulk_helper_killed_mid_write)
 
 	sha256_hex(big, 64 * MiB, new_sha);
 	for (attempt = 0; attempt < 6 && !failed; attempt++) {
-		watcher w = { AT_TEMP_BLOCKS, DO_KILL_NEWEST, "atomic.bin", 8 * MiB, NULL, 0, 0, 0 };
+		watcher w = { AT_TEMP_BLOCKS, DO_KILL_HELPER, "atomic.bin", 8 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 		pthread_t th;
 
 		watch_start(&th, &w);
@@ -691,8 +767,8 @@ START_TEST(test_bulk_helper_killed_mid_write)
 		watch_end(th, &w);
 		fprintf(stderr, "bulk: a helper's sshd killed at %llu bytes of the temp file -> %s (%s)\n",
 			(unsigned long long)w.seen, asp_error_name(rc), err.message);
-		ck_assert_msg(w.done, "no helper connection was killed mid-write (the write returned %s)",
-			      asp_error_name(rc));
+		ck_assert_msg(w.done, "no helper connection was killed mid-write: %s (the write returned %s)",
+			      w.why ? w.why : "?", asp_error_name(rc));
 		ck_assert_int_eq(temps("atomic.bin", NULL), 0);
 		if (rc != ASP_OK) {
 			failed = 1;
@@ -771,7 +847,7 @@ START_TEST(test_bulk_file_grows_while_read)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data = random_bytes(128 * MiB, 9), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_GROW, "r.bin", 4 * MiB, NULL, 0, 0, 0 };
+	watcher w = { AT_SERVER_READ, DO_GROW, "r.bin", 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
@@ -795,7 +871,7 @@ START_TEST(test_bulk_file_shrinks_while_read)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data = random_bytes(128 * MiB, 10), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_SHRINK, "r.bin", 4 * MiB, NULL, 0, 0, 0 };
+	watcher w = { AT_SERVER_READ, DO_SHRINK, "r.bin", 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
