@@ -309,12 +309,27 @@ static int write_body(asp_buf *out, const char *path, const char *tmp,
 	    asp__buf_puts(out, "[ -d \"$d\" ] || nf \"$d\"; [ -w \"$d\" ] && [ -x \"$d\" ] || exit 101; "))
 		return ASP_ENOMEM;
 	if (tmp) {
-		/* The mode: asked for, else the existing file's, else 0644 less the umask (as SFTP). */
-		if (put_var(out, "t", tmp) ||
-		    (mode ? asp__buf_printf(out, "m=%o; ", mode & 07777)
-			  : asp__buf_puts(out, "m=; [ -e \"$f\" ] && m=$(stat -L -c %a -- \"$f\" 2>/dev/null); "
-					  "[ -n \"$m\" ] || m=$(printf %o $((420 & ~$(printf %d 0$(umask))))); ")) ||
-		    asp__buf_puts(out, "set -C; "))
+		/*
+		 * The mode: asked for, else the existing file's, else 0644 less
+		 * the umask (as SFTP). The temp file is created with it where a
+		 * umask can say it (no process started): `umask go-w` makes the
+		 * shell's 0666 into 0644 less the umask; a mode asked for without
+		 * x or special bits is its own umask's complement. The rest is a
+		 * chmod before the rename: the existing file's mode (k=1), or a
+		 * mode with x or special bits (m).
+		 */
+		if (put_var(out, "t", tmp))
+			return ASP_ENOMEM;
+		if (!mode) {
+			if (asp__buf_puts(out, "k=; [ -e \"$f\" ] && k=1; m=; umask go-w; "))
+				return ASP_ENOMEM;
+		} else if (!(mode & ~0666u)) {
+			if (asp__buf_printf(out, "k=; m=; umask %03o; ", ~mode & 0777))
+				return ASP_ENOMEM;
+		} else if (asp__buf_printf(out, "k=; m=%o; ", mode & 07777)) {
+			return ASP_ENOMEM;
+		}
+		if (asp__buf_puts(out, "set -C; "))
 			return ASP_ENOMEM;
 	}
 	/* c is set only once the redirection worked: a failed O_EXCL create removes nothing. */
@@ -333,12 +348,23 @@ static int write_body(asp_buf *out, const char *path, const char *tmp,
 	/*
 	 * stdin that ends early (the connection died, sshd was killed and the
 	 * script lives on) must not be renamed into place: count the bytes.
+	 * Inline data came whole with the script, and printf reports a failed
+	 * write (dash, bash, BusyBox sh and zsh: tested on a full tmpfs).
+	 */
+	if (tmp && !inline_data && len &&
+	    asp__buf_printf(out, "s=$(wc -c <\"$t\") && [ $s -eq %zu ] || { rm -f -- \"$t\"; "
+			    "echo 'the data arrived short' >&2; exit 108; }; ", len))
+		return ASP_ENOMEM;
+	/*
+	 * GNU chmod copies the mode in one process; elsewhere (BusyBox) stat
+	 * reads it. A file gone meanwhile leaves the new one the default mode.
 	 */
 	if (tmp)
-		return asp__buf_printf(out, "s=$(wc -c <\"$t\") && [ $s -eq %zu ] || { rm -f -- \"$t\"; "
-				       "echo 'the data arrived short' >&2; exit 108; }; "
-				       "chmod \"$m\" \"$t\" && mv -f -- \"$t\" \"$f\" && exit 0; "
-				       "rm -f -- \"$t\"; exit 108", len) ? ASP_ENOMEM : 0;
+		return asp__buf_puts(out, "{ [ -z \"$k\" ] || chmod --reference=\"$f\" -- \"$t\" 2>/dev/null || "
+				     "{ e=$(stat -L -c %a -- \"$f\" 2>/dev/null) && chmod \"$e\" \"$t\"; } || "
+				     "[ ! -e \"$f\" ]; } && { [ -z \"$m\" ] || chmod \"$m\" \"$t\"; } && "
+				     "mv -f -- \"$t\" \"$f\" && exit 0; rm -f -- \"$t\"; exit 108") ?
+			ASP_ENOMEM : 0;
 	if (mode && asp__buf_printf(out, "chmod %o \"$f\" || exit 108; ", mode & 07777))
 		return ASP_ENOMEM;
 	return asp__buf_puts(out, "exit 0") ? ASP_ENOMEM : 0;

@@ -252,6 +252,82 @@ START_TEST(test_shfs_printf_escape_every_byte)
 }
 END_TEST
 
+/*
+ * The mode an atomic write leaves, in every shell, with GNU's tools and
+ * with BusyBox's (no chmod --reference: the stat fallback): the existing
+ * file's, else 0644 less the umask; a mode asked for, exactly, whatever
+ * the umask.
+ */
+START_TEST(test_shfs_write_modes)
+{
+	static const struct {
+		int exists;          /* 0: no file yet; else its mode before */
+		unsigned int mode;   /* asked for (0: none) */
+		mode_t umask_then;
+		unsigned int want;
+		int via_stdin;
+	} cases[] = {
+		{ 0, 0, 002, 0644, 0 },       { 0, 0, 077, 0600, 1 },
+		{ 0751, 0, 002, 0751, 0 },    { 04710, 0, 022, 04710, 1 },
+		{ 0640, 0600, 022, 0600, 0 }, { 0, 0604, 077, 0604, 0 },
+		{ 0, 0755, 077, 0755, 1 },    { 0600, 01777, 0, 01777, 0 },
+	};
+	char bb[128], path_env[4500], old_path[4096];
+	static const char *const tools[] = { "chmod", "stat", "mv", "rm", "wc", "cat" };
+
+	/* A PATH whose tools are BusyBox's. */
+	snprintf(bb, sizeof(bb), "%s/bbtools", shfs_dir);
+	ck_assert_int_eq(mkdir(bb, 0755), 0);
+	for (size_t i = 0; i < sizeof(tools) / sizeof(tools[0]); i++) {
+		char link[200];
+		snprintf(link, sizeof(link), "%s/%s", bb, tools[i]);
+		ck_assert_int_eq(symlink("/usr/bin/busybox", link), 0);
+	}
+	ck_assert_ptr_nonnull(getenv("PATH"));
+	snprintf(old_path, sizeof(old_path), "%s", getenv("PATH"));
+	snprintf(path_env, sizeof(path_env), "%s:%s", bb, old_path);
+	for (int busybox_tools = 0; busybox_tools < 2; busybox_tools++) {
+		ck_assert_int_eq(setenv("PATH", busybox_tools ? path_env : old_path, 1), 0);
+		for (size_t k = 0; k < NSHELLS; k++) {
+			for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+				char path[200], tmp[220];
+				asp_buf w = { 0 };
+				struct stat st;
+				mode_t was;
+				sh_out r;
+
+				snprintf(path, sizeof(path), "%s/mode-%d-%zu-%zu", shfs_dir, busybox_tools, k, i);
+				snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+				if (cases[i].exists) {
+					FILE *f = fopen(path, "w");
+					ck_assert_ptr_nonnull(f);
+					fclose(f);
+					ck_assert_int_eq(chmod(path, (mode_t)cases[i].exists), 0);
+				}
+				ck_assert_int_eq(asp__shfs_write_script(&w, path, tmp,
+									cases[i].via_stdin ? NULL : "data", 4,
+									cases[i].mode, 0), 0);
+				was = umask(cases[i].umask_then);
+				r = run_in(k, (const char *)w.data, "data", cases[i].via_stdin ? 4 : 0);
+				umask(was);
+				ck_assert_msg(r.status == 0, "%s (%s tools) case %zu: exit %d", shells[k][0],
+					      busybox_tools ? "BusyBox" : "GNU", i, r.status);
+				ck_assert_int_eq(stat(path, &st), 0);
+				ck_assert_msg((st.st_mode & 07777) == cases[i].want,
+					      "%s (%s tools) case %zu: mode %o, expected %o", shells[k][0],
+					      busybox_tools ? "BusyBox" : "GNU", i, (unsigned)(st.st_mode & 07777),
+					      cases[i].want);
+				ck_assert_int_eq((int)st.st_size, 4);
+				ck_assert(access(tmp, F_OK) != 0);
+				free(r.out);
+				asp__buf_free(&w);
+			}
+		}
+	}
+	ck_assert_int_eq(setenv("PATH", old_path, 1), 0);
+}
+END_TEST
+
 /* Write (inline and through stdin, atomic and in place), read back in ranges, in every shell. */
 START_TEST(test_shfs_write_read_hostile_names)
 {
@@ -604,6 +680,7 @@ Suite *suite_quote(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_shfs_printf_escape_every_byte);
 	tcase_add_test(tc, test_shfs_write_read_hostile_names);
+	tcase_add_test(tc, test_shfs_write_modes);
 	tcase_add_test(tc, test_shfs_list_hostile_names);
 	tcase_add_test(tc, test_shfs_metadata_and_codes);
 	tcase_add_test(tc, test_shfs_list_decode);
