@@ -147,23 +147,28 @@ static int temps(const char *name, uint64_t *blocks)
 	return n;
 }
 
+/* The parent of pid (0 when it is gone). */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], *stat, *paren;
+	int ppid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(stat = fx_read_file(path, NULL)))
+		return 0;
+	paren = strrchr(stat, ')');
+	if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1)
+		ppid = 0;
+	free(stat);
+	return ppid;
+}
+
 /* Is pid `top` or a descendant of it? */
 static int under(pid_t pid, pid_t top)
 {
-	for (int depth = 0; depth < 10 && pid > 1; depth++) {
-		char path[64], *stat, *paren;
-		int ppid = 0;
+	for (int depth = 0; depth < 10 && pid > 1; depth++, pid = parent_of(pid))
 		if (pid == top)
 			return 1;
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		if (!(stat = fx_read_file(path, NULL)))
-			return 0;
-		paren = strrchr(stat, ')');
-		if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1)
-			ppid = 0;
-		free(stat);
-		pid = ppid;
-	}
 	return 0;
 }
 
@@ -209,15 +214,7 @@ enum { DO_KILL, DO_KILL_HELPER, DO_CANCEL, DO_SHRINK, DO_GROW };
 static pid_t connection_of(pid_t pid)
 {
 	for (int depth = 0; depth < 10 && pid > 1; depth++) {
-		char path[64], *stat, *paren;
-		int ppid = 0;
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		if (!(stat = fx_read_file(path, NULL)))
-			return 0;
-		paren = strrchr(stat, ')');
-		if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1)
-			ppid = 0;
-		free(stat);
+		pid_t ppid = parent_of(pid);
 		if (ppid == fx.pid)
 			return pid;
 		pid = ppid;
