@@ -861,26 +861,29 @@ class TestThreads(SandboxTest):
     open_kwargs = {"max_connections": 8}
 
     def test_calls_run_in_parallel(self):
-        """N threads each running `sleep 1`: with the GIL held this would take >= N s."""
+        """N threads whose commands each wait until all N have started: they can only all
+        succeed when the N calls run at once (a call holding the GIL would keep the
+        others from starting, and the first would give up)."""
         self.sb.exec("true")  # warm one connection
+        tag = f"together.{os.getpid()}.{time.monotonic_ns()}"
+        cmd = (f'echo $$ >> {tag}; n=0; while [ "$(wc -l < {tag})" -lt {self.N} ]; do '
+               f'n=$((n+1)); [ $n -gt 400 ] && exit 1; sleep 0.05; done')
         results, errors = [], []
 
         def worker():
             try:
-                results.append(self.sb.exec("sleep 1"))
+                results.append(self.sb.exec(cmd))
             except Exception as e:  # pragma: no cover - reported below
                 errors.append(e)
 
         threads = [threading.Thread(target=worker) for _ in range(self.N)]
-        t0 = time.monotonic()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        elapsed = time.monotonic() - t0
         self.assertEqual(errors, [])
         self.assertEqual([r.exit_code for r in results], [0] * self.N)
-        self.assertLess(elapsed, self.N / 2, f"{self.N} x sleep 1 took {elapsed:.2f} s")
+        self.sb.remove(tag)
 
     def test_python_keeps_running_during_a_call(self):
         done = threading.Event()
