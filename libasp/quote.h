@@ -86,8 +86,11 @@ int asp__printf_escape(asp_buf *out, const void *data, size_t len);
 
 /*
  * Read: [offset, offset + span) of path to stdout, in 64 KiB dd blocks.
- * When size_over is non-zero, a regular file larger than size_over bytes
- * ends with ASP_SHFS_ELIMIT before any byte is sent.
+ * When size_over is non-zero (a read to the end under a cap), a regular
+ * file larger than size_over bytes ends with ASP_SHFS_ELIMIT before any
+ * byte is sent, and the span is rounded up to whole blocks (one dd, not
+ * two: up to 64 KiB past span may come, which the caller's cap check
+ * sees as over the cap, as it would span's last byte).
  */
 int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
 			  uint64_t size_over);
