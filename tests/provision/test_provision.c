@@ -369,6 +369,12 @@ static void verify_passes(const char *name, int min_checks)
 	ck_assert_str_eq(jstr(rep, "result"), "pass");
 	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
 		ck_assert_msg(!strcmp(jstr(c, "status"), "pass"), "%s: %s", jstr(c, "check"), jstr(c, "evidence"));
+		/* The engine's own words name the engine that ran (they said podman on Docker). */
+		if (!strcmp(jstr(c, "check"), "seccomp") || !strcmp(jstr(c, "check"), "rootfs.read_only"))
+			ck_assert_msg(strstr(jstr(c, "evidence"), engine) &&
+				      !strstr(jstr(c, "evidence"), strcmp(engine, "docker") ? "docker" : "podman"),
+				      "%s: evidence \"%s\" should name %s only", jstr(c, "check"),
+				      jstr(c, "evidence"), engine);
 		n++;
 	}
 	ck_assert_int_ge(n, min_checks);

@@ -679,7 +679,7 @@ static int start_proxy(up_ctx *c, asf_err *e)
 	str_fmt(c->gw, sizeof(c->gw), "%.*s", (int)strcspn(o.out, "\n"), o.out);
 	out_free(&o);
 	if (!c->gw[0])
-		return asf_fail(e, "podman inspect %s: no gateway on its network", c->ctr);
+		return asf_fail(e, "%s inspect %s: no gateway on its network", asf_engine, c->ctr);
 	if (egress_proxy_start(c->dir, c->o->name, c->allow, c->gw, c->o->proxy_hosts != NULL, c->st, e))
 		return -1;
 	c->proxy_port = (int)jn(cJSON_GetObjectItemCaseSensitive(c->st, "proxy"), "port", 0);
@@ -731,7 +731,7 @@ static int published_port(up_ctx *c, asf_err *e)
 	port = colon ? strtol(colon + 1, NULL, 10) : 0;
 	out_free(&o);
 	if (port <= 0 || port > 65535)
-		return asf_fail(e, "podman did not publish port %d of %s", ASF_SSHD_PORT, c->ctr);
+		return asf_fail(e, "%s did not publish port %d of %s", asf_engine, ASF_SSHD_PORT, c->ctr);
 	return (int)port;
 }
 

@@ -269,7 +269,7 @@ static int check_container(vctx *v)
 	v->inspect = cJSON_Parse(o.out);
 	out_free(&o);
 	if (!cJSON_IsArray(v->inspect) || !cJSON_GetArrayItem(v->inspect, 0)) {
-		check(v, "container.running", "error", "podman inspect %s: unexpected output", ctr);
+		check(v, "container.running", "error", "%s inspect %s: unexpected output", asf_engine, ctr);
 		return -1;
 	}
 	state = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(v->inspect, 0), "State");
@@ -675,7 +675,7 @@ static void check_egress(vctx *v)
 		check(v, "egress.host_gateway", "pass", "no network: the sandbox has no interface that "
 		      "reaches the host (see network.topology)");
 	} else if (!gw) {
-		check(v, "egress.host_gateway", "error", "no gateway in podman inspect");
+		check(v, "egress.host_gateway", "error", "no gateway in %s inspect", asf_engine);
 	} else if ((fd = listener(gw, &port)) < 0) {
 		check(v, "egress.host_gateway", "error", "cannot listen on %s: %s", gw, strerror(errno));
 	} else {
@@ -993,7 +993,7 @@ static void check_dns(vctx *v)
 
 		if (!gw || (fd = udp_listener(gw, &port)) < 0) {
 			check(v, "dns", "error", "%s; cannot listen for UDP on the gateway %s: %s", evidence,
-			      gw ? gw : "(none)", gw ? strerror(errno) : "no gateway in podman inspect");
+			      gw ? gw : "(none)", gw ? strerror(errno) : "no gateway in the engine's inspect");
 			return;
 		}
 		str_fmt(cmd, sizeof(cmd), "bash -c 'echo asf-verify > /dev/udp/%s/%d' 2>&1", gw, port);
@@ -1077,7 +1077,7 @@ static void check_privileges(vctx *v)
 	check(v, "no_new_privs", !strcmp(nnp, "1") && !strcmp(nnp1, "1") ? "pass" : "fail",
 	      "NoNewPrivs: %s in /proc/self/status of an exec'd process, %s for pid 1", nnp, nnp1);
 	check(v, "seccomp", !strcmp(sec, "2") ? "pass" : "fail",
-	      "Seccomp: %s (2 = filter mode, podman's default profile)", sec);
+	      "Seccomp: %s (2 = filter mode, %s's default profile)", sec, asf_engine);
 }
 
 static void check_rootfs(vctx *v)
@@ -1104,8 +1104,8 @@ static void check_rootfs(vctx *v)
 	flatten(r.err);
 	check(v, "rootfs.read_only",
 	      ro && r.code != 0 && strstr(r.err, "Read-only file system") && jb(hc, "ReadonlyRootfs") ? "pass" : "fail",
-	      "mountinfo \"/\" options %s; a write to / -> exit %d: %s; podman ReadonlyRootfs %s", opts,
-	      r.code, r.err, jb(hc, "ReadonlyRootfs") ? "true" : "false");
+	      "mountinfo \"/\" options %s; a write to / -> exit %d: %s; %s ReadonlyRootfs %s", opts,
+	      r.code, r.err, asf_engine, jb(hc, "ReadonlyRootfs") ? "true" : "false");
 }
 
 static void check_hostkey_private(vctx *v)
