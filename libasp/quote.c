@@ -316,17 +316,18 @@ static int write_body(asp_buf *out, const char *path, const char *tmp,
 		 * The mode: asked for, else the existing file's, else 0644 less
 		 * the umask (as SFTP). The temp file is created with it where a
 		 * umask can say it (no process started): `umask go-w` makes the
-		 * shell's 0666 into 0644 less the umask; a mode asked for without
-		 * x or special bits is its own umask's complement. The rest is a
-		 * chmod before the rename: the existing file's mode (k=1), or a
-		 * mode with x or special bits (m).
+		 * shell's 0666 into 0644 less the umask; a mode asked for with
+		 * owner read and write and no x or special bits is its own
+		 * umask's complement (the owner must still read the temp file
+		 * back to count stdin's bytes). The rest is a chmod before the
+		 * rename: the existing file's mode (k=1), or any other mode (m).
 		 */
 		if (put_var(out, "t", tmp))
 			return ASP_ENOMEM;
 		if (!mode) {
 			if (asp__buf_puts(out, "k=; [ -e \"$f\" ] && k=1; m=; umask go-w; "))
 				return ASP_ENOMEM;
-		} else if (!(mode & ~0666u)) {
+		} else if (!(mode & ~0666u) && (mode & 0600u) == 0600u) {
 			if (asp__buf_printf(out, "k=; m=; umask %03o; ", ~mode & 0777))
 				return ASP_ENOMEM;
 		} else if (asp__buf_printf(out, "k=; m=%o; ", mode & 07777)) {

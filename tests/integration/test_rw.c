@@ -360,6 +360,24 @@ START_TEST(test_write_modes)
 	ck_assert_uint_eq(local_lstat(ws("wm-exec")).st_mode & 07777, 0640);
 	assert_local_content(ws("wm-exec"), "v6", 2);
 
+	/*
+	 * A mode the owner cannot read, on data large enough to go through
+	 * stdin (over shell commands the temp file's bytes are counted by
+	 * reading it back as the login user, before the mode is applied).
+	 */
+	{
+		size_t big_len = 20000;
+		char *big = malloc(big_len);
+		ck_assert_ptr_nonnull(big);
+		memset(big, 'b', big_len);
+		o.mode = 0200;
+		o.in_place = 0;
+		put_opts(sb, "wm-wonly", big, big_len, &o);
+		ck_assert_uint_eq(local_lstat(ws("wm-wonly")).st_mode & 07777, 0200);
+		assert_local_content(ws("wm-wonly"), big, big_len);
+		free(big);
+	}
+
 	/* A new file without a mode: 0644 less the server's umask. */
 	put(sb, "wm-default", "d");
 	m = local_lstat(ws("wm-default")).st_mode & 07777;
