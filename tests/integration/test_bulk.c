@@ -386,6 +386,19 @@ static void watch_end(pthread_t th, watcher *w)
 	pthread_join(th, NULL);
 }
 
+/* A 64 MiB atomic write of big to atomic.bin while w watches. */
+static int watched_write(asp_sandbox *sb, watcher *w, const void *big, const asp_write_options *o,
+			 asp_error *err)
+{
+	pthread_t th;
+	int rc;
+
+	watch_start(&th, w);
+	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, o, err);
+	watch_end(th, w);
+	return rc;
+}
+
 /* ------------------------------------------------------------ round trips */
 
 static void roundtrip(asp_sandbox *sb, const char *rel, size_t len, uint64_t seed)
@@ -614,13 +627,10 @@ START_TEST(test_bulk_sshd_killed_mid_write)
 	asp_stat_info st;
 	char old_sha[65];
 	unsigned char *big = old_and_new(sb, old_sha);
-	watcher w = { AT_TEMP_BLOCKS, DO_KILL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
-	pthread_t th;
+	watcher w = { .when = AT_TEMP_BLOCKS, .what = DO_KILL, .name = "atomic.bin", .at = 8 * MiB };
 	int rc;
 
-	watch_start(&th, &w);
-	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
-	watch_end(th, &w);
+	rc = watched_write(sb, &w, big, NULL, &err);
 	fprintf(stderr, "bulk: sshd killed at %llu bytes of the temp file -> %s (%s)\n",
 		(unsigned long long)w.seen, asp_error_name(rc), err.message);
 	ck_assert_msg(w.done, "sshd was not killed mid-write: %s (the write returned %s)",
@@ -646,7 +656,7 @@ START_TEST(test_bulk_sshd_killed_mid_read)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data = random_bytes(128 * MiB, 7), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_KILL, NULL, 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
+	watcher w = { .when = AT_SERVER_READ, .what = DO_KILL, .at = 4 * MiB };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
@@ -681,16 +691,13 @@ START_TEST(test_bulk_cancel_mid_write)
 	asp_stat_info st;
 	char old_sha[65];
 	unsigned char *big = old_and_new(sb, old_sha);
-	watcher w = { AT_TEMP_BLOCKS, DO_CANCEL, "atomic.bin", 8 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
-	pthread_t th;
+	watcher w = { .when = AT_TEMP_BLOCKS, .what = DO_CANCEL, .name = "atomic.bin", .at = 8 * MiB };
 	int rc;
 
 	rc = asp_cancel_new(&w.cancel, &err);
 	ASSERT_OK(rc, err, "asp_cancel_new");
 	o.cancel = w.cancel;
-	watch_start(&th, &w);
-	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, &o, &err);
-	watch_end(th, &w);
+	rc = watched_write(sb, &w, big, &o, &err);
 	ck_assert_msg(w.done, "the write ended before the cancel (it returned %s)", asp_error_name(rc));
 	ASSERT_ERR(rc, err, ASP_ECANCELLED, NULL);
 	expect_old(old_sha);
@@ -711,7 +718,7 @@ START_TEST(test_bulk_cancel_mid_read)
 	asp_call_options o = ASP_CALL_OPTIONS_INIT;
 	unsigned char *data = random_bytes(128 * MiB, 8), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_CANCEL, NULL, 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
+	watcher w = { .when = AT_SERVER_READ, .what = DO_CANCEL, .at = 4 * MiB };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
@@ -756,12 +763,9 @@ START_TEST(test_bulk_helper_killed_mid_write)
 
 	sha256_hex(big, 64 * MiB, new_sha);
 	for (attempt = 0; attempt < 6 && !failed; attempt++) {
-		watcher w = { AT_TEMP_BLOCKS, DO_KILL_HELPER, "atomic.bin", 8 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
-		pthread_t th;
+		watcher w = { .when = AT_TEMP_BLOCKS, .what = DO_KILL_HELPER, .name = "atomic.bin", .at = 8 * MiB };
 
-		watch_start(&th, &w);
-		rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
-		watch_end(th, &w);
+		rc = watched_write(sb, &w, big, NULL, &err);
 		fprintf(stderr, "bulk: a helper's sshd killed at %llu bytes of the temp file -> %s (%s)\n",
 			(unsigned long long)w.seen, asp_error_name(rc), err.message);
 		ck_assert_msg(w.done, "no helper connection was killed mid-write: %s (the write returned %s)",
@@ -844,7 +848,7 @@ START_TEST(test_bulk_file_grows_while_read)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data = random_bytes(128 * MiB, 9), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_GROW, "r.bin", 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
+	watcher w = { .when = AT_SERVER_READ, .what = DO_GROW, .name = "r.bin", .at = 4 * MiB };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
@@ -868,7 +872,7 @@ START_TEST(test_bulk_file_shrinks_while_read)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *data = random_bytes(128 * MiB, 10), *got = NULL;
 	asp_error err = { 0 };
-	watcher w = { AT_SERVER_READ, DO_SHRINK, "r.bin", 4 * MiB, NULL, 0, 0, 0, NULL, { 0 }, 0 };
+	watcher w = { .when = AT_SERVER_READ, .what = DO_SHRINK, .name = "r.bin", .at = 4 * MiB };
 	pthread_t th;
 	size_t glen = 0;
 	int rc;
