@@ -135,7 +135,7 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	asp__sftp_u32(c, SSH_FXF_READ);
 	asp__sftp_attrs(c, 0, 0);
 	if ((rc = asp__sftp_end(c, 0, &id, err)) ||
-	    (rc = get_handle(c, id, h, &hl, "open", path, ASP_EIO, err)))
+	    (rc = get_handle(c, id, h, &hl, "read", path, ASP_EIO, err)))
 		return rc;
 	return read_loop(c, h, hl, path, offset, limit, cap, out, err);
 }
@@ -1432,7 +1432,7 @@ int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *h
 	if ((rc = asp__sftp_end(c, 0, &id_open, err)))
 		return rc;
 	if ((rc = send_path(c, SSH_FXP_STAT, path, 0, &id_stat, err)) ||
-	    (rc = get_handle(c, id_open, h, hl, "open", path, ASP_EIO, err))) {
+	    (rc = get_handle(c, id_open, h, hl, "read", path, ASP_EIO, err))) {
 		asp__sftp_drain(c, NULL);
 		return rc;
 	}

@@ -189,6 +189,8 @@ START_TEST(test_err_read_missing)
 
 	rc = asp_read(&buf, &len, sb, "err-no-such-file.txt", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "err-no-such-file.txt");
+	/* The message names the call, not the protocol step: the same over SFTP and shell. */
+	ck_assert_msg(strncmp(e.message, "read /", 6) == 0, "%s", e.message);
 	ck_assert_ptr_null(buf);
 
 	memset(&e, 0, sizeof(e));
