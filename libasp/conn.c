@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -245,6 +246,14 @@ static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err
 	return 0;
 }
 
+void asp__conn_rtt_sample(asp_conn *c, uint64_t ms)
+{
+	if (ms > UINT_MAX)
+		ms = UINT_MAX;
+	if (!c->rtt_samples++ || ms < c->rtt_ms)
+		c->rtt_ms = (unsigned int)ms;
+}
+
 static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadline, int cancel_fd,
 			  asp_error *err)
 {
@@ -276,7 +285,7 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 			if (++flights == 1)
 				flight1 = asp__now_ms();
 			else if (flights == 2)
-				c->rtt_ms = (unsigned int)(asp__now_ms() - flight1);
+				asp__conn_rtt_sample(c, asp__now_ms() - flight1);
 			if (flights == 2) {
 				asp__chan_warm_start(c);
 				c->sent_this_call = 0;

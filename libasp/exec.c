@@ -584,7 +584,8 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
  * nothing and goes once more on a new channel.
  */
 
-static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline;
+static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline,
+	stat_rtt;
 static _Atomic int force_inline;
 
 void asp__exec_force_inline(int on)
@@ -606,8 +607,8 @@ void asp__exec_force_files(int on)
  * command (its data inside the request); stat 1 either way, so it stays on
  * SFTP. On loopback the shell's start in the sandbox (a few ms) makes SFTP
  * far faster. So with file_transport auto, reads and atomic writes of at
- * most ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the round trip
- * measured while authenticating is ASP_EXEC_FILES_RTT_MS or more.
+ * most ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the connection's
+ * round trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more.
  */
 int asp__exec_files_faster(const asp_conn *c, size_t write_len)
 {
@@ -623,6 +624,7 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->warm_closed = stat_warm_closed;
 	out->resent = stat_resent;
 	out->stdin_inline = stat_inline;
+	out->rtt_samples = stat_rtt;
 }
 
 static LIBSSH2_CHANNEL *open_step(asp_conn *c)
@@ -642,6 +644,8 @@ static void warm_poll(asp_conn *c)
 	if ((ch = open_step(c))) {
 		c->warm = ch;
 		c->warm_opening = 0;
+		asp__conn_rtt_sample(c, asp__now_ms() - c->warm_sent_ms);
+		stat_rtt++;
 		return;
 	}
 	if ((rc = libssh2_session_last_errno(c->session)) == LIBSSH2_ERROR_EAGAIN)
@@ -660,6 +664,7 @@ void asp__chan_warm_start(asp_conn *c)
 	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		return;
 	c->warm_opening = 1;
+	c->warm_sent_ms = asp__now_ms();
 	stat_opens++;
 	warm_poll(c);
 }

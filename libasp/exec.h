@@ -22,12 +22,14 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
  * Process-wide counts, read by the tests: session channels opened for
  * commands (warm ones included), commands started on a warm channel, warm
  * channels found closed by the server before use, requests sent once more
- * on a new channel because a warm one closed under them, and commands whose
- * stdin went inside the exec request.
+ * on a new channel because a warm one closed under them, commands whose
+ * stdin went inside the exec request, and warm channel confirmations taken
+ * as round-trip samples.
  */
 typedef struct asp_exec_stats {
 	unsigned long opens, warm_used, warm_closed, resent;
 	unsigned long stdin_inline; /* commands whose stdin_data rode in the exec request */
+	unsigned long rtt_samples;  /* warm channel confirmations taken as round-trip samples */
 } asp_exec_stats;
 
 void asp__exec_stats(asp_exec_stats *out);

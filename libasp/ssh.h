@@ -68,7 +68,14 @@ struct asp_conn {
 	int warm_off;             /* the server refused one (its session limit), or closed two in a
 				     row before use: open on demand only */
 	int warm_lost;            /* warm channels in a row found closed by the server */
-	unsigned int rtt_ms;      /* round trip measured during authentication (conn.c), 0 unknown */
+	uint64_t warm_sent_ms;    /* when the warm channel's CHANNEL_OPEN went out */
+	/*
+	 * The round trip: the least of every sample taken (asp__conn_rtt_sample),
+	 * 0 before the first. Each sample is a request's answer time, at least
+	 * one round trip: a stall on either end only inflates one sample.
+	 */
+	unsigned int rtt_ms;
+	unsigned int rtt_samples;
 	int one_flight;           /* while set, a send ends the libssh2 call: reads answer EAGAIN
 				     until it is cleared (conn.c counts authentication's flights) */
 	int sent_this_call;       /* a send happened during the current libssh2 call (one_flight) */
@@ -131,5 +138,12 @@ int asp__ssh_is_transport_error(int rc);
  */
 void asp__chan_warm_start(asp_conn *c);
 int asp__chan_settle(asp_conn *c, asp_error *err);
+
+/*
+ * A round-trip sample of ms milliseconds (conn.c): authentication's key
+ * query, and each warm channel's CHANNEL_OPEN until its confirmation was
+ * taken. c->rtt_ms keeps the least.
+ */
+void asp__conn_rtt_sample(asp_conn *c, uint64_t ms);
 
 #endif

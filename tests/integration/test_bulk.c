@@ -75,6 +75,12 @@ static asp_sandbox *open_bulk(unsigned int max_conns, uint64_t max_read)
 	int rc;
 
 	o.config_path = fx.config;
+	/*
+	 * The watchers follow sftp-server processes. With auto, a read goes
+	 * over exec channels when the connection measured a round trip of
+	 * 10 ms or more (asp__exec_files_faster), which a loaded machine can.
+	 */
+	o.file_transport = ASP_FILES_SFTP;
 	o.max_connections = max_conns;
 	o.max_read_bytes = max_read;
 	o.connect_timeout_ms = 5000;

@@ -25,6 +25,7 @@
 
 #include "asp.h"
 #include "exec.h"
+#include "ssh.h"
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
@@ -472,6 +473,64 @@ START_TEST(test_warm_small_files_over_exec)
 }
 END_TEST
 
+/*
+ * The routes follow the least round trip sampled on the connection: a
+ * first sample inflated by a stall (10 ms or more on loopback) moves reads
+ * to exec only until a later sample is short, and a long link's samples,
+ * all long, keep them there.
+ */
+START_TEST(test_warm_rtt_is_the_least_sample)
+{
+	static const struct {
+		unsigned int samples[4];
+		unsigned int n, rtt;
+		int exec_files, inline_stdin_link;
+	} cases[] = {
+		{ { 0 }, 0, 0, 0, 0 },
+		{ { 12 }, 1, 12, 1, 1 },
+		{ { 12, 0 }, 2, 0, 0, 0 },
+		{ { 0, 40, 80 }, 3, 0, 0, 0 },
+		{ { 60, 52, 75, 9000 }, 4, 52, 1, 1 },
+		{ { 30, 7 }, 2, 7, 0, 1 },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		asp_conn c;
+
+		memset(&c, 0, sizeof(c));
+		for (unsigned int k = 0; k < cases[i].n; k++)
+			asp__conn_rtt_sample(&c, cases[i].samples[k]);
+		ck_assert_msg(c.rtt_ms == cases[i].rtt, "case %zu: rtt %u, expected %u", i, c.rtt_ms,
+			      cases[i].rtt);
+		ck_assert_msg(asp__exec_files_faster(&c, 0) == cases[i].exec_files,
+			      "case %zu: files over exec %d", i, asp__exec_files_faster(&c, 0));
+		ck_assert_int_eq(c.rtt_ms >= 5, cases[i].inline_stdin_link);
+	}
+}
+END_TEST
+
+/*
+ * On a real connection the warm channels' confirmations are samples too:
+ * after a few commands the connection has more samples than the one taken
+ * while authenticating.
+ */
+START_TEST(test_warm_confirmations_are_rtt_samples)
+{
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	s0 = stats();
+	for (int i = 0; i < 3; i++)
+		mark(sb, "rtt.txt", "a call");
+	s1 = stats();
+	ck_assert_msg(s1.rtt_samples >= s0.rtt_samples + 3, "%lu round-trip samples in 3 calls",
+		      s1.rtt_samples - s0.rtt_samples);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_warm(void)
 {
 	Suite *s = suite_create("warm");
@@ -489,6 +548,8 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_max_sessions_1);
 	tcase_add_test(tc, test_warm_stdin_inline);
 	tcase_add_test(tc, test_warm_small_files_over_exec);
+	tcase_add_test(tc, test_warm_rtt_is_the_least_sample);
+	tcase_add_test(tc, test_warm_confirmations_are_rtt_samples);
 	suite_add_tcase(s, tc);
 	return s;
 }
