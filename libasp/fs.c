@@ -591,6 +591,24 @@ static int remove_all(asp_conn *c, char *const *paths, size_t n, unsigned char *
 	return 0;
 }
 
+/*
+ * After the stale paths' removal (takes them): when the connection died,
+ * whether they went is unknown, so each waits again (its lease from its
+ * name) for the next call's look.
+ */
+static void sweep_removed(asp_conn *c, asp_sweep *sw, char **stale, size_t ns)
+{
+	for (size_t i = 0; i < ns; i++) {
+		const char *base = strrchr(stale[i], '/');
+		uint32_t lease = 0;
+		base = base ? base + 1 : stale[i];
+		if (asp__conn_dead(c) && asp__fs_temp_parse(base, strlen(base), &lease))
+			sweep_wait_add(sw, stale[i], lease, 1);
+		else
+			asp__free(stale[i]);
+	}
+}
+
 /* The same over exec: one command stats them all and says the server's time. */
 static void sweep_due_exec(asp_conn *c, asp_sweep *sw, sweep_wait *due, size_t n)
 {
@@ -618,8 +636,7 @@ static void sweep_due_exec(asp_conn *c, asp_sweep *sw, sweep_wait *due, size_t n
 	}
 	if (ns && !asp__conn_dead(c))
 		asp__shfs_forget(c, stale, ns, NULL, NULL);
-	for (i = 0; i < ns; i++)
-		asp__free(stale[i]);
+	sweep_removed(c, sw, stale, ns);
 }
 
 /* LSTAT the remembered temp files whose time has come; remove the stale ones, keep waiting on the rest. */
@@ -680,8 +697,7 @@ void asp__fs_sweep_due(asp_conn *c, asp_sweep *sw)
 	}
 	if (ns && !asp__conn_dead(c))
 		remove_all(c, stale, ns, NULL, NULL);
-	for (i = 0; i < ns; i++)
-		asp__free(stale[i]);
+	sweep_removed(c, sw, stale, ns);
 	return;
 keep_all:
 	for (i = 0; i < n; i++)
@@ -712,6 +728,27 @@ static int sweep_claim_dir(asp_sweep *sw, const char *dir)
 	}
 	pthread_mutex_unlock(&sw->mu);
 	return d != NULL;
+}
+
+/*
+ * A sweep that a dead connection cut short did not happen: the next write
+ * into dir (on another connection) sweeps it again.
+ */
+static void sweep_unclaim_dir(asp_sweep *sw, const char *dir)
+{
+	size_t i;
+
+	pthread_mutex_lock(&sw->mu);
+	for (i = 0; i < sw->ndirs; i++) {
+		if (!strcmp(sw->dirs[i], dir)) {
+			asp__free(sw->dirs[i]);
+			sw->dirs[i] = sw->dirs[--sw->ndirs];
+			if (sw->next_dir >= sw->ndirs)
+				sw->next_dir = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sw->mu);
 }
 
 /* Decode one READDIR reply: stale temp files go to *stale, fresh ones to the wait list. */
@@ -772,8 +809,11 @@ static void sweep_dir(asp_conn *c, asp_sweep *sw, const char *dir, uint64_t serv
 	int eof = 0, rc = 0;
 
 	if (send_path(c, SSH_FXP_OPENDIR, dir, 0, &id, NULL) ||
-	    get_handle(c, id, h, &hl, "sweep", dir, ASP_EIO, NULL))
+	    get_handle(c, id, h, &hl, "sweep", dir, ASP_EIO, NULL)) {
+		if (asp__conn_dead(c))
+			sweep_unclaim_dir(sw, dir);
 		return;
+	}
 	while (!eof || inflight) {
 		asp_sftp_reply r;
 		while (!eof && !rc && inflight < SWEEP_WINDOW) {
@@ -798,6 +838,8 @@ static void sweep_dir(asp_conn *c, asp_sweep *sw, const char *dir, uint64_t serv
 		if (ns)
 			remove_all(c, stale, ns, NULL, NULL);
 	}
+	if (asp__conn_dead(c))
+		sweep_unclaim_dir(sw, dir);
 	for (i = 0; i < ns; i++)
 		asp__free(stale[i]);
 	asp__free(stale);
@@ -872,6 +914,8 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 			asp__free(stale[i]);
 		asp__free(stale);
 	}
+	if (asp__conn_dead(c))
+		sweep_unclaim_dir(sw, dir);
 	asp__fs_list_free(v, n);
 	asp__free(dir);
 	if (!asp__conn_dead(c))
