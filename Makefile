@@ -291,15 +291,24 @@ check-makefile:
 # The same suites under ASan+UBSan (leaks included), and the fuzz corpus
 # replay, a short soak (its RSS and heap checks skip themselves under ASan:
 # LeakSanitizer speaks instead) and the provisioning test.
-SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+# Every sanitizer report goes to a file of its own (one per process, the
+# tests' children and asp-exec included); a failing step prints them last,
+# where a CI log's tail shows them (check reports a test killed by the
+# report's abort only as "Received signal 6").
+SAN_LOG := $(CURDIR)/build-san/sanitizer
+SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$(SAN_LOG) \
+	   UBSAN_OPTIONS=print_stacktrace=1:log_path=$(SAN_LOG)
+SAN_FAIL = { for f in $(SAN_LOG).*; do [ -f "$$f" ] && { echo "== $$f"; head -c 8000 "$$f"; }; done; exit 1; }
 check-san:
 	$(MAKE) SAN=1 tests
-	$(SAN_ENV) ./build-san/tests/test-unit
-	$(SAN_ENV) ./build-san/tests/test-integration
-	$(SAN_ENV) $(MAKE) SAN=1 check-shfs
-	$(SAN_ENV) $(MAKE) SAN=1 check-fuzz-replay
-	$(SAN_ENV) $(MAKE) SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4
-	$(SAN_ENV) $(MAKE) SAN=1 check-provision
+	rm -f $(SAN_LOG).*
+	$(SAN_ENV) ./build-san/tests/test-unit || $(SAN_FAIL)
+	$(SAN_ENV) ./build-san/tests/test-integration || $(SAN_FAIL)
+	$(SAN_ENV) $(MAKE) SAN=1 check-shfs || $(SAN_FAIL)
+	$(SAN_ENV) $(MAKE) SAN=1 check-fuzz-replay || $(SAN_FAIL)
+	$(SAN_ENV) $(MAKE) SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4 || $(SAN_FAIL)
+	$(SAN_ENV) $(MAKE) SAN=1 check-provision || $(SAN_FAIL)
+	@! ls $(SAN_LOG).* 2>/dev/null || { echo "check-san: sanitizer reports from passing steps:"; $(SAN_FAIL); }
 
 # valgrind (slows everything ~30x) on the unit suite, the fuzz corpus replay, a
 # short soak and every integration suite (the list comes from the files)
