@@ -1221,23 +1221,32 @@ int asp__fs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gon
 
 /* ------------------------------------------------------------ metadata */
 
-int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
+/* STAT or LSTAT over SFTP; a failure's message begins with `what` (the caller's call). */
+static int sftp_stat(asp_conn *c, const char *path, int follow, const char *what, asp_stat_info *out,
+		     asp_error *err)
 {
 	asp_sftp_attrs a;
 	uint32_t id;
 	int rc, found = 0;
 
+	if ((rc = send_path(c, follow ? SSH_FXP_STAT : SSH_FXP_LSTAT, path, 0, &id, err)) ||
+	    (rc = get_attrs(c, id, &a, &found, what, path, err)))
+		return rc;
+	if (!found)
+		return asp__error(err, ASP_ENOENT, "%s %s: no such file or directory", what, SHOW(path));
+	to_stat(&a, out);
+	return 0;
+}
+
+int asp__fs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
+{
+	int rc;
+
 	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
 	if (rc == ASP_FILES_EXEC)
 		return asp__shfs_stat(c, path, follow, out, err);
-	if ((rc = send_path(c, follow ? SSH_FXP_STAT : SSH_FXP_LSTAT, path, 0, &id, err)) ||
-	    (rc = get_attrs(c, id, &a, &found, "stat", path, err)))
-		return rc;
-	if (!found)
-		return asp__error(err, ASP_ENOENT, "stat %s: no such file or directory", SHOW(path));
-	to_stat(&a, out);
-	return 0;
+	return sftp_stat(c, path, follow, "stat", out, err);
 }
 
 int asp__fs_remove(asp_conn *c, const char *path, asp_error *err)
@@ -1251,7 +1260,7 @@ int asp__fs_remove(asp_conn *c, const char *path, asp_error *err)
 		return rc;
 	if (rc == ASP_FILES_EXEC)
 		return asp__shfs_remove(c, path, err);
-	if ((rc = asp__fs_stat(c, path, 0, &st, err)))
+	if ((rc = sftp_stat(c, path, 0, "remove", &st, err)))
 		return rc;
 	isdir = st.type == ASP_TYPE_DIR;
 	if ((rc = send_path(c, isdir ? SSH_FXP_RMDIR : SSH_FXP_REMOVE, path, 0, &id, err)) ||
@@ -1404,8 +1413,18 @@ int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out
 		return asp__shfs_list(c, path, max, out, count, err);
 	if ((rc = send_path(c, SSH_FXP_OPENDIR, path, 0, &id, err)))
 		return rc;
-	if ((rc = get_handle(c, id, h, &hl, "list", path, ASP_ENOTDIR, err)))
+	if ((rc = get_handle(c, id, h, &hl, "list", path, ASP_ENOTDIR, err))) {
+		asp_stat_info st;
+		asp_error e2;
+		/*
+		 * OpenSSH's sftp-server answers "no such file" for ENOTDIR too:
+		 * a STAT (only on this failure) tells a file apart, as shfs.c does.
+		 */
+		if (rc == ASP_ENOENT && !asp__conn_dead(c) && !sftp_stat(c, path, 1, "list", &st, &e2) &&
+		    st.type != ASP_TYPE_DIR)
+			rc = asp__error(err, ASP_ENOTDIR, "list %s: not a directory", SHOW(path));
 		return rc;
+	}
 	for (;;) {
 		asp_sftp_reply r;
 

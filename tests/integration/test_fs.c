@@ -291,6 +291,13 @@ START_TEST(test_list_dir)
 	/* Missing. */
 	rc = asp_list_dir(&l, sb, "ls/nope", NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "ls/nope");
+	/* A file: not a directory, over SFTP too (whose servers say "no such file"). */
+	put_opts(sb, "ls/plain", "x", 1, NULL);
+	memset(&e, 0, sizeof(e));
+	rc = asp_list_dir(&l, sb, "ls/plain", NULL, &e);
+	ASSERT_ERR(rc, e, ASP_ENOTDIR, "ls/plain");
+	ck_assert_msg(strncmp(e.message, "list /", 6) == 0 && strstr(e.message, "not a directory"), "%s",
+		      e.message);
 	free(b);
 	asp_close(sb);
 }
@@ -308,6 +315,8 @@ START_TEST(test_remove)
 	ck_assert(!local_exists(ws("rm/file")));
 	rc = asp_remove(sb, "rm/file", 0, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "rm/file");
+	/* The message names the call, over SFTP as over shell commands. */
+	ck_assert_msg(strncmp(e.message, "remove /", 8) == 0, "%s", e.message);
 
 	/* An empty directory. */
 	mkdir_ok(sb, "rm/empty", 0755, 1);
