@@ -413,6 +413,93 @@ END_TEST
 
 /* ================================================================ suite */
 
+/*
+ * Every failing call gives the same code and the same message over SFTP
+ * and over shell commands: under auto, which one a read or write takes
+ * depends on the round trip the connection measured.
+ */
+static asp_sandbox *open_with(unsigned int transport)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	int rc;
+
+	o.config_path = fx.config;
+	o.file_transport = transport;
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
+	return sb;
+}
+
+#define NO_SUCH_CASE 1000
+
+/* Failing call number i on sb; NO_SUCH_CASE past the last. */
+static int failing_call(asp_sandbox *sb, int i, asp_error *e)
+{
+	unsigned char *buf = NULL;
+	size_t len = 0;
+	asp_stat_info st;
+	asp_list *l = NULL;
+	int rc;
+
+	switch (i) {
+	case 0: rc = asp_read(&buf, &len, sb, "xt/nope", 0, ASP_READ_ALL, NULL, e); break;
+	case 1: rc = asp_read(&buf, &len, sb, "xt/d", 0, ASP_READ_ALL, NULL, e); break;
+	case 2: rc = asp_read(&buf, &len, sb, "xt/secret", 0, ASP_READ_ALL, NULL, e); break;
+	case 3: rc = asp_read(&buf, &len, sb, "xt/shut/x", 0, ASP_READ_ALL, NULL, e); break;
+	case 4: rc = asp_write(sb, "xt/d", "y", 1, NULL, e); break;
+	case 5: rc = asp_write(sb, "xt/nodir/x", "y", 1, NULL, e); break;
+	case 6: rc = asp_write(sb, "xt/shut/x", "y", 1, NULL, e); break;
+	case 7: rc = asp_stat(&st, sb, "xt/nope", NULL, e); break;
+	case 8: rc = asp_list_dir(&l, sb, "xt/nope", NULL, e); break;
+	case 9: rc = asp_list_dir(&l, sb, "xt/plain", NULL, e); break;
+	case 10: rc = asp_list_dir(&l, sb, "xt/shut", NULL, e); break;
+	case 11: rc = asp_mkdir(sb, "xt/d", 0, 0, NULL, e); break;
+	case 12: rc = asp_mkdir(sb, "xt/a/b", 0, 0, NULL, e); break;
+	case 13: rc = asp_remove(sb, "xt/nope", 0, NULL, e); break;
+	case 14: rc = asp_remove(sb, "xt/full", 0, NULL, e); break;
+	case 15: rc = asp_rename(sb, "xt/nope", "xt/other", NULL, e); break;
+	default: return NO_SUCH_CASE;
+	}
+	asp_free(buf);
+	asp_list_free(l);
+	return rc;
+}
+
+START_TEST(test_errors_same_over_both_transports)
+{
+	asp_sandbox *sftp = open_with(ASP_FILES_SFTP), *sh = open_with(ASP_FILES_EXEC);
+	asp_exec_result *r;
+	int i, rc1, rc2;
+
+	mkdir_ok(sftp, "xt/d", 0755, 1);
+	mkdir_ok(sftp, "xt/full/sub", 0755, 1);
+	put(sftp, "xt/plain", "x");
+	put(sftp, "xt/secret", "x");
+	mkdir_ok(sftp, "xt/shut", 0755, 0);
+	/* The fixture's login user is never root (asp-test when the tests run as root): modes bind. */
+	r = run(sftp, "chmod 000 xt/secret xt/shut");
+	assert_exited(r, 0);
+	asp_exec_result_free(r);
+	for (i = 0;; i++) {
+		asp_error e1 = { 0 }, e2 = { 0 };
+		if ((rc1 = failing_call(sftp, i, &e1)) == NO_SUCH_CASE)
+			break;
+		rc2 = failing_call(sh, i, &e2);
+		ck_assert_msg(rc1 != ASP_OK, "case %d succeeded over SFTP", i);
+		ck_assert_msg(rc1 == rc2 && !strcmp(e1.message, e2.message),
+			      "case %d: SFTP %s \"%s\", shell %s \"%s\"", i, asp_error_name(rc1),
+			      e1.message, asp_error_name(rc2), e2.message);
+	}
+	ck_assert_int_eq(i, 16);
+	r = run(sftp, "chmod 755 xt/shut && chmod 644 xt/secret");
+	asp_exec_result_free(r);
+	asp_close(sftp);
+	asp_close(sh);
+}
+END_TEST
+
 Suite *suite_fs(void)
 {
 	Suite *s = suite_create("fs");
@@ -426,6 +513,7 @@ Suite *suite_fs(void)
 	tcase_add_test(tc, test_list_dir);
 	tcase_add_test(tc, test_remove);
 	tcase_add_test(tc, test_rename);
+	tcase_add_test(tc, test_errors_same_over_both_transports);
 	suite_add_tcase(s, tc);
 	return s;
 }
