@@ -877,13 +877,13 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 	char *dir, **stale = NULL;
 	size_t n = 0, ns = 0, i;
 	uint64_t now = 0;
-	int listed = 0;
+	int listed = 0, claimed;
 
 	if (!sw || !slash || !(dir = slash == path ? asp__strdup("/")
 						    : asp__strndup(path, (size_t)(slash - path))))
 		return;
-	if (sweep_claim_dir(sw, dir) && !asp__shfs_temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) &&
-	    now) {
+	if ((claimed = sweep_claim_dir(sw, dir)) &&
+	    !asp__shfs_temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) && now) {
 		listed = 1;
 		/*
 		 * The server's clock, as sweep_after_write keeps it: a later recheck
@@ -914,7 +914,7 @@ static void sweep_after_write_exec(asp_conn *c, asp_sweep *sw, const char *path)
 			asp__free(stale[i]);
 		asp__free(stale);
 	}
-	if (asp__conn_dead(c))
+	if (claimed && asp__conn_dead(c))
 		sweep_unclaim_dir(sw, dir);
 	asp__fs_list_free(v, n);
 	asp__free(dir);
