@@ -431,13 +431,18 @@ static int remove_body(asp_buf *out, const char *path)
 
 static int rename_body(asp_buf *out, const char *from, const char *to)
 {
-	/* mv moves into an existing directory: rename(2) replaces an empty one; do that first. */
+	/*
+	 * mv moves into an existing directory, where rename(2) replaces an
+	 * empty one: `mv -T` (GNU, BusyBox) is that rename(2); a mv without
+	 * -T gets rmdir then mv, which leaves a moment without the target.
+	 */
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "a", from) || put_var(out, "b", to) ||
 	    put_dir(out, "da", from) || put_dir(out, "db", to) ||
 	    asp__buf_puts(out, "[ -e \"$a\" ] || [ -L \"$a\" ] || nf \"$a\"; [ \"$a\" = \"$b\" ] && exit 0; "
 			  "[ -d \"$db\" ] || exit 111; "
 			  "{ [ -w \"$da\" ] && [ -x \"$da\" ] && [ -w \"$db\" ] && [ -x \"$db\" ]; } || exit 101; "
 			  "if [ -d \"$b\" ] && ! [ -L \"$b\" ]; then if [ -d \"$a\" ] && ! [ -L \"$a\" ]; then "
+			  "mv -f -T -- \"$a\" \"$b\" 2>/dev/null && exit 0; "
 			  "rmdir -- \"$b\" 2>/dev/null || exit 105; else exit 102; fi; fi; "
 			  "mv -f -- \"$a\" \"$b\" && exit 0; exit 108"))
 		return ASP_ENOMEM;

@@ -461,6 +461,88 @@ START_TEST(test_shfs_list_hostile_names)
 }
 END_TEST
 
+/*
+ * A directory renamed onto an empty one replaces it in one rename(2) (`mv
+ * -T`: GNU, BusyBox): the target's name never disappears in between. A
+ * shim rmdir first on PATH records any call. A mv without -T (a shim that
+ * refuses it) gets the fallback, rmdir then mv, with the same result.
+ */
+START_TEST(test_shfs_rename_dir_onto_empty_dir)
+{
+	char shim[128], path_env[4500], old_path[4096], marker[160], script[400];
+	FILE *f;
+
+	snprintf(shim, sizeof(shim), "%s/shim", shfs_dir);
+	snprintf(marker, sizeof(marker), "%s/rmdir-ran", shfs_dir);
+	ck_assert_int_eq(mkdir(shim, 0755), 0);
+	snprintf(script, sizeof(script), "%s/rmdir", shim);
+	ck_assert_ptr_nonnull(f = fopen(script, "w"));
+	fprintf(f, "#!/bin/sh\n: > '%s'\nexec /bin/rmdir \"$@\"\n", marker);
+	fclose(f);
+	ck_assert_int_eq(chmod(script, 0755), 0);
+	ck_assert_ptr_nonnull(getenv("PATH"));
+	snprintf(old_path, sizeof(old_path), "%s", getenv("PATH"));
+	snprintf(path_env, sizeof(path_env), "%s:%s", shim, old_path);
+	ck_assert_int_eq(setenv("PATH", path_env, 1), 0);
+	/* 0: GNU mv, 1: BusyBox mv, 2: a mv without -T */
+	for (int tool = 0; tool < 3; tool++) {
+		snprintf(script, sizeof(script), "%s/mv", shim);
+		unlink(script);
+		if (tool) {
+			ck_assert_ptr_nonnull(f = fopen(script, "w"));
+			if (tool == 1)
+				fprintf(f, "#!/bin/sh\nexec /usr/bin/busybox mv \"$@\"\n");
+			else
+				fprintf(f, "#!/bin/sh\nfor x; do [ \"$x\" = -T ] && { echo 'mv: bad option -T' >&2; "
+					   "exit 1; }; done\nexec /bin/mv \"$@\"\n");
+			fclose(f);
+			ck_assert_int_eq(chmod(script, 0755), 0);
+		}
+		for (size_t k = 0; k < NSHELLS; k++) {
+			char a[200], b[200], inner[220], full[200];
+			asp_buf w = { 0 };
+			sh_out r;
+
+			snprintf(a, sizeof(a), "%s/ra-%d-%zu", shfs_dir, tool, k);
+			snprintf(b, sizeof(b), "%s/rb-%d-%zu", shfs_dir, tool, k);
+			snprintf(full, sizeof(full), "%s/rf-%d-%zu", shfs_dir, tool, k);
+			snprintf(inner, sizeof(inner), "%s/in", a);
+			ck_assert_int_eq(mkdir(a, 0755), 0);
+			ck_assert_int_eq(mkdir(inner, 0755), 0);
+			ck_assert_int_eq(mkdir(b, 0755), 0);
+			ck_assert_int_eq(mkdir(full, 0755), 0);
+			snprintf(inner, sizeof(inner), "%s/x", full);
+			ck_assert_int_eq(mkdir(inner, 0755), 0);
+			unlink(marker);
+
+			/* Onto a non-empty directory: ENOTEMPTY, both left as they were. */
+			ck_assert_int_eq(asp__shfs_rename_script(&w, a, full), 0);
+			r = run_in(k, (const char *)w.data, NULL, 0);
+			ck_assert_msg(r.status == ASP_SHFS_ENOTEMPTY, "%s tool %d: exit %d", shells[k][0], tool,
+				      r.status);
+			free(r.out);
+			asp__buf_free(&w);
+			ck_assert(access(a, F_OK) == 0 && access(inner, F_OK) == 0);
+			unlink(marker);
+
+			/* Onto an empty directory: replaced. */
+			ck_assert_int_eq(asp__shfs_rename_script(&w, a, b), 0);
+			r = run_in(k, (const char *)w.data, NULL, 0);
+			ck_assert_msg(r.status == 0, "%s tool %d: exit %d", shells[k][0], tool, r.status);
+			free(r.out);
+			asp__buf_free(&w);
+			snprintf(inner, sizeof(inner), "%s/in", b);
+			ck_assert_msg(access(a, F_OK) != 0 && access(inner, F_OK) == 0, "%s tool %d: not moved",
+				      shells[k][0], tool);
+			ck_assert_msg((access(marker, F_OK) == 0) == (tool == 2), "%s tool %d: rmdir %s",
+				      shells[k][0], tool, tool == 2 ? "not used by the fallback" :
+								 "used: the rename was not one rename(2)");
+		}
+	}
+	ck_assert_int_eq(setenv("PATH", old_path, 1), 0);
+}
+END_TEST
+
 /* stat, mkdir, remove, rename and their exit codes, in every shell. */
 START_TEST(test_shfs_metadata_and_codes)
 {
@@ -684,6 +766,7 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_shfs_write_modes);
 	tcase_add_test(tc, test_shfs_list_hostile_names);
 	tcase_add_test(tc, test_shfs_metadata_and_codes);
+	tcase_add_test(tc, test_shfs_rename_dir_onto_empty_dir);
 	tcase_add_test(tc, test_shfs_list_decode);
 	tcase_add_test(tc, test_shfs_sweep_scripts);
 	suite_add_tcase(s, tc);
