@@ -10,7 +10,9 @@
  * take parts from the same queue. A helper that gets no connection, or
  * cannot open the file, takes no part: the caller's connection does the
  * rest. The first failing part fails the call; the others stop at their
- * next part.
+ * next part. One exception: a read part whose helper connection was lost
+ * goes back to the queue (reading again is harmless) and the helper
+ * stops; the caller's connection, or another helper, reads it.
  *
  * A read learns the file's size with an SFTP STAT sent with its OPEN (no
  * extra round trip) and returns exactly that many bytes (or fewer when
@@ -48,6 +50,8 @@ typedef struct job {
 	const unsigned char *src; /* write: the data */
 	uint64_t base;            /* file offset of dst[0] / src[0] */
 	size_t len, part, nparts, next;
+	size_t redo[BULK_HELPERS_MAX]; /* read parts given back by helpers whose connection died */
+	size_t nredo;
 	int rc;                   /* the first failure */
 	asp_error err;
 	asp_cancel *stop;         /* triggered when the job is over: ends helpers' connects */
@@ -80,20 +84,36 @@ static void job_fail(job *j, int rc, const asp_error *e)
 		asp_cancel_trigger(j->stop);
 }
 
+static _Atomic unsigned long stat_redone;
+
+void asp__bulk_stats(asp_bulk_stats *out)
+{
+	out->parts_redone = stat_redone;
+}
+
 static int job_take(job *j, size_t *i)
 {
 	int ok;
 
 	pthread_mutex_lock(&j->mu);
-	ok = !j->rc && j->next < j->nparts;
+	ok = !j->rc && (j->nredo || j->next < j->nparts);
 	if (ok)
-		*i = j->next++;
+		*i = j->nredo ? j->redo[--j->nredo] : j->next++;
 	pthread_mutex_unlock(&j->mu);
 	return ok;
 }
 
-/* Work through parts on c until none is left or one fails. */
-static void job_parts(job *j, asp_conn *c, const unsigned char *h, size_t hl)
+/* A helper whose connection died gives its read part back (it takes no more). */
+static void job_give_back(job *j, size_t i)
+{
+	pthread_mutex_lock(&j->mu);
+	j->redo[j->nredo++] = i; /* one per helper at most: it stops after this */
+	pthread_mutex_unlock(&j->mu);
+	stat_redone++;
+}
+
+/* Work through parts on c until none is left or one fails; helper: c is a helper's. */
+static void job_parts(job *j, asp_conn *c, const unsigned char *h, size_t hl, int helper)
 {
 	size_t i;
 
@@ -105,6 +125,10 @@ static void job_parts(job *j, asp_conn *c, const unsigned char *h, size_t hl)
 		e.code = 0;
 		rc = j->write ? asp__fs_write_at(c, h, hl, j->path, j->src + off, j->base + off, n, &e)
 			      : asp__fs_read_into(c, h, hl, j->path, j->base + off, n, j->dst + off, &e);
+		if (rc && helper && !j->write && rc == ASP_ECONNLOST && asp__conn_dead(c)) {
+			job_give_back(j, i);
+			return;
+		}
 		if (rc) {
 			job_fail(j, rc, &e);
 			return;
@@ -118,7 +142,7 @@ static int job_left(job *j)
 	int left;
 
 	pthread_mutex_lock(&j->mu);
-	left = !j->rc && j->next < j->nparts;
+	left = !j->rc && (j->nredo || j->next < j->nparts);
 	pthread_mutex_unlock(&j->mu);
 	return left;
 }
@@ -136,7 +160,7 @@ static void *helper(void *arg)
 	asp__conn_begin_op(c, bc->deadline, bc->cancel);
 	if (job_left(j) && sftp_ready(c, bc, NULL) == 1 &&
 	    !asp__fs_open_handle(c, j->path, j->write, h, &hl, NULL)) {
-		job_parts(j, c, h, hl);
+		job_parts(j, c, h, hl, 1);
 		asp__fs_close_handle(c, h, hl);
 	}
 	asp__conn_end_op(c);
@@ -169,11 +193,12 @@ static int job_run(job *j, asp_conn *c, const unsigned char *h, size_t hl, asp_e
 	for (i = 0; j->stop && i + 1 < conns && i + 1 < j->nparts; i++)
 		if (pthread_create(&t[nt], NULL, helper, j) == 0)
 			nt++;
-	job_parts(j, c, h, hl);
+	job_parts(j, c, h, hl, 0);
 	if (j->stop)
 		asp_cancel_trigger(j->stop); /* a helper still connecting has nothing left to do */
 	for (i = 0; i < nt; i++)
 		pthread_join(t[i], NULL);
+	job_parts(j, c, h, hl, 0); /* parts given back after c ran out of work */
 	asp_cancel_free(j->stop);
 	if (j->rc && err)
 		*err = j->err;

@@ -20,6 +20,13 @@ typedef struct asp_bulk_call {
 	uint64_t deadline;           /* the call's deadline (asp__now_ms clock) */
 } asp_bulk_call;
 
+/* Process-wide counts, read by the tests: read parts read again after a helper's connection died. */
+typedef struct asp_bulk_stats {
+	unsigned long parts_redone;
+} asp_bulk_stats;
+
+void asp__bulk_stats(asp_bulk_stats *out);
+
 /* asp__fs_read, in parallel ranges when the file is large. */
 int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint64_t offset,
 		   uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err);

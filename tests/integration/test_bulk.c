@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "bulk.h"
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
@@ -228,8 +229,11 @@ static pid_t connection_of(pid_t pid)
 	return 0;
 }
 
-/* The fixture's sftp-server processes that hold a temp file of `name` open: up to max pids. */
-static int temp_holders(const char *name, pid_t *pids, int max)
+/*
+ * The fixture's sftp-server processes that hold open a temp file of `name`
+ * (temp) or the file `name` itself: up to max pids.
+ */
+static int holders(const char *name, int temp, pid_t *pids, int max)
 {
 	char prefix[600];
 	DIR *d = opendir("/proc");
@@ -238,7 +242,10 @@ static int temp_holders(const char *name, pid_t *pids, int max)
 
 	if (!d)
 		return 0;
-	snprintf(prefix, sizeof(prefix), "%s/.%s.asp-", fx.workspace, name);
+	if (temp)
+		snprintf(prefix, sizeof(prefix), "%s/.%s.asp-", fx.workspace, name);
+	else
+		snprintf(prefix, sizeof(prefix), "%s/%s", fx.workspace, name);
 	while ((e = readdir(d)) != NULL && n < max) {
 		char path[300], link[700], *text;
 		size_t len = 0;
@@ -264,7 +271,7 @@ static int temp_holders(const char *name, pid_t *pids, int max)
 			if ((l = readlink(fd, link, sizeof(link) - 1)) <= 0)
 				continue;
 			link[l] = '\0';
-			if (!strncmp(link, prefix, strlen(prefix))) {
+			if (temp ? !strncmp(link, prefix, strlen(prefix)) : !strcmp(link, prefix)) {
 				pids[n++] = atoi(e->d_name);
 				break;
 			}
@@ -284,19 +291,20 @@ typedef struct watcher {
 	int done;             /* the action was taken (a kill: sshd was alive and is gone) */
 	uint64_t seen;        /* bytes seen when it acted */
 	const char *why;      /* why the action was not taken */
-	pid_t first[8];       /* DO_KILL_HELPER: the temp file's first holders (the caller's) */
+	pid_t first[8];       /* DO_KILL_HELPER: the file's first holders (the caller's) */
 	int nfirst;
 } watcher;
 
 /*
- * A helper's connection: one whose sftp-server holds the temp file open
- * now and did not when the file was first seen (the caller's connection
- * creates it before any helper starts). 0 while there is none.
+ * A helper's connection: one whose sftp-server holds the file open now
+ * and did not when it was first seen held (the caller's connection creates
+ * the temp file, or opens the file to read, before any helper starts). 0
+ * while there is none.
  */
 static pid_t helper_connection(watcher *w)
 {
 	pid_t now[8];
-	int n = temp_holders(w->name, now, 8);
+	int n = holders(w->name, w->when == AT_TEMP_BLOCKS, now, 8);
 
 	if (!w->nfirst) {
 		memcpy(w->first, now, sizeof(pid_t) * (size_t)n);
@@ -798,6 +806,51 @@ START_TEST(test_bulk_helper_killed_mid_write)
 END_TEST
 
 /*
+ * One helper's connection dies mid-read (its sshd SIGKILLed, as above):
+ * reading again is harmless, so its part goes back to the queue and the
+ * read returns the whole file. A kill that lands between parts proves
+ * nothing about that: the test tries again until one part was read again.
+ */
+START_TEST(test_bulk_helper_killed_mid_read)
+{
+	asp_sandbox *sb = open_bulk(4, 0);
+	unsigned char *data = random_bytes(128 * MiB, 12);
+	asp_bulk_stats s0, s1;
+	int attempt;
+
+	local_put("r.bin", data, 128 * MiB);
+	asp__bulk_stats(&s0);
+	for (attempt = 0; attempt < 6; attempt++) {
+		watcher w = { .when = AT_SERVER_READ, .what = DO_KILL_HELPER, .name = "r.bin", .at = 8 * MiB };
+		unsigned char *got = NULL;
+		asp_error err = { 0 };
+		size_t glen = 0;
+		pthread_t th;
+		int rc;
+
+		watch_start(&th, &w);
+		rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
+		watch_end(th, &w);
+		asp__bulk_stats(&s1);
+		fprintf(stderr, "bulk: a helper's sshd killed after the server read %llu bytes -> %s, "
+			"%lu parts read again\n", (unsigned long long)w.seen, asp_error_name(rc),
+			s1.parts_redone - s0.parts_redone);
+		ck_assert_msg(w.done, "no helper connection was killed mid-read: %s (the read returned %s)",
+			      w.why ? w.why : "?", asp_error_name(rc));
+		ASSERT_OK(rc, err, "a read whose helper connection died");
+		assert_bytes("r.bin", got, glen, data, 128 * MiB);
+		asp_free(got);
+		if (s1.parts_redone > s0.parts_redone)
+			break;
+	}
+	ck_assert_msg(s1.parts_redone > s0.parts_redone, "in %d attempts, no kill landed while a helper "
+		      "held a part", attempt);
+	asp_close(sb);
+	free(data);
+}
+END_TEST
+
+/*
  * Every connection through a proxy is reset after 6 MiB from the client:
  * a 64 MiB write spread over four connections loses each that takes a part
  * (8 MiB or more: the helpers' and the caller's), and its retry's.
@@ -946,6 +999,7 @@ Suite *suite_bulk(void)
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
 	tcase_add_test(tc, test_bulk_connection_cut_mid_write);
 	tcase_add_test(tc, test_bulk_helper_killed_mid_write);
+	tcase_add_test(tc, test_bulk_helper_killed_mid_read);
 	tcase_add_test(tc, test_bulk_file_grows_while_read);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
 	tcase_add_test(tc, test_bulk_idle_connection_holds_no_buffers);
