@@ -152,7 +152,8 @@ typedef struct asp_sandbox asp_sandbox;
  */
 typedef enum asp_file_transport {
 	ASP_FILES_AUTO = 0, /* SFTP when the server offers it, else shell commands;
-			     * decided once per connection */
+			     * decided once per connection, and once a connection
+			     * found no SFTP, the handle's later ones do not ask */
 	ASP_FILES_SFTP = 1, /* SFTP only */
 	ASP_FILES_EXEC = 2  /* POSIX shell commands on exec channels, never SFTP */
 } asp_file_transport;

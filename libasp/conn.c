@@ -531,6 +531,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 	c->keepalive_s = p->keepalive_s;
 	c->info.version = ASP_SANDBOX_INFO_VERSION;
 	c->files_want = p->file_transport;
+	c->no_sftp = p->no_sftp;
 	if (p->file_transport == ASP_FILES_EXEC)
 		c->info.file_transport = ASP_FILES_EXEC; /* decided already: SFTP is never opened */
 	if (!(c->where = strchr(cfg->host, ':') ? asp__sprintf("[%s]:%u", cfg->host, cfg->port)

@@ -23,6 +23,13 @@ typedef struct asp_conn_params {
 	unsigned int io_timeout_ms;
 	unsigned int keepalive_s;
 	unsigned int file_transport; /* an asp_file_transport value */
+	/*
+	 * Under auto: set once a connection of the handle found no SFTP
+	 * subsystem (refused, ended, or silent for io_timeout_ms); the handle's
+	 * later connections then use shell commands without asking. NULL: ask
+	 * on every connection.
+	 */
+	_Atomic int *no_sftp;
 } asp_conn_params;
 
 /* Process-wide libssh2 initialisation, once, thread-safe. */

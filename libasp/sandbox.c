@@ -7,6 +7,7 @@
  */
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "bulk.h"
@@ -31,6 +32,7 @@ struct asp_sandbox {
 	int pinned;
 	char *known_hosts;
 	asp_conn_params params;
+	_Atomic int no_sftp;         /* params.no_sftp points here */
 	asp_pool *pool;
 	unsigned int max_connections;
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
@@ -174,6 +176,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000;
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
 	sb->params.file_transport = o.file_transport;
+	atomic_init(&sb->no_sftp, 0);
+	sb->params.no_sftp = &sb->no_sftp;
 	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
 	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
 	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;

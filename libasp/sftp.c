@@ -7,6 +7,7 @@
  */
 #include "sftp.h"
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "ssh.h"
@@ -544,12 +545,15 @@ int asp__files_transport(asp_conn *c, asp_error *err)
 
 	if (c->info.file_transport)
 		return c->info.file_transport;
-	if (c->files_want == ASP_FILES_EXEC)
+	if (c->files_want == ASP_FILES_EXEC ||
+	    (c->files_want == ASP_FILES_AUTO && c->no_sftp && atomic_load(c->no_sftp)))
 		return c->info.file_transport = ASP_FILES_EXEC;
 	if ((rc = open_sftp(c, &why, err)) < 0)
 		return rc;
 	if (!rc)
 		return c->info.file_transport = ASP_FILES_SFTP;
+	if (c->files_want == ASP_FILES_AUTO && c->no_sftp)
+		atomic_store(c->no_sftp, 1);
 	if (c->files_want == ASP_FILES_SFTP)
 		return asp__error(err, ASP_EPROTO, "%s: the server has no SFTP subsystem (%s); "
 				  "file_transport is sftp: with auto (the default) or exec, file calls "

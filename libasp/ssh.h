@@ -51,6 +51,7 @@ struct asp_conn {
 	int op_cancel_fd;         /* the current call's cancel token's fd (-1 = none) */
 	asp_cancel *op_cancel;    /* that token (NULL = none), for commands run for the call */
 	unsigned int files_want;  /* asp_conn_params.file_transport; info.file_transport: decided */
+	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */

@@ -27,6 +27,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -491,6 +492,90 @@ START_TEST(test_silent_sftp_server_times_out)
 }
 END_TEST
 
+/* The whole file text, or "" (never NULL); free it. */
+static char *text_of(const char *path)
+{
+	char *t = fx_read_file(path, NULL);
+
+	return t ? t : strdup("");
+}
+
+static int count_of(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+		n++;
+	return n;
+}
+
+static void *busy_exec(void *arg)
+{
+	asp_sandbox *sb = arg;
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	char cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "touch %s/busy && sleep 3", fx.workspace);
+	if (asp_exec(&r, sb, cmd, NULL, &e) == ASP_OK) {
+		if (asp_exec_result_exit_code(r) != 0)
+			fprintf(stderr, "security: `%s` exited %d\n", cmd, asp_exec_result_exit_code(r));
+		asp_exec_result_free(r);
+	} else {
+		fprintf(stderr, "security: `%s`: %s\n", cmd, e.message);
+	}
+	return NULL;
+}
+
+/*
+ * Under auto, a handle asks for SFTP once: after one connection found the
+ * subsystem silent (io_timeout_ms spent), a second connection of the same
+ * handle goes to shell commands without asking (the subsystem's program,
+ * which logs each start, started once for two connections).
+ */
+START_TEST(test_silent_sftp_asked_once_per_handle)
+{
+	char extra[600], script[600], starts[400], busy[400];
+	asp_sandbox *sb;
+	asp_stat_info st;
+	asp_error e = { 0 };
+	pthread_t th;
+	char *log, *seen;
+	int rc;
+
+	tmp_path(starts, sizeof(starts), "sftp-starts");
+	snprintf(script, sizeof(script), "echo start >> %s; sleep 30", starts);
+	ck_assert_int_eq(fx_run("rm -f '%s' && touch '%s' && chmod 666 '%s'", starts, starts, starts), 0);
+	hostile_sftp(extra, sizeof(extra), "silent-logged.sh", script);
+	start_server(extra);
+	snprintf(busy, sizeof(busy), "%s/busy", fx.workspace);
+	sb = open_ok(fx.config); /* io_timeout_ms = 2000 */
+	rc = asp_stat(&st, sb, ".", NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "first stat: %s: %s", asp_error_name(rc), e.message);
+	seen = text_of(starts);
+	ck_assert_int_eq(count_of(seen, "start"), 1);
+	free(seen);
+
+	/* The first connection busy: the next call takes a second one. */
+	ck_assert_int_eq(pthread_create(&th, NULL, busy_exec, sb), 0);
+	for (int i = 0; i < 200 && !local_exists(busy); i++)
+		fx_sleep_ms(50);
+	ck_assert_msg(local_exists(busy), "the busy command did not start");
+	rc = asp_stat(&st, sb, ".", NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "second stat: %s: %s", asp_error_name(rc), e.message);
+	pthread_join(th, NULL);
+	log = text_of(fx.log);
+	ck_assert_msg(count_of(log, "Accepted publickey") >= 2, "the second call did not open a second "
+		      "connection");
+	free(log);
+	seen = text_of(starts);
+	ck_assert_msg(count_of(seen, "start") == 1, "the SFTP subsystem started %d times for one handle",
+		      count_of(seen, "start"));
+	free(seen);
+	asp_close(sb);
+}
+END_TEST
+
 /* The shell did not run our wrapper (ForceCommand stands in for a non-POSIX shell). */
 START_TEST(test_wrapper_not_run_is_eproto)
 {
@@ -599,6 +684,7 @@ Suite *suite_security(void)
 	tcase_add_test(tc, test_sftp_packet_size_cap);
 	tcase_add_test(tc, test_sftp_reply_id_checked);
 	tcase_add_test(tc, test_silent_sftp_server_times_out);
+	tcase_add_test(tc, test_silent_sftp_asked_once_per_handle);
 	tcase_add_test(tc, test_wrapper_not_run_is_eproto);
 	tcase_add_test(tc, test_setsid_escapes_group_kill);
 	suite_add_tcase(s, tc);
