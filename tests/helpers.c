@@ -56,19 +56,25 @@ int skip_unless_sftp(const char *test, const char *why)
 	return 1;
 }
 
+asp_sandbox *sb_open_opts(const asp_open_options *o)
+{
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	int rc = asp_open(&sb, o, &e);
+
+	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", o->config_path ? o->config_path : "NULL",
+		      asp_error_name(rc), e.message);
+	ck_assert_ptr_nonnull(sb);
+	return sb;
+}
+
 asp_sandbox *sb_open(const char *config)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-	asp_sandbox *sb = NULL;
-	asp_error e = { 0 };
-	int rc;
 
 	o.config_path = config;
 	test_open_options(&o);
-	rc = asp_open(&sb, &o, &e);
-	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", config, asp_error_name(rc), e.message);
-	ck_assert_ptr_nonnull(sb);
-	return sb;
+	return sb_open_opts(&o);
 }
 
 const char *ws_path(const char *workspace, const char *rel)

@@ -43,6 +43,9 @@ int skip_unless_sftp(const char *test, const char *why);
 /* asp_open with only config_path set (and the transport above); fails the test unless ASP_OK. */
 asp_sandbox *sb_open(const char *config);
 
+/* asp_open with these options, as they are; fails the test unless ASP_OK. */
+asp_sandbox *sb_open_opts(const asp_open_options *o);
+
 /*
  * A suite's unchecked fixture: start the sshd fixture into *fx and open its
  * config once, so that a broken fixture fails early and once.

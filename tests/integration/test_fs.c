@@ -421,15 +421,10 @@ END_TEST
 static asp_sandbox *open_with(unsigned int transport)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-	asp_sandbox *sb = NULL;
-	asp_error e = { 0 };
-	int rc;
 
 	o.config_path = fx.config;
 	o.file_transport = transport;
-	rc = asp_open(&sb, &o, &e);
-	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
-	return sb;
+	return sb_open_opts(&o);
 }
 
 #define NO_SUCH_CASE 1000
