@@ -300,6 +300,22 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 	return pass_stdout(x, x->pre.data + used, x->pre.len - used, err);
 }
 
+static void (*_Atomic stream_gap)(int helper);
+
+void asp__exec_stream_gap(void (*fn)(int helper))
+{
+	stream_gap = fn;
+}
+
+/* Between the reads of a channel's two streams: the tests' hook, if any. */
+static void between_streams(int helper)
+{
+	void (*fn)(int) = stream_gap;
+
+	if (fn)
+		fn(helper);
+}
+
 static int read_streams(run *x, int *progress, asp_error *err)
 {
 	unsigned char *buf = x->rbuf;
@@ -318,6 +334,8 @@ static int read_streams(run *x, int *progress, asp_error *err)
 			if (rc)
 				return rc;
 		}
+		if (stream == 0)
+			between_streams(0);
 	}
 	return 0;
 }
@@ -1109,8 +1127,10 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 	if ((rc = chan_start(c, &s, &ch, &started, err)))
 		goto out;
 	while (!libssh2_channel_eof(ch)) {
-		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf));
-		ssize_t m = libssh2_channel_read_ex(ch, 0, obuf, sizeof(obuf));
+		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf)), m;
+
+		between_streams(1);
+		m = libssh2_channel_read_ex(ch, 0, obuf, sizeof(obuf));
 		if (n > 0 && errout && errout->len < 4096)
 			asp__buf_put(errout, buf, (size_t)n);
 		if (m > 0 && out && out->len < 4096)

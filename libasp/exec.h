@@ -48,6 +48,14 @@ int asp__exec_files_faster(const asp_conn *c, size_t write_len);
 void asp__exec_force_files(int on);
 
 /*
+ * Tests only: fn (or NULL) is called between the reads of a channel's two
+ * streams, with helper 0 for a command's channel and 1 for a helper
+ * script's (asp__exec_simple); it may sleep, so that the second read takes
+ * in from the socket what the first stream was waiting for.
+ */
+void asp__exec_stream_gap(void (*fn)(int helper));
+
+/*
  * Run a short helper script (no stdin, no cwd change) and collect its
  * output (out, errout: NULL or buffers for the first 4 KiB of stdout and
  * stderr); used for recursive removal. *status is its exit code.

@@ -203,6 +203,7 @@ static LIBSSH2_RECV_FUNC(conn_recv)
 
 	if (n > 0) {
 		c->last_rx_ms = asp__now_ms();
+		c->rx_bytes += (uint64_t)n;
 		if (c->kex_capture && !c->kex_capture_done)
 			capture_kexinit(c, buffer, (size_t)n);
 		return n;
@@ -238,6 +239,14 @@ LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 		c->kex_capture_done = 0;
 	}
 	return session;
+}
+
+static _Atomic unsigned long stat_waits, stat_ran_out;
+
+void asp__ssh_wait_stats(unsigned long *waits, unsigned long *ran_out)
+{
+	*waits = stat_waits;
+	*ran_out = stat_ran_out;
 }
 
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
@@ -316,9 +325,15 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 		pfd[n++] = extra[i];
 	}
 	timeout = limit > now ? (int)(limit - now > 60000 ? 60000 : limit - now) : 0;
+	if (c->rx_bytes != c->rx_polled)
+		timeout = 0; /* what came in may be what the caller waits for: it looks again first */
+	c->rx_polled = c->rx_bytes;
+	stat_waits++;
 	rc = poll(pfd, (nfds_t)n, timeout);
 	if (rc < 0 && errno != EINTR)
 		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, strerror(errno));
+	if (rc == 0 && timeout > 0)
+		stat_ran_out++;
 	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
 		if (op_cancel)
 			c->dead = 1; /* a reply is still due: the connection cannot be reused */

@@ -46,6 +46,8 @@ struct asp_conn {
 	uint64_t last_rx_ms;      /* last time bytes arrived from the server */
 	uint64_t last_tx_ms;      /* last time bytes were sent to the server */
 	uint64_t tx_bytes;        /* bytes sent to the server so far */
+	uint64_t rx_bytes;        /* bytes received from the server so far */
+	uint64_t rx_polled;       /* rx_bytes when asp__ssh_wait last polled (see there) */
 	uint64_t last_used_ms;
 	uint64_t op_deadline;     /* the current call's overall deadline (0 = none), see asp__ssh_wait */
 	int op_cancel_fd;         /* the current call's cancel token's fd (-1 = none) */
@@ -104,9 +106,18 @@ enum {
  * keepalives is never silent); when one of them ends the wait, a reply is
  * still due, so the connection is marked dead. PATIENT waits (a running
  * command) answer to the command's own timeout and cancel only.
+ *
+ * libssh2 queues what a read takes in from the socket, whichever channel
+ * and stream it is for: a caller that read stream A, then stream B, may
+ * hold in libssh2's queue what A waits for, and the socket then stays
+ * quiet. So when bytes came in since the last wait, the wait only looks
+ * (a poll that does not sleep) and the caller goes round once more.
  */
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err);
+
+/* Tests only: waits so far, and those that slept until their time limit (poll timed out). */
+void asp__ssh_wait_stats(unsigned long *waits, unsigned long *ran_out);
 
 /*
  * A non-blocking-ready session for c: libssh2 allocates through libasp's

@@ -1,6 +1,7 @@
 /*
  * test_exec.c - exec against a real sshd: exit codes, signals, streams, stdin,
- * env, cwd, exact command text, large output, output cap, streaming, cancel.
+ * env, cwd, exact command text, large output, output cap, streaming, cancel,
+ * output taken in while the other stream was read.
  *
  * One sshd per suite (unchecked fixture); every test opens its own
  * sandbox, since check forks each test. Tests use distinct names in the
@@ -19,6 +20,8 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "exec.h"
+#include "ssh.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
 
@@ -615,6 +618,123 @@ START_TEST(test_exec_streaming_cancel)
 }
 END_TEST
 
+/* ============================================================ late output */
+
+/*
+ * libssh2 queues what one read takes in from the socket, whichever stream
+ * and channel it is for. The hook (asp__exec_stream_gap) sleeps once
+ * between the reads of a channel's two streams, so that the second read
+ * takes in what the first stream is waiting for: the rest of a command's
+ * stdout, or all of a helper script's stderr, with the channel's EOF.
+ * Nothing more comes on the socket after that: a loop that then slept on
+ * the socket would sleep until its time limit (the command's timeout, the
+ * reply timeout; keepalives are an hour apart here) and only then find
+ * what it had. asp__ssh_wait_stats counts waits that slept until their
+ * limit: none may during these calls.
+ *
+ * A command's loop makes progress in its first round whatever comes (it
+ * sends the EOF of an empty stdin), so the sleep is in its second round,
+ * and lasts until the command is done (it leaves a mark file); a helper
+ * script's loop can wait in its first round.
+ */
+static int gap_site, gap_round, gap_rounds;
+static const char *gap_mark;
+
+static void gap_once(int helper)
+{
+	if (helper != gap_site || gap_rounds <= 0 || ++gap_round < gap_rounds)
+		return;
+	gap_rounds = 0;
+	for (int i = 0; gap_mark && i < 200 && access(gap_mark, F_OK); i++)
+		fx_sleep_ms(50);
+	fx_sleep_ms(gap_mark ? 100 : 300);
+}
+
+static void gap_arm(int helper, int round, const char *mark)
+{
+	gap_site = helper;
+	gap_round = 0;
+	gap_rounds = round;
+	gap_mark = mark;
+	asp__exec_stream_gap(gap_once);
+}
+
+static unsigned long waits_ran_out(void)
+{
+	unsigned long waits, ran_out;
+
+	asp__ssh_wait_stats(&waits, &ran_out);
+	return ran_out;
+}
+
+static asp_sandbox *open_quiet_keepalive(void)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+
+	o.config_path = fx.config;
+	o.keepalive_s = 3600;
+	o.io_timeout_ms = 20000;
+	return sb_open_opts(&o);
+}
+
+/* A command's stdout arrives while its stderr is read. */
+START_TEST(test_exec_stdout_taken_in_with_stderr)
+{
+	asp_sandbox *sb = open_quiet_keepalive();
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	const char *mark = ws("gap-mark");
+
+	o.timeout_ms = 20000;
+	for (int i = 0; i < 3; i++) {
+		asp_exec_result *r;
+		unsigned long before;
+
+		unlink(mark);
+		gap_arm(0, 2, mark);
+		before = waits_ran_out();
+		r = run_opts(sb, "sleep 0.3; printf late; : > gap-mark", &o);
+		ck_assert_msg(!gap_rounds, "the command's loop did not go round twice");
+		ck_assert_msg(waits_ran_out() == before, "run %d: the output was there, yet the call "
+			      "slept on the socket until its time limit", i);
+		ck_assert(!asp_exec_result_timed_out(r));
+		assert_exited(r, 0);
+		assert_stream(r, ASP_STDOUT, "late", 4);
+		asp_exec_result_free(r);
+	}
+	asp__exec_stream_gap(NULL);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * A helper script's stderr arrives while its stdout is read: the check run
+ * after a command that ended by `exec` (it says "gone" on stderr).
+ */
+START_TEST(test_exec_helper_stderr_taken_in_with_stdout)
+{
+	asp_sandbox *sb = open_quiet_keepalive();
+
+	for (int i = 0; i < 3; i++) {
+		asp_exec_result *r = NULL;
+		asp_error e = { 0 };
+		unsigned long before;
+		int rc;
+
+		gap_arm(1, 1, NULL);
+		before = waits_ran_out();
+		rc = asp_exec(&r, sb, "exec true", NULL, &e);
+		ck_assert_msg(!gap_rounds, "the helper script's loop did not run");
+		ck_assert_msg(rc == ASP_OK, "run %d: %s: %s", i, asp_error_name(rc), e.message);
+		ck_assert_msg(waits_ran_out() == before, "run %d: the helper's output was there, yet "
+			      "the call slept on the socket until its time limit", i);
+		assert_exited(r, 0);
+		asp_exec_result_free(r);
+	}
+	asp__exec_stream_gap(NULL);
+	asp_close(sb);
+}
+END_TEST
+
 /* ================================================================ suite */
 
 Suite *suite_exec(void)
@@ -639,6 +759,8 @@ Suite *suite_exec(void)
 	tcase_add_test(tc, test_exec_max_output);
 	tcase_add_test(tc, test_exec_streaming_callback);
 	tcase_add_test(tc, test_exec_streaming_cancel);
+	tcase_add_test(tc, test_exec_stdout_taken_in_with_stderr);
+	tcase_add_test(tc, test_exec_helper_stderr_taken_in_with_stdout);
 	suite_add_tcase(s, tc);
 	return s;
 }
