@@ -337,32 +337,13 @@ static void *hold_worker(void *arg)
 	return NULL;
 }
 
-/* One pool, n connections: n callers run a command that waits for a flag at once. */
-static void scale_conns(void)
+/* n callers run cmd at once on sb; once all have started, the flag file lets them end. */
+static void hold_round(asp_sandbox *sb, long n, const char *cmd, const char *flag, bench_thread *th,
+		       hold_ctx *h)
 {
-	long n = arg_l("n", 10);
-	const char *config = arg_s("config", NULL), *ws = arg_s("workspace", NULL);
-	char flag[512], cmd[600];
-	asp_sandbox *sb;
-	bench_thread *th = calloc((size_t)n, sizeof(*th));
-	hold_ctx *h = calloc((size_t)n, sizeof(*h));
 	atomic_long started = 0;
-	long rss0, rss1, sock0, sock1, heap0, heap1;
 	FILE *f;
 
-	if (!ws)
-		die("scale_conns needs workspace=");
-	snprintf(flag, sizeof(flag), "%s/scale-flag-%s", ws, peer);
-	unlink(flag);
-	snprintf(cmd, sizeof(cmd), "echo go; while [ ! -e 'scale-flag-%s' ]; do sleep 0.02; done", peer);
-	/* Warm the library (libssh2, OpenSSL) with a handle we close again. */
-	sb = open_sb(config, 1, 0);
-	run_true(sb);
-	asp_close(sb);
-	sb = open_sb(config, (unsigned int)n, 1);
-	rss0 = rss_kb();
-	heap0 = heap_kb();
-	sock0 = count_sockets();
 	for (long i = 0; i < n; i++) {
 		h[i] = (hold_ctx){ sb, cmd, &started };
 		bench_thread_start(&th[i], hold_worker, &h[i]);
@@ -375,12 +356,52 @@ static void scale_conns(void)
 	for (long i = 0; i < n; i++)
 		bench_thread_join(&th[i]);
 	unlink(flag);
+}
+
+/*
+ * One pool, n connections: n callers run a command that waits for a flag at
+ * once (prewarm=1: after one such round on a pool closed again).
+ */
+static void scale_conns(void)
+{
+	long n = arg_l("n", 10);
+	const char *config = arg_s("config", NULL), *ws = arg_s("workspace", NULL);
+	char flag[512], cmd[600];
+	asp_sandbox *sb;
+	bench_thread *th = calloc((size_t)n, sizeof(*th));
+	hold_ctx *h = calloc((size_t)n, sizeof(*h));
+	long rss0, rss1, sock0, sock1, heap0, heap1, prewarm = arg_l("prewarm", 0);
+
+	if (!ws)
+		die("scale_conns needs workspace=");
+	snprintf(flag, sizeof(flag), "%s/scale-flag-%s", ws, peer);
+	unlink(flag);
+	snprintf(cmd, sizeof(cmd), "echo go; while [ ! -e 'scale-flag-%s' ]; do sleep 0.02; done", peer);
+	/* Warm the library (libssh2, OpenSSL) with a handle we close again. */
+	sb = open_sb(config, 1, 0);
+	run_true(sb);
+	asp_close(sb);
+	/*
+	 * prewarm=1: first a whole round the same way, closed again, so that
+	 * what n concurrent callers grow in the process (malloc arenas, per-thread
+	 * state) is there before the measured round (bench/LIMITS.md).
+	 */
+	if (prewarm) {
+		sb = open_sb(config, (unsigned int)n, 1);
+		hold_round(sb, n, cmd, flag, th, h);
+		asp_close(sb);
+	}
+	sb = open_sb(config, (unsigned int)n, 1);
+	rss0 = rss_kb();
+	heap0 = heap_kb();
+	sock0 = count_sockets();
+	hold_round(sb, n, cmd, flag, th, h);
 	sock1 = count_sockets();
 	rss1 = rss_kb();
 	heap1 = heap_kb();
-	printf("{\"peer\": \"%s\", \"op\": \"scale_conns\", \"n\": %ld, \"conns\": %ld, "
+	printf("{\"peer\": \"%s\", \"op\": \"scale_conns\", \"n\": %ld, \"prewarm\": %ld, \"conns\": %ld, "
 	       "\"rss_before_kb\": %ld, \"rss_after_kb\": %ld, \"heap_before_kb\": %ld, \"heap_after_kb\": %ld}\n",
-	       peer, n, sock1 - sock0, rss0, rss1, heap0, heap1);
+	       peer, n, prewarm, sock1 - sock0, rss0, rss1, heap0, heap1);
 	fflush(stdout);
 	asp_close(sb);
 	free(th);
