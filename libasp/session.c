@@ -241,12 +241,11 @@ LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 	return session;
 }
 
-static _Atomic unsigned long stat_waits, stat_ran_out;
+static _Atomic unsigned long stat_ran_out;
 
-void asp__ssh_wait_stats(unsigned long *waits, unsigned long *ran_out)
+unsigned long asp__ssh_waits_ran_out(void)
 {
-	*waits = stat_waits;
-	*ran_out = stat_ran_out;
+	return stat_ran_out;
 }
 
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
@@ -328,7 +327,6 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	if (c->rx_bytes != c->rx_polled)
 		timeout = 0; /* what came in may be what the caller waits for: it looks again first */
 	c->rx_polled = c->rx_bytes;
-	stat_waits++;
 	rc = poll(pfd, (nfds_t)n, timeout);
 	if (rc < 0 && errno != EINTR)
 		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, strerror(errno));

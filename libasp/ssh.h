@@ -116,8 +116,8 @@ enum {
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err);
 
-/* Tests only: waits so far, and those that slept until their time limit (poll timed out). */
-void asp__ssh_wait_stats(unsigned long *waits, unsigned long *ran_out);
+/* Tests only: how many waits so far slept until their time limit (the poll timed out). */
+unsigned long asp__ssh_waits_ran_out(void);
 
 /*
  * A non-blocking-ready session for c: libssh2 allocates through libasp's

@@ -629,7 +629,7 @@ END_TEST
  * Nothing more comes on the socket after that: a loop that then slept on
  * the socket would sleep until its time limit (the command's timeout, the
  * reply timeout; keepalives are an hour apart here) and only then find
- * what it had. asp__ssh_wait_stats counts waits that slept until their
+ * what it had. asp__ssh_waits_ran_out counts waits that slept until their
  * limit: none may during these calls.
  *
  * A command's loop makes progress in its first round whatever comes (it
@@ -659,14 +659,6 @@ static void gap_arm(int helper, int round, const char *mark)
 	asp__exec_stream_gap(gap_once);
 }
 
-static unsigned long waits_ran_out(void)
-{
-	unsigned long waits, ran_out;
-
-	asp__ssh_wait_stats(&waits, &ran_out);
-	return ran_out;
-}
-
 static asp_sandbox *open_quiet_keepalive(void)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
@@ -691,10 +683,10 @@ START_TEST(test_exec_stdout_taken_in_with_stderr)
 
 		unlink(mark);
 		gap_arm(0, 2, mark);
-		before = waits_ran_out();
+		before = asp__ssh_waits_ran_out();
 		r = run_opts(sb, "sleep 0.3; printf late; : > gap-mark", &o);
 		ck_assert_msg(!gap_rounds, "the command's loop did not go round twice");
-		ck_assert_msg(waits_ran_out() == before, "run %d: the output was there, yet the call "
+		ck_assert_msg(asp__ssh_waits_ran_out() == before, "run %d: the output was there, yet the call "
 			      "slept on the socket until its time limit", i);
 		ck_assert(!asp_exec_result_timed_out(r));
 		assert_exited(r, 0);
@@ -721,11 +713,11 @@ START_TEST(test_exec_helper_stderr_taken_in_with_stdout)
 		int rc;
 
 		gap_arm(1, 1, NULL);
-		before = waits_ran_out();
+		before = asp__ssh_waits_ran_out();
 		rc = asp_exec(&r, sb, "exec true", NULL, &e);
 		ck_assert_msg(!gap_rounds, "the helper script's loop did not run");
 		ck_assert_msg(rc == ASP_OK, "run %d: %s: %s", i, asp_error_name(rc), e.message);
-		ck_assert_msg(waits_ran_out() == before, "run %d: the helper's output was there, yet "
+		ck_assert_msg(asp__ssh_waits_ran_out() == before, "run %d: the helper's output was there, yet "
 			      "the call slept on the socket until its time limit", i);
 		assert_exited(r, 0);
 		asp_exec_result_free(r);
