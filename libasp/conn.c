@@ -613,8 +613,7 @@ void asp__conn_close(asp_conn *c)
 		 */
 		if (c->sock >= 0)
 			shutdown(c->sock, SHUT_RDWR);
-		for (int i = 0; i < 100 && libssh2_session_free(c->session) == LIBSSH2_ERROR_EAGAIN; i++)
-			;
+		asp__ssh_session_free(c);
 	}
 	if (c->sock >= 0)
 		close(c->sock);

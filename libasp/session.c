@@ -111,31 +111,67 @@ static void note_alloc_failure(void **abstract)
 	}
 }
 
-static LIBSSH2_ALLOC_FUNC(ssh_alloc)
-{
-	void *p = asp__malloc(count);
+/*
+ * Every block libssh2 allocates is linked into its session's list
+ * (c->ssh_blocks), so that what libssh2 still holds after freeing the
+ * session is wiped and freed by asp__ssh_session_free: libssh2 1.10 keeps a
+ * key exchange's curve25519 key pair in the exchange's state and frees it
+ * only when the exchange ends, so a session given up in the middle of one (a
+ * connect timeout, a cancel, a bulk helper no longer needed) kept it for the
+ * life of the process, unwiped.
+ */
+static _Atomic unsigned long stat_live, stat_reclaimed;
 
-	if (!p)
-		note_alloc_failure(abstract);
-	return p;
+unsigned long asp__ssh_allocs_live(void)
+{
+	return stat_live;
 }
 
-/* A move by realloc() would leave the old block unwiped: move it ourselves. */
-static LIBSSH2_REALLOC_FUNC(ssh_realloc)
+unsigned long asp__ssh_allocs_reclaimed(void)
 {
-	size_t old = ptr ? malloc_usable_size(ptr) : 0;
-	void *p = asp__malloc(count);
+	return stat_reclaimed;
+}
 
-	if (!p) {
+static void *block_data(asp_ssh_block *b)
+{
+	return (unsigned char *)b + sizeof(*b);
+}
+
+static asp_ssh_block *data_block(void *p)
+{
+	return (asp_ssh_block *)(void *)((unsigned char *)p - sizeof(asp_ssh_block));
+}
+
+static size_t block_size(asp_ssh_block *b)
+{
+	return malloc_usable_size(b) - sizeof(*b);
+}
+
+/* Unlink b, wipe and free it. */
+static void block_free(asp_ssh_block *b)
+{
+	b->prev->next = b->next;
+	b->next->prev = b->prev;
+	OPENSSL_cleanse(b, malloc_usable_size(b));
+	asp__free(b);
+	stat_live--;
+}
+
+static LIBSSH2_ALLOC_FUNC(ssh_alloc)
+{
+	asp_conn *c = *abstract;
+	asp_ssh_block *b = count <= SIZE_MAX - sizeof(*b) ? asp__malloc(sizeof(*b) + count) : NULL;
+
+	if (!b) {
 		note_alloc_failure(abstract);
 		return NULL;
 	}
-	if (ptr) {
-		memcpy(p, ptr, old < count ? old : count);
-		OPENSSL_cleanse(ptr, old);
-		asp__free(ptr);
-	}
-	return p;
+	b->prev = &c->ssh_blocks;
+	b->next = c->ssh_blocks.next;
+	b->next->prev = b;
+	c->ssh_blocks.next = b;
+	stat_live++;
+	return block_data(b);
 }
 
 /*
@@ -147,8 +183,21 @@ static LIBSSH2_FREE_FUNC(ssh_free)
 {
 	(void)abstract;
 	if (ptr)
-		OPENSSL_cleanse(ptr, malloc_usable_size(ptr));
-	asp__free(ptr);
+		block_free(data_block(ptr));
+}
+
+/* A move by realloc() would leave the old block unwiped: move it ourselves. */
+static LIBSSH2_REALLOC_FUNC(ssh_realloc)
+{
+	void *p = ssh_alloc(count, abstract);
+
+	if (p && ptr) {
+		size_t old = block_size(data_block(ptr));
+
+		memcpy(p, ptr, old < count ? old : count);
+		ssh_free(ptr, abstract);
+	}
+	return p;
 }
 
 /* ------------------------------------------------------------ waiting */
@@ -228,7 +277,10 @@ static void set_io_callbacks(LIBSSH2_SESSION *session)
 
 LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 {
-	LIBSSH2_SESSION *session = libssh2_session_init_ex(ssh_alloc, ssh_free, ssh_realloc, c);
+	LIBSSH2_SESSION *session;
+
+	c->ssh_blocks.prev = c->ssh_blocks.next = &c->ssh_blocks;
+	session = libssh2_session_init_ex(ssh_alloc, ssh_free, ssh_realloc, c);
 
 	if (session)
 		set_io_callbacks(session);
@@ -239,6 +291,20 @@ LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 		c->kex_capture_done = 0;
 	}
 	return session;
+}
+
+void asp__ssh_session_free(asp_conn *c)
+{
+	if (!c->session)
+		return;
+	/* Bounded: EAGAIN again and again leaves the session to the reclaim below. */
+	for (int i = 0; i < 100 && libssh2_session_free(c->session) == LIBSSH2_ERROR_EAGAIN; i++)
+		;
+	c->session = NULL;
+	while (c->ssh_blocks.next != &c->ssh_blocks) {
+		block_free(c->ssh_blocks.next);
+		stat_reclaimed++;
+	}
 }
 
 static _Atomic unsigned long stat_ran_out;

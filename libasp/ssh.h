@@ -9,6 +9,7 @@
 
 #include <libssh2.h>
 #include <poll.h>
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "conn.h"
@@ -36,10 +37,17 @@ typedef struct asp_sftp_state {
 	size_t nexpect, capexpect, headexpect;
 } asp_sftp_state;
 
+/* The link before each block libssh2 allocates (session.c). */
+typedef struct asp_ssh_block {
+	_Alignas(max_align_t) struct asp_ssh_block *prev;
+	struct asp_ssh_block *next;
+} asp_ssh_block;
+
 struct asp_conn {
 	int sock;
 	pid_t proxy_pid;          /* x-asp-proxy-command child, or 0 */
 	LIBSSH2_SESSION *session;
+	asp_ssh_block ssh_blocks; /* the session's allocations: a ring through this head */
 	char *where;              /* "host:port" for messages */
 	unsigned int io_timeout_ms;
 	unsigned int keepalive_s;
@@ -120,6 +128,13 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 unsigned long asp__ssh_waits_ran_out(void);
 
 /*
+ * Tests only: libssh2 allocations alive now (all sessions), and how many a
+ * session still held when libssh2 had freed it (reclaimed by libasp).
+ */
+unsigned long asp__ssh_allocs_live(void);
+unsigned long asp__ssh_allocs_reclaimed(void);
+
+/*
  * A non-blocking-ready session for c: libssh2 allocates through libasp's
  * allocator (what it frees is wiped; an allocation failure marks c dead)
  * and sends/receives through callbacks that stamp c's traffic times.
@@ -128,6 +143,13 @@ unsigned long asp__ssh_waits_ran_out(void);
  * handshake). *abstract is c. NULL when out of memory.
  */
 LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c);
+
+/*
+ * Free c's session (the socket should be shut down first: libssh2 then
+ * gives up on sending channel closes at once), then wipe and free whatever
+ * of its allocations libssh2 did not free. c->session is NULL after.
+ */
+void asp__ssh_session_free(asp_conn *c);
 
 /* The keepalive interval libssh2 is given: keepalive_s, at least 2 s, in ms. */
 uint64_t asp__ssh_keepalive_ms(const asp_conn *c);
