@@ -108,6 +108,7 @@ static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, in
 				  strerror(last_errno ? last_errno : ECONNREFUSED));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->sock = fd;
+	c->quickack = 1; /* until authenticated: see conn_recv in session.c */
 	return 0;
 }
 
@@ -575,6 +576,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 		goto fail;
 	if ((rc = authenticate(c, p, deadline, cancel_fd, err)))
 		goto fail;
+	c->quickack = 0;
 	c->io_timeout_ms = p->io_timeout_ms;
 	libssh2_keepalive_config(c->session, 1, (unsigned int)(asp__ssh_keepalive_ms(c) / 1000));
 	c->last_used_ms = asp__now_ms();

@@ -11,6 +11,8 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <openssl/crypto.h>
@@ -255,6 +257,11 @@ static LIBSSH2_RECV_FUNC(conn_recv)
 		c->rx_bytes += (uint64_t)n;
 		if (c->kex_capture && !c->kex_capture_done)
 			capture_kexinit(c, buffer, (size_t)n);
+		if (c->quickack) {
+			int one = 1;
+
+			setsockopt(socket, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+		}
 		return n;
 	}
 	return n < 0 ? -errno : 0;

@@ -45,6 +45,7 @@ typedef struct asp_ssh_block {
 
 struct asp_conn {
 	int sock;
+	int quickack;             /* a TCP socket still connecting: ACK every read at once (session.c) */
 	pid_t proxy_pid;          /* x-asp-proxy-command child, or 0 */
 	LIBSSH2_SESSION *session;
 	asp_ssh_block ssh_blocks; /* the session's allocations: a ring through this head */
