@@ -249,6 +249,7 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 		asp__fs_close_handle(c, h, hl);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
+	asp__mem_fill_hint(out->data, (size_t)want + 1);
 	job_init(&j, bc, path, offset, (size_t)want);
 	j.dst = out->data;
 	rc = job_run(&j, c, h, hl, err);

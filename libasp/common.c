@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,6 +134,29 @@ void *asp__realloc(void *p, size_t n)
 	return realloc(p, n ? n : 1);
 }
 
+/*
+ * A buffer of megabytes about to be filled (a large read's result): ask for
+ * huge pages over the 2 MiB-aligned part of it. Where transparent huge pages
+ * are on request only (THP "madvise", the default of several distributions),
+ * filling 64 MiB of fresh memory otherwise takes 16384 page faults: 172 ms
+ * against 10 ms with the advice, measured in a VM whose faults are dear
+ * (docs/ARCHITECTURE.md, "Large buffers"). Advice only: an error (no THP in
+ * the kernel, memory not ours to advise) changes nothing and is ignored.
+ */
+void asp__mem_fill_hint(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+	const uintptr_t huge = (uintptr_t)2 << 20;
+	uintptr_t a = ((uintptr_t)p + huge - 1) & ~(huge - 1), e = ((uintptr_t)p + n) & ~(huge - 1);
+
+	if (n >= ASP_MEM_LARGE && e > a)
+		(void)madvise((void *)a, e - a, MADV_HUGEPAGE);
+#else
+	(void)p;
+	(void)n;
+#endif
+}
+
 char *asp__strndup(const char *s, size_t n)
 {
 	char *d = asp__malloc(n + 1);
@@ -196,6 +220,20 @@ int asp__buf_grow(asp_buf *b, size_t extra)
 		return ASP_ENOMEM;
 	b->data = d;
 	b->cap = cap;
+	return 0;
+}
+
+int asp__buf_reserve(asp_buf *b, size_t total)
+{
+	unsigned char *d;
+
+	if (total <= b->cap)
+		return 0;
+	if (!(d = asp__realloc(b->data, total)))
+		return ASP_ENOMEM;
+	asp__mem_fill_hint(d, total);
+	b->data = d;
+	b->cap = total;
 	return 0;
 }
 

@@ -46,6 +46,9 @@ void asp__error_prefix(asp_error *err, const char *fmt, ...) ASP_PRINTF(2, 3);
 void *asp__malloc(size_t n);
 void *asp__calloc(size_t count, size_t n);
 void *asp__realloc(void *p, size_t n);
+/* Buffers of at least this many bytes get asp__mem_fill_hint's advice. */
+#define ASP_MEM_LARGE ((size_t)4 << 20)
+void asp__mem_fill_hint(void *p, size_t n);
 char *asp__strdup(const char *s);
 char *asp__strndup(const char *s, size_t n);
 /* printf into a new string; NULL on allocation failure. */
@@ -73,6 +76,7 @@ typedef struct asp_buf {
 } asp_buf;
 
 int asp__buf_grow(asp_buf *b, size_t extra);                      /* 0 or ASP_ENOMEM */
+int asp__buf_reserve(asp_buf *b, size_t total);                   /* cap >= total (with the NUL); 0 or ASP_ENOMEM */
 int asp__buf_put(asp_buf *b, const void *data, size_t len);        /* 0 or ASP_ENOMEM */
 /* Append and NUL-terminate, growing b no further than cap + 1 bytes (a read's cap). */
 int asp__buf_put_capped(asp_buf *b, const void *data, size_t len, uint64_t cap);

@@ -203,6 +203,18 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 				rc = too_big(out, path, cap, err);
 				goto out;
 			}
+			/*
+			 * The result's whole size at once: no copies as it grows, and a
+			 * large one gets huge pages (asp__mem_fill_hint). A file that
+			 * grows meanwhile grows the buffer as before.
+			 */
+			if (found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE &&
+			    (a.flags & SSH_FILEXFER_ATTR_SIZE) && a.size > offset && !out->len &&
+			    a.size - offset < SIZE_MAX - 1 &&
+			    asp__buf_reserve(out, (size_t)(a.size - offset < span ? a.size - offset : span) + 1)) {
+				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", SHOW(path));
+				goto out;
+			}
 			continue;
 		}
 		if (!inflight)
