@@ -366,7 +366,7 @@ static void scale_conns(void)
 {
 	long n = arg_l("n", 10);
 	const char *config = arg_s("config", NULL), *ws = arg_s("workspace", NULL);
-	char flag[512], cmd[600];
+	char flag[512], cmd[1200];
 	asp_sandbox *sb;
 	bench_thread *th = calloc((size_t)n, sizeof(*th));
 	hold_ctx *h = calloc((size_t)n, sizeof(*h));
@@ -376,7 +376,13 @@ static void scale_conns(void)
 		die("scale_conns needs workspace=");
 	snprintf(flag, sizeof(flag), "%s/scale-flag-%s", ws, peer);
 	unlink(flag);
-	snprintf(cmd, sizeof(cmd), "echo go; while [ ! -e 'scale-flag-%s' ]; do sleep 0.02; done", peer);
+	/*
+	 * Bounded: a bench that dies, or a driver that removes the workspace,
+	 * must not leave n loops forking `sleep` in the sandbox for good (closing
+	 * a channel does not end its command). 10 minutes at most.
+	 */
+	snprintf(cmd, sizeof(cmd), "echo go; i=0; while [ ! -e 'scale-flag-%s' ] && [ -d '%s' ] && "
+		 "[ $i -lt 30000 ]; do sleep 0.02; i=$((i+1)); done", peer, ws);
 	/* Warm the library (libssh2, OpenSSL) with a handle we close again. */
 	sb = open_sb(config, 1, 0);
 	run_true(sb);

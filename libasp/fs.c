@@ -205,16 +205,15 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 			}
 			/*
 			 * The result's whole size at once: no copies as it grows, and a
-			 * large one gets huge pages (asp__mem_fill_hint). A file that
-			 * grows meanwhile grows the buffer as before.
+			 * large one gets huge pages (asp__mem_fill_hint). Only a hint:
+			 * when the reserve fails (a size the server made up, up to the
+			 * cap) the buffer grows with the data as before, and so it does
+			 * for a file that grows meanwhile.
 			 */
 			if (found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE &&
 			    (a.flags & SSH_FILEXFER_ATTR_SIZE) && a.size > offset && !out->len &&
-			    a.size - offset < SIZE_MAX - 1 &&
-			    asp__buf_reserve(out, (size_t)(a.size - offset < span ? a.size - offset : span) + 1)) {
-				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", SHOW(path));
-				goto out;
-			}
+			    a.size - offset < SIZE_MAX - 1)
+				(void)asp__buf_reserve(out, (size_t)(a.size - offset < span ? a.size - offset : span) + 1);
 			continue;
 		}
 		if (!inflight)
