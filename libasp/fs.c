@@ -194,26 +194,25 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 		}
 		if (fstat_pending) {
 			asp_sftp_attrs a;
-			int found = 0;
+			int found = 0, sized;
 			fstat_pending = 0;
 			if ((rc = get_attrs(c, fstat_id, &a, &found, "read", path, err)))
 				goto out;
-			if (found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE && (a.flags & SSH_FILEXFER_ATTR_SIZE) &&
-			    a.size > offset && a.size - offset > cap) {
+			sized = found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE &&
+				(a.flags & SSH_FILEXFER_ATTR_SIZE) && a.size > offset;
+			if (sized && a.size - offset > cap) {
 				rc = too_big(out, path, cap, err);
 				goto out;
 			}
 			/*
-			 * The result's whole size at once: no copies as it grows, and a
-			 * large one gets huge pages (asp__mem_fill_hint). Only a hint:
-			 * when the reserve fails (a size the server made up, up to the
-			 * cap) the buffer grows with the data as before, and so it does
-			 * for a file that grows meanwhile.
+			 * The result's whole size at once (at most the cap: more failed
+			 * above): no copies as it grows, and a large one gets huge pages
+			 * (asp__mem_fill_hint). Only a hint: when the reserve fails (a
+			 * size the server made up) the buffer grows with the data as
+			 * before, and so it does for a file that grows meanwhile.
 			 */
-			if (found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE &&
-			    (a.flags & SSH_FILEXFER_ATTR_SIZE) && a.size > offset && !out->len &&
-			    a.size - offset < SIZE_MAX - 1)
-				(void)asp__buf_reserve(out, (size_t)(a.size - offset < span ? a.size - offset : span) + 1);
+			if (sized && !out->len && a.size - offset < SIZE_MAX - 1)
+				(void)asp__buf_reserve(out, (size_t)(a.size - offset) + 1);
 			continue;
 		}
 		if (!inflight)
