@@ -626,13 +626,21 @@ void asp__exec_force_files(int on)
  * SFTP. On loopback the shell's start in the sandbox (a few ms) makes SFTP
  * far faster. So with file_transport auto, reads and atomic writes of at
  * most ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the connection's
- * round trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more.
+ * round trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more,
+ * unless the login shell was found unable to run the wrapper (c->shell_bad):
+ * SFTP needs no shell of ours, so fs.c sends the call there instead.
  */
 int asp__exec_files_faster(const asp_conn *c, size_t write_len)
 {
-	if (c->files_want != ASP_FILES_AUTO || c->dead || write_len > ASP_EXEC_FILES_WRITE_MAX)
+	if (c->files_want != ASP_FILES_AUTO || c->dead || c->shell_bad ||
+	    write_len > ASP_EXEC_FILES_WRITE_MAX)
 		return 0;
 	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
+}
+
+int asp__exec_shell_refused(const asp_conn *c, int rc)
+{
+	return rc == ASP_EPROTO && c->shell_bad && !c->dead;
 }
 
 void asp__exec_stats(asp_exec_stats *out)
@@ -886,6 +894,7 @@ static int login_shell_error(asp_conn *c, asp_error *err)
 	int status = -1;
 	size_t n;
 
+	c->shell_bad = 1;
 	if (asp__exec_simple(c, "echo $SHELL", &status, &out, NULL, NULL) || status || !out.len)
 		out.len = 0;
 	for (n = 0; n < out.len && out.data[n] > 0x20 && out.data[n] < 0x7f; n++)

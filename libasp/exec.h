@@ -44,6 +44,14 @@ void asp__exec_force_inline(int on);
  */
 int asp__exec_files_faster(const asp_conn *c, size_t write_len);
 
+/*
+ * 1 when rc is a command's failure because the login shell cannot run the
+ * command wrapper (fish, csh): none of the command ran, the connection
+ * lives, and asp__exec_files_faster says 0 from then on. A small read or
+ * write taken as a shell command for speed then goes over SFTP (fs.c).
+ */
+int asp__exec_shell_refused(const asp_conn *c, int rc);
+
 /* Tests only: take that route whatever the round trip (1) or not (0). */
 void asp__exec_force_files(int on);
 

@@ -124,8 +124,12 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	uint32_t id;
 	int rc;
 
-	if (asp__exec_files_faster(c, 0))
-		return asp__shfs_read(c, path, offset, limit, cap, out, err);
+	if (asp__exec_files_faster(c, 0)) {
+		rc = asp__shfs_read(c, path, offset, limit, cap, out, err);
+		if (!asp__exec_shell_refused(c, rc))
+			return rc;
+		asp__buf_free(out);
+	}
 	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
 	if (rc == ASP_FILES_EXEC)
@@ -1203,9 +1207,15 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 {
 	int rc;
 
-	if (!o->in_place && asp__exec_files_faster(c, len))
-		rc = ASP_FILES_EXEC;
-	else if ((rc = asp__files_transport(c, err)) < 0)
+	if (!o->in_place && asp__exec_files_faster(c, len)) {
+		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
+		if (!asp__exec_shell_refused(c, rc)) {
+			if (!rc)
+				sweep_after_write_exec(c, sw, path);
+			return rc;
+		}
+	}
+	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
 	if (rc == ASP_FILES_EXEC) {
 		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);

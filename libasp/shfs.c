@@ -175,6 +175,8 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 			asp__buf_free(&script);
 	}
 	rc = run(c, &script, inl ? NULL : data, inl ? 0 : len, &k, &status, err);
+	if (asp__exec_shell_refused(c, rc)) /* the login shell ran none of it: no temp file */
+		goto out;
 	if (rc) {
 		unsigned char gone = 0;
 		/*

@@ -80,6 +80,8 @@ struct asp_conn {
 	int warm_off;             /* the server refused one (its session limit), or closed two in a
 				     row before use: open on demand only */
 	int warm_lost;            /* warm channels in a row found closed by the server */
+	int shell_bad;            /* the login shell did not run the command wrapper (fish, csh):
+				     small files stay on SFTP (asp__exec_files_faster) */
 	uint64_t warm_sent_ms;    /* when the warm channel's CHANNEL_OPEN went out */
 	/*
 	 * The round trip: the least of every sample taken (asp__conn_rtt_sample),

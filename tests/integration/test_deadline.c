@@ -100,6 +100,14 @@ static asp_sandbox *open_sb(const fx_sshd *fx, unsigned int op_timeout_ms)
 	int rc;
 
 	o.config_path = fx->config;
+	/*
+	 * The trickling server's SFTP is what never answers. With auto, small
+	 * reads and writes would go as shell commands when the connection
+	 * measured a round trip of 10 ms or more (asp__exec_files_faster), which
+	 * a loaded machine (sanitizers, CI) can: they would finish at once.
+	 */
+	if (fx == &trickle)
+		o.file_transport = ASP_FILES_SFTP;
 	o.io_timeout_ms = IO_TIMEOUT_MS;
 	o.op_timeout_ms = op_timeout_ms;
 	rc = asp_open(&sb, &o, &e);
