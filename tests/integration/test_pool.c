@@ -64,6 +64,7 @@ static double now_s(void)
 
 typedef struct sb_opts {
 	unsigned int max_connections, idle_close_s, keepalive_s, io_timeout_ms;
+	unsigned int file_transport; /* an asp_file_transport value */
 } sb_opts;
 
 /* asp_open on the fixture's config; 0 fields mean the library default. */
@@ -79,6 +80,7 @@ static asp_sandbox *open_sandbox(sb_opts so)
 	o.idle_close_s = so.idle_close_s;
 	o.keepalive_s = so.keepalive_s;
 	o.io_timeout_ms = so.io_timeout_ms;
+	o.file_transport = so.file_transport;
 	rc = asp_open(&sb, &o, &e);
 	ck_assert_msg(rc == ASP_OK, "asp_open: %s: %s", asp_error_name(rc), e.message);
 	return sb;
@@ -854,7 +856,12 @@ static void rename_after_idle(const char *extra_sshd_config, int (*idle)(void), 
 	int rc;
 
 	server_up(extra_sshd_config);
-	sb = open_sandbox((sb_opts){ 0 });
+	/*
+	 * The write opens the SFTP channel that sshd's ChannelTimeout closes.
+	 * With auto it could go as a shell command instead, on a connection
+	 * that measured a round trip of 10 ms or more (a loaded machine).
+	 */
+	sb = open_sandbox((sb_opts){ .file_transport = ASP_FILES_SFTP });
 	rc = asp_write(sb, "idle-src.txt", "a", 1, &wo, &e);
 	ck_assert_msg(rc == ASP_OK, "write: %s", e.message);
 	ck_assert_msg(idle(), "%s: the server did not do it", what);
