@@ -49,7 +49,7 @@ INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
 # Every target that is not a file, in one place.
 .PHONY: all lib tools tests check check-all check-san check-valgrind check-alloc \
         check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node check-provision \
-        check-shfs \
+        check-shfs check-routes \
         bench bench-smoke bench-build install install-lib install-asp-exec \
         install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
         uninstall-asf-provision clean demo deps help FORCE
@@ -251,6 +251,7 @@ check-all: all tests
 	./$(BUILD)/tests/test-unit
 	./$(BUILD)/tests/test-integration
 	$(MAKE) check-shfs
+	$(MAKE) check-routes
 	$(MAKE) soak SOAK_OPS=3000
 	$(MAKE) check-wipe
 	BUILD=$(BUILD) sh tests/meta.sh
@@ -275,6 +276,21 @@ check-shfs: tests
 	  skips=$$((skips + $$(grep -c '^SKIP file_transport=exec:' $(BUILD)/check-shfs-$$s.err))); \
 	done; echo "check-shfs: $(SHFS_SUITES) passed over exec channels, $$skips SFTP-only tests skipped"; \
 	[ $$skips -le $(SHFS_SKIPS_MAX) ] || { echo "check-shfs: $$skips skips, more than $(SHFS_SKIPS_MAX)"; exit 1; }
+
+# The integration suites a second time with every connection on the routes
+# of a far link (ASP_TEST_ROUTES=far, tests/main.c): small reads and writes
+# as shell commands, small stdin inside the exec request. A loaded machine's
+# loopback connection can measure 10 ms and take them; a test that needs
+# SFTP must say so (file_transport), not depend on the machine being quick.
+# warm tests the routes' choice itself.
+ROUTES_SKIP := warm
+check-routes: tests
+	@for s in $(ROUTES_SKIP); do [ -f tests/integration/test_$$s.c ] || \
+	  { echo "check-routes: ROUTES_SKIP names '$$s', but tests/integration/test_$$s.c is gone"; exit 1; }; done
+	@for s in $(filter-out $(ROUTES_SKIP),$(INTEG_SUITES)); do \
+	  ASP_TEST_ROUTES=far ASP_TEST_SUITE=$$s ./$(BUILD)/tests/test-integration \
+	    2>$(BUILD)/check-routes-$$s.err || { cat $(BUILD)/check-routes-$$s.err; exit 1; }; \
+	done; echo "check-routes: $(filter-out $(ROUTES_SKIP),$(INTEG_SUITES)) passed on far-link routes"
 
 # Every rule whose name is a plain word (no '/', no '.') must be in .PHONY:
 # make's own database says which are not.

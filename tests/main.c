@@ -2,6 +2,10 @@
  * main.c - one check runner for a generated list of suites
  * (ASP_SUITES names a header of ASP_SUITE(fn) lines, one per test file).
  * Set ASP_TEST_SUITE=name to run one suite, CK_RUN_CASE for one case.
+ * ASP_TEST_ROUTES=far makes every connection take the routes of a link of
+ * 10 ms or more (exec.h: small files and small stdin inside exec requests),
+ * as a loaded machine's loopback connection can (`make check-routes`);
+ * a test that sets a route itself does so in its own forked process.
  * A name that matches no suite, or a run in which no test ran, is a
  * failure, not an empty (passing) run.
  */
@@ -9,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "exec.h"
 
 #define ASP_SUITE(fn) Suite *fn(void);
 #include ASP_SUITES
@@ -18,7 +24,18 @@ int main(void)
 {
 	SRunner *sr = srunner_create(NULL);
 	const char *only = getenv("ASP_TEST_SUITE");
+	const char *routes = getenv("ASP_TEST_ROUTES");
 	int failed, added = 0;
+
+	if (routes && *routes && strcmp(routes, "auto")) {
+		if (strcmp(routes, "far")) {
+			fprintf(stderr, "ASP_TEST_ROUTES=%s: expected far or auto\n", routes);
+			srunner_free(sr);
+			return EXIT_FAILURE;
+		}
+		asp__exec_force_files(1);
+		asp__exec_force_inline(1);
+	}
 
 #define ASP_SUITE(fn)                                                      \
 	if (!only || !strcmp(only, #fn + sizeof("suite_") - 1)) {          \
