@@ -277,8 +277,12 @@ static int read_body(asp_buf *out, const char *path, uint64_t offset, uint64_t s
 			  uint64_t size_over)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "f", path) ||
-	    asp__buf_puts(out, "[ -e \"$f\" ] || nf \"$f\"; [ -d \"$f\" ] && exit 102; "
-			  "[ -r \"$f\" ] || exit 101; " SHFS_NEED("dd")))
+	    asp__buf_puts(out, "[ -e \"$f\" ] || nf \"$f\"; "))
+		return ASP_ENOMEM;
+	/* Nothing to read: only the open for reading, which a directory passes (as SFTP's OPEN). */
+	if (!span)
+		return asp__buf_puts(out, "[ -r \"$f\" ] && : <\"$f\" || exit 101") ? ASP_ENOMEM : 0;
+	if (asp__buf_puts(out, "[ -d \"$f\" ] && exit 102; [ -r \"$f\" ] || exit 101; " SHFS_NEED("dd")))
 		return ASP_ENOMEM;
 	/* A regular file's size decides at once; without stat the bytes tell. */
 	if (size_over && asp__buf_printf(out, "if [ -f \"$f\" ] && s=$(stat -L -c %%s -- \"$f\" "

@@ -214,6 +214,24 @@ START_TEST(test_err_read_directory)
 	memset(&e, 0, sizeof(e));
 	rc = asp_read(&buf, &len, sb, ".", 0, ASP_READ_ALL, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, NULL);
+	memset(&e, 0, sizeof(e));
+	rc = asp_read(&buf, &len, sb, "err-a-dir", 5, 1, NULL, &e);
+	ASSERT_ERR(rc, e, ASP_EISDIR, "err-a-dir");
+	/*
+	 * Reading nothing opens for reading and reads nothing: a directory
+	 * passes, as open(2) lets it (a caller's access(R_OK) probe), on every
+	 * route (check-shfs, check-routes).
+	 */
+	rc = asp_read(&buf, &len, sb, "err-a-dir", 0, 0, NULL, &e);
+	ck_assert_msg(rc == ASP_OK && len == 0, "a 0-byte read of a directory: %s: %s",
+		      asp_error_name(rc), e.message);
+	asp_free(buf);
+	buf = NULL;
+	rc = asp_read(&buf, &len, sb, "err-a-dir", 7, 0, NULL, &e);
+	ck_assert_msg(rc == ASP_OK && len == 0, "a 0-byte read of a directory at 7: %s: %s",
+		      asp_error_name(rc), e.message);
+	asp_free(buf);
+	buf = NULL;
 	/* The connection is still usable after the failed read. */
 	put(sb, "err-after-eisdir", "ok");
 	assert_content(sb, "err-after-eisdir", "ok", 2);

@@ -593,6 +593,14 @@ START_TEST(test_shfs_metadata_and_codes)
 		free(r.out);
 		RUN(asp__shfs_read_script(&b, d, 0, 10, 0), ASP_SHFS_EISDIR);
 		free(r.out);
+		/* Reading nothing is the open alone: a directory passes, a missing file does not. */
+		RUN(asp__shfs_read_script(&b, d, 3, 0, 0), 0);
+		ck_assert_uint_eq(r.len, 0);
+		free(r.out);
+		RUN(asp__shfs_read_script(&b, g, 0, 0, 0), ASP_SHFS_ENOENT);
+		free(r.out);
+		RUN(asp__shfs_read_script(&b, f, 0, 0, 0), 0);
+		free(r.out);
 		RUN(asp__shfs_remove_script(&b, d), ASP_SHFS_ENOTEMPTY);
 		free(r.out);
 		RUN(asp__shfs_rename_script(&b, f, g), 0);
