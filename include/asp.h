@@ -316,6 +316,20 @@ typedef struct asp_call_options {
 
 ASP_EXTERN(int) asp_call_options_init(asp_call_options *opts, unsigned int version);
 
+/*
+ * Connect until the pool holds `connections` (counting those open or being
+ * opened), one after another in this thread, and leave the new ones idle:
+ * that many concurrent calls then start without a handshake. They are
+ * ordinary pooled connections (idle_close_s closes them). 0 does nothing;
+ * more than max_connections is ASP_EINVAL. The first failure returns its
+ * error and keeps the connections made before it. opts: cancel token and
+ * deadline (NULL: defaults).
+ * Errors: ASP_EINVAL, ASP_EHOSTKEY, ASP_EAUTH, ASP_ECONNECT, ASP_ETIMEOUT,
+ * ASP_ECANCELLED, ASP_ENOMEM.
+ */
+ASP_EXTERN(int) asp_sandbox_warm(asp_sandbox *sb, unsigned int connections,
+				 const asp_call_options *opts, asp_error *err);
+
 /* ------------------------------------------------------------ read/write */
 
 /* Pass as asp_read's limit to read to the end of the file. */

@@ -137,12 +137,36 @@ static void close_unlocked(asp_pool *p, asp_conn *c)
 	pthread_mutex_lock(&p->mu);
 }
 
+/*
+ * Under the lock, with room under the cap: take a slot, then connect without
+ * holding the lock (other threads keep working meanwhile). A failed connect
+ * gives the slot back.
+ */
+static int connect_slot(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uint64_t deadline,
+			asp_error *err)
+{
+	asp_conn *c;
+	int rc;
+
+	p->total++;
+	start_maintenance(p);
+	pthread_mutex_unlock(&p->mu);
+	if ((rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), deadline, err))) {
+		pthread_mutex_lock(&p->mu);
+		p->total--;
+		pthread_cond_signal(&p->returned);
+		pthread_mutex_unlock(&p->mu);
+		return rc;
+	}
+	*out = c;
+	return 0;
+}
+
 /* asp__pool_get; without `wait`, 1 instead of waiting when all connections are in use. */
 static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cancel *cancel,
 	       uint64_t deadline, asp_error *err)
 {
-	asp_conn *c = NULL;
-	int rc;
+	asp_conn *c;
 
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
@@ -159,7 +183,6 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			}
 			p->total--;
 			close_unlocked(p, c);
-			c = NULL;
 			continue;
 		}
 		if (p->total < p->max)
@@ -169,7 +192,6 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			c = p->idle[--p->nidle];
 			p->total--;
 			close_unlocked(p, c);
-			c = NULL;
 			continue;
 		}
 		if (!wait) {
@@ -187,21 +209,7 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			pthread_cond_timedwait(&p->returned, &p->mu, &ts);
 		}
 	}
-	p->total++;
-	start_maintenance(p);
-	pthread_mutex_unlock(&p->mu);
-
-	/* Connect without holding the lock: other threads keep working meanwhile. */
-	rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), deadline, err);
-	if (rc) {
-		pthread_mutex_lock(&p->mu);
-		p->total--;
-		pthread_cond_signal(&p->returned);
-		pthread_mutex_unlock(&p->mu);
-		return rc;
-	}
-	*out = c;
-	return 0;
+	return connect_slot(p, out, cancel, deadline, err);
 }
 
 int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
@@ -214,6 +222,54 @@ int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uin
 		      asp_error *err)
 {
 	return get(p, out, 0, 0, cancel, deadline, err);
+}
+
+/*
+ * Under the lock: close one idle connection the server has dropped (returns
+ * with the lock released and 1), else 0 with the lock held. Such a one must
+ * not count as a connection the pool holds.
+ */
+static int drop_dead_idle(asp_pool *p)
+{
+	for (unsigned int i = 0; i < p->nidle; i++) {
+		asp_conn *c = p->idle[i];
+
+		if (asp__conn_check_idle(c))
+			continue;
+		memmove(&p->idle[i], &p->idle[i + 1], (p->nidle - i - 1) * sizeof(p->idle[0]));
+		p->nidle--;
+		p->total--;
+		pthread_cond_signal(&p->returned);
+		pthread_mutex_unlock(&p->mu);
+		asp__conn_close(c);
+		return 1;
+	}
+	return 0;
+}
+
+int asp__pool_fill(asp_pool *p, unsigned int n, const asp_cancel *cancel, uint64_t deadline,
+		   asp_error *err)
+{
+	for (;;) {
+		asp_conn *c;
+		int rc;
+
+		pthread_mutex_lock(&p->mu);
+		if (drop_dead_idle(p))
+			continue;
+		if (p->total >= n || p->total >= p->max || p->stopping) {
+			pthread_mutex_unlock(&p->mu);
+			return 0;
+		}
+		if (asp_cancel_is_triggered(cancel)) {
+			pthread_mutex_unlock(&p->mu);
+			return asp__error(err, ASP_ECANCELLED, "asp_sandbox_warm: cancelled with %u of %u "
+					  "connections open", p->total, n);
+		}
+		if ((rc = connect_slot(p, &c, cancel, deadline, err)))
+			return rc;
+		asp__pool_put(p, c);
+	}
 }
 
 void asp__pool_put(asp_pool *p, asp_conn *c)

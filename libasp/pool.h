@@ -28,6 +28,15 @@ int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *canc
 int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uint64_t deadline,
 		      asp_error *err);
 
+/*
+ * Connect, one connection after another in this thread, until the pool holds
+ * n (idle, checked out or being connected; at most the cap), leaving the new
+ * ones idle. Idle ones the server has dropped are closed first, not counted.
+ * The first failure returns its error; the connections made before it stay.
+ */
+int asp__pool_fill(asp_pool *p, unsigned int n, const asp_cancel *cancel, uint64_t deadline,
+		   asp_error *err);
+
 /* Return a connection; a dead one is closed and its slot freed. */
 void asp__pool_put(asp_pool *p, asp_conn *c);
 

@@ -386,6 +386,23 @@ static int explain_timeout(const call *cl, int rc, asp_error *err)
 	return rc;
 }
 
+int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_options *opts,
+		     asp_error *err)
+{
+	call cl = { NULL, 0, 0 };
+	int rc;
+
+	ASP_ASSERT_ARG(sb);
+	if ((rc = call_options(&cl, sb, opts, err)))
+		return rc;
+	if (connections > sb->max_connections)
+		return asp__error(err, ASP_EINVAL, "asp_sandbox_warm: %u connections asked for, but the "
+				  "pool holds at most %u (asp_open_options.max_connections)", connections,
+				  sb->max_connections);
+	rc = asp__pool_fill(sb->pool, connections, cl.cancel, cl.deadline, err);
+	return explain_timeout(&cl, rc, err);
+}
+
 /*
  * Run op on a pooled connection, bounded by the call's deadline and cancel
  * token. When the connection dies under it and the op says it cannot have

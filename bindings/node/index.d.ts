@@ -209,6 +209,8 @@ export declare class Sandbox {
 	list(path: CString, options?: CallOptions): Promise<DirEntry[]>;
 	remove(path: CString, options?: RemoveOptions): Promise<void>;
 	rename(from: CString, to: CString, options?: CallOptions): Promise<void>;
+	/** Connect until the pool holds `connections` (at most maxConnections); 0 does nothing. */
+	warm(connections: number, options?: CallOptions): Promise<void>;
 	/** May connect (when no connection is open), and so reject as open() can. */
 	info(): Promise<SandboxInfo>;
 	/** Waits for operations in flight, then closes every connection. Later calls reject (ASP_EINVAL). */

@@ -240,6 +240,7 @@ function bind(handle) {
 		resTruncated: f('int asp_exec_result_truncated(const asp_exec_result *r, int stream)'),
 		resDuration: f('uint64_t asp_exec_result_duration_ms(const asp_exec_result *r)'),
 		resFree: f('void asp_exec_result_free(asp_exec_result *r)'),
+		warm: f('int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_options *opts, void *err)'),
 		stat: f('int asp_stat(_Out_ asp_stat_info *out, asp_sandbox *sb, const char *path, const asp_call_options *opts, void *err)'),
 		mkdir: f('int asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, unsigned int flags, const asp_call_options *opts, void *err)'),
 		remove: f('int asp_remove(asp_sandbox *sb, const char *path, unsigned int flags, const asp_call_options *opts, void *err)'),
@@ -794,6 +795,24 @@ class Sandbox {
 		return this._run('rename', (h) => withCall(call, async (co) => {
 			const err = newErr();
 			const rc = await callAsync(lib.rename, h, a, b, co, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		}));
+	}
+
+	/**
+	 * Connect until the pool holds `connections` (at most maxConnections), one
+	 * after another, so that that many concurrent calls start without a
+	 * handshake. Connections already open count; 0 does nothing.
+	 */
+	async warm(connections, opts = {}) {
+		if (connections === undefined || connections === null)
+			throw new TypeError('warm: connections is required');
+		const n = uint(connections, 'connections');
+		const call = callSpec('warm', opts);
+		return this._run('warm', (h) => withCall(call, async (co) => {
+			const err = newErr();
+			const rc = await callAsync(lib.warm, h, n, co, err);
 			if (rc)
 				throw errorFrom(rc, err);
 		}));

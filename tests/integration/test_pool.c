@@ -1272,6 +1272,130 @@ START_TEST(test_cancel_while_waiting_for_connection)
 }
 END_TEST
 
+/* ------------------------------------------------- asp_sandbox_warm */
+
+/* Warming makes the connections asked for, one time only, and calls then use them. */
+START_TEST(test_warm_fills_pool)
+{
+	asp_call_options co = ASP_CALL_OPTIONS_INIT;
+	asp_error e = { 0 };
+	exec_job jobs[3];
+	pthread_t t[3];
+	asp_sandbox *sb;
+	int rc;
+
+	server_up(NULL);
+	sb = open_sandbox((sb_opts){ .max_connections = 4 });
+	ck_assert_int_eq(accepted_count(), 1); /* asp_open's own */
+
+	rc = asp_sandbox_warm(sb, 3, NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "warm 3: %s: %s", asp_error_name(rc), e.message);
+	ck_assert_int_eq(accepted_count(), 3);
+	ck_assert_int_eq(established_to_server(), 3);
+	/* Already there: nothing more to make. */
+	ck_assert_int_eq(asp_sandbox_warm(sb, 2, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_sandbox_warm(sb, 3, &co, &e), ASP_OK);
+	ck_assert_int_eq(asp_sandbox_warm(sb, 0, NULL, &e), ASP_OK);
+	ck_assert_int_eq(accepted_count(), 3);
+
+	/* Three callers at once: each takes a warmed connection, none handshakes. */
+	for (int i = 0; i < 3; i++)
+		start_exec(&jobs[i], &t[i], sb, "sleep 0.5");
+	for (int i = 0; i < 3; i++) {
+		join_within(t[i], 30, "a command");
+		ck_assert_msg(jobs[i].rc == ASP_OK, "job %d: %s", i, jobs[i].err.message);
+		asp_exec_result_free(jobs[i].r);
+	}
+	ck_assert_int_eq(accepted_count(), 3);
+
+	/* More than the pool may hold is the caller's mistake, named. */
+	memset(&e, 0, sizeof(e));
+	rc = asp_sandbox_warm(sb, 5, NULL, &e);
+	ck_assert_msg(rc == ASP_EINVAL, "warm 5 of 4: %s", asp_error_name(rc));
+	ck_assert_msg(strstr(e.message, "max_connections") && strstr(e.message, "5"), "message: %s",
+		      e.message);
+	co.version = 99;
+	ck_assert_int_eq(asp_sandbox_warm(sb, 4, &co, &e), ASP_EINVAL);
+	ck_assert_int_eq(accepted_count(), 3);
+	asp_close(sb);
+}
+END_TEST
+
+/* A lazy handle warms from nothing; a cancelled warm makes nothing. */
+START_TEST(test_warm_lazy_and_cancelled)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_call_options co = ASP_CALL_OPTIONS_INIT;
+	asp_error e = { 0 };
+	asp_sandbox *sb = NULL;
+	int rc;
+
+	server_up(NULL);
+	o.config_path = fx.config;
+	o.flags = ASP_OPEN_LAZY;
+	o.max_connections = 2;
+	ck_assert_int_eq(asp_open(&sb, &o, &e), ASP_OK);
+	ck_assert_int_eq(accepted_count(), 0);
+
+	ck_assert_int_eq(asp_cancel_new(&co.cancel, &e), ASP_OK);
+	asp_cancel_trigger(co.cancel);
+	rc = asp_sandbox_warm(sb, 2, &co, &e);
+	ck_assert_msg(rc == ASP_ECANCELLED, "cancelled warm: %s", asp_error_name(rc));
+	ck_assert_msg(strstr(e.message, "0 of 2"), "message: %s", e.message);
+	ck_assert_int_eq(accepted_count(), 0);
+	ck_assert_int_eq(established_to_server(), 0);
+
+	asp_cancel_reset(co.cancel);
+	rc = asp_sandbox_warm(sb, 2, &co, &e);
+	ck_assert_msg(rc == ASP_OK, "warm 2: %s: %s", asp_error_name(rc), e.message);
+	ck_assert_int_eq(accepted_count(), 2);
+	ck_assert_int_eq(established_to_server(), 2);
+	asp_cancel_free(co.cancel);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * A failed warm gives its slot back and says why; connections the server
+ * dropped are replaced, not counted; a changed host key fails closed.
+ */
+START_TEST(test_warm_after_server_loss)
+{
+	asp_error e = { 0 };
+	asp_sandbox *sb;
+	int rc, before;
+
+	server_up(NULL);
+	sb = open_sandbox((sb_opts){ .max_connections = 2 });
+	ck_assert_int_eq(asp_sandbox_warm(sb, 2, NULL, &e), ASP_OK);
+	ck_assert_int_eq(established_to_server(), 2);
+
+	ck_assert_int_eq(fx_sshd_stop_server(&fx), 0);
+	ck_assert_int_eq(wait_value(established_to_server, 0, 5000), 0);
+	rc = asp_sandbox_warm(sb, 1, NULL, &e);
+	ck_assert_msg(rc == ASP_ECONNECT, "warm with the server down: %s: %s", asp_error_name(rc),
+		      e.message);
+
+	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
+	before = accepted_count();
+	rc = asp_sandbox_warm(sb, 2, NULL, &e);
+	ck_assert_msg(rc == ASP_OK, "warm after restart: %s: %s", asp_error_name(rc), e.message);
+	ck_assert_int_eq(accepted_count(), before + 2);
+	ck_assert_int_eq(established_to_server(), 2);
+
+	/* A new host key: no credential is sent, nothing is added. */
+	ck_assert_int_eq(fx_sshd_rotate_host_key(&fx), 0);
+	ck_assert_int_eq(wait_value(established_to_server, 0, 5000), 0);
+	before = accepted_count();
+	rc = asp_sandbox_warm(sb, 1, NULL, &e);
+	ck_assert_msg(rc == ASP_EHOSTKEY, "warm after a host key change: %s: %s", asp_error_name(rc),
+		      e.message);
+	ck_assert_int_eq(accepted_count(), before);
+	ck_assert_int_eq(log_count("Failed publickey"), 0);
+	asp_close(sb);
+}
+END_TEST
+
 /* ------------------------------------------------- 7. asp_close */
 
 START_TEST(test_close_closes_idle_connections)
@@ -1335,6 +1459,9 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_reuse_after_idle_longer_than_io_timeout);
 	tcase_add_test(tc, test_waiters_get_freed_connections);
 	tcase_add_test(tc, test_cancel_while_waiting_for_connection);
+	tcase_add_test(tc, test_warm_fills_pool);
+	tcase_add_test(tc, test_warm_lazy_and_cancelled);
+	tcase_add_test(tc, test_warm_after_server_loss);
 	tcase_add_test(tc, test_close_closes_idle_connections);
 	suite_add_tcase(s, tc);
 	return s;

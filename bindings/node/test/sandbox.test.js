@@ -622,6 +622,36 @@ describe('close', () => {
 	});
 });
 
+describe('warm', () => {
+	const accepted = () => (fs.readFileSync(fx.log, 'utf8').match(/Accepted publickey for /g) || []).length;
+
+	it('makes the connections asked for, once', async () => {
+		const before = accepted();
+		const other = await asp.open({ config: fx.config, lazy: true, maxConnections: 3 });
+		try {
+			assert.equal(accepted(), before);
+			assert.equal(await other.warm(3), undefined);
+			assert.equal(accepted(), before + 3);
+			await other.warm(2);
+			await other.warm(0, { timeout: 5000 });
+			assert.equal(accepted(), before + 3);
+			await assert.rejects(other.warm(4), (e) => {
+				assert.equal(e.code, 'ASP_EINVAL');
+				assert.match(e.message, /max_connections/);
+				return true;
+			});
+			await assert.rejects(other.warm(-1), RangeError);
+			await assert.rejects(other.warm(), TypeError);
+			const ac = new AbortController();
+			ac.abort();
+			await assert.rejects(other.warm(3, { signal: ac.signal }), { code: 'ASP_ECANCELLED' });
+			assert.equal(accepted(), before + 3);
+		} finally {
+			await other.close();
+		}
+	});
+});
+
 describe('trust on first use', () => {
 	it('records the key, then knows it', async () => {
 		const store = path.join(fx.dir, 'known_hosts');

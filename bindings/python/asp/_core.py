@@ -660,6 +660,20 @@ class Sandbox:
                 lib.asp_exec_result_free(result)
             keep.clear()  # (held until here on purpose: C pointed into them)
 
+    def warm(self, connections, *, cancel=None, timeout=None):
+        """Connect until the pool holds `connections` (at most max_connections),
+        one after another, so that that many concurrent calls start without a
+        handshake. Connections already open count; 0 does nothing."""
+        n = _int(connections, "connections", 0, _lib.UINT_MAX)
+        err = _lib.asp_error()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_sandbox_warm(h, n, co, byref(err))
+            finally:
+                self._leave()
+        _check(rc, err)
+
     # -- filesystem -----------------------------------------------------
 
     def stat(self, path, *, cancel=None, timeout=None):

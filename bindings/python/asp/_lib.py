@@ -199,6 +199,7 @@ PROTOTYPES = {
     "asp_exec_result_truncated": (c_int, [exec_result_p, c_int]),
     "asp_exec_result_duration_ms": (c_uint64, [exec_result_p]),
     "asp_exec_result_free": (None, [exec_result_p]),
+    "asp_sandbox_warm": (c_int, [sandbox_p, c_uint, POINTER(asp_call_options), error_p]),
     "asp_stat": (c_int, [POINTER(asp_stat_info), sandbox_p, c_char_p, POINTER(asp_call_options),
                          error_p]),
     "asp_mkdir": (c_int, [sandbox_p, c_char_p, c_uint, c_uint, POINTER(asp_call_options),

@@ -162,6 +162,9 @@ class AsyncSandbox:
 
     # -- the calls (arguments and results as in asp.Sandbox) ---------------
 
+    async def warm(self, connections, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.warm, connections, cancel=cancel, timeout=timeout)
+
     async def read(self, path, offset=0, limit=None, *, cancel=None, timeout=None):
         return await self._run(self.sandbox.read, path, offset, limit, cancel=cancel,
                                timeout=timeout)

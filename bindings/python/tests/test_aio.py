@@ -160,6 +160,14 @@ class TestOpen(unittest.IsolatedAsyncioTestCase):
         with self.assertRaises(asp.InvalidArgument):
             asp.aio.open(FX.config, threads=0)
 
+    async def test_warm(self):
+        before = FX.log_text().count("Accepted publickey for ")
+        async with asp.aio.open(FX.config, lazy=True, max_connections=2) as sb:
+            self.assertIsNone(await sb.warm(2))
+            self.assertEqual(FX.log_text().count("Accepted publickey for "), before + 2)
+            with self.assertRaises(asp.InvalidArgument):
+                await sb.warm(3)
+
     async def test_open_keywords_reach_libasp(self):
         async with asp.aio.open(FX.config, file_transport="exec", lazy=True,
                                 max_read_bytes=4) as sb:

@@ -1033,6 +1033,33 @@ class TestConnectionHealth(unittest.TestCase):
             self.fx.start_again()
             self.assertEqual(sb.read("f"), b"kept")  # a fresh connection replaces the dead one
 
+    def test_warm_makes_the_connections_once(self):
+        def accepted():
+            return self.fx.log_text().count("Accepted publickey for ")
+
+        with asp.open(self.fx.config, lazy=True, max_connections=3) as sb:
+            self.assertEqual(accepted(), 0)
+            self.assertIsNone(sb.warm(3))
+            self.assertEqual(accepted(), 3)
+            sb.warm(2)
+            sb.warm(0, timeout=5)
+            self.assertEqual(accepted(), 3)
+            with self.assertRaises(asp.InvalidArgument) as cm:
+                sb.warm(4)
+            self.assertIn("max_connections", str(cm.exception))
+            with self.assertRaises(asp.InvalidArgument):
+                sb.warm(-1)
+            with self.assertRaises(TypeError):
+                sb.warm("3")
+            c = asp.Cancel()
+            c.trigger()
+            self.fx.kill9()
+            self.fx.start_again()
+            with self.assertRaises(asp.Cancelled):
+                sb.warm(1, cancel=c)
+            sb.warm(3)  # the dropped ones are replaced
+            self.assertEqual(accepted(), 6)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -37,7 +37,7 @@ const MODULE = {
 } satisfies Keys<typeof asp>;
 const SANDBOX_METHODS = {
 	read: true, write: true, exec: true, stat: true, mkdir: true, list: true, remove: true,
-	rename: true, info: true, close: true, workspace: true, configPath: true, closed: true,
+	rename: true, warm: true, info: true, close: true, workspace: true, configPath: true, closed: true,
 } satisfies Keys<Sandbox>;
 
 /*
@@ -168,6 +168,8 @@ async function main(config: string): Promise<void> {
 		await refusesEach('stat', BAD_CALL, (o) => sb.stat('x', o));
 		await refusesEach('list', BAD_CALL, (o) => sb.list('x', o));
 		await refusesEach('rename', BAD_CALL, (o) => sb.rename('x', 'y', o));
+		await refusesEach('warm', BAD_CALL, (o) => sb.warm(1, o));
+		await sb.warm(1);
 
 		const info: SandboxInfo = await sb.info();
 		assert.deepEqual(sorted(info), sorted(SANDBOX_INFO));
