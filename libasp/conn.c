@@ -182,7 +182,7 @@ static void proxy_reap(asp_conn *c)
 	} while (0)
 
 /* "A" when both directions negotiated the same method, else "A (client to server), B (...)". */
-static void record_pair(asp_conn *c, char *out, size_t size, int cs_type, int sc_type)
+static void method_pair(const asp_conn *c, char *out, size_t size, int cs_type, int sc_type)
 {
 	const char *cs = libssh2_session_methods(c->session, cs_type);
 	const char *sc = libssh2_session_methods(c->session, sc_type);
@@ -191,19 +191,6 @@ static void record_pair(asp_conn *c, char *out, size_t size, int cs_type, int sc
 		snprintf(out, size, "%s", cs ? cs : sc ? sc : "");
 	else
 		snprintf(out, size, "%s (client to server), %s (server to client)", cs, sc);
-}
-
-/* What the handshake negotiated, for asp_sandbox_info and `asp-exec --check`. */
-static void record_methods(asp_conn *c)
-{
-	const char *kex = libssh2_session_methods(c->session, LIBSSH2_METHOD_KEX);
-	const char *banner = libssh2_session_banner_get(c->session);
-
-	snprintf(c->info.kex, sizeof(c->info.kex), "%s", kex ? kex : "");
-	record_pair(c, c->info.cipher, sizeof(c->info.cipher), LIBSSH2_METHOD_CRYPT_CS,
-		    LIBSSH2_METHOD_CRYPT_SC);
-	record_pair(c, c->info.mac, sizeof(c->info.mac), LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC);
-	snprintf(c->info.server_banner, sizeof(c->info.server_banner), "%s", banner ? banner : "");
 }
 
 static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err)
@@ -217,10 +204,10 @@ static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err
 		return asp__error(err, ASP_EHOSTKEY, "%s: the server presented no host key", c->where);
 	if ((rc = asp__fingerprint(fp, (const unsigned char *)key, len)) == ASP_ENOMEM)
 		return asp__error(err, ASP_ENOMEM, "%s: out of memory checking the host key", c->where);
-	if (rc || asp__blob_type(c->info.host_key_type, sizeof(c->info.host_key_type),
+	if (rc || asp__blob_type(c->host_key_type, sizeof(c->host_key_type),
 				 (const unsigned char *)key, len))
 		return asp__error(err, ASP_EHOSTKEY, "%s: the server's host key is malformed", c->where);
-	snprintf(c->info.host_key_fingerprint, sizeof(c->info.host_key_fingerprint), "%s", fp);
+	snprintf(c->host_key_fingerprint, sizeof(c->host_key_fingerprint), "%s", fp);
 	if (p->pin) {
 		if (!asp__pin_matches(p->pin, (const unsigned char *)key, len)) {
 			if (p->pin->blob)
@@ -233,17 +220,17 @@ static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err
 			return asp__error(err, ASP_EHOSTKEY,
 					  "%s: host key does not match connection.host_key in %s "
 					  "(expected %s, got %s %s); no credentials were sent",
-					  c->where, p->cfg->path, want, c->info.host_key_type, fp);
+					  c->where, p->cfg->path, want, c->host_key_type, fp);
 		}
-		c->info.trust = ASP_TRUST_PINNED;
+		c->trust = ASP_TRUST_PINNED;
 		return 0;
 	}
 	rc = asp__known_hosts_verify(&first_use, p->known_hosts, p->cfg->host, p->cfg->port,
 				     (const unsigned char *)key, len, err);
 	if (rc)
 		return rc;
-	snprintf(c->info.known_hosts, sizeof(c->info.known_hosts), "%s", p->known_hosts);
-	c->info.trust = first_use ? ASP_TRUST_FIRST_USE : ASP_TRUST_KNOWN;
+	c->known_hosts = p->known_hosts;
+	c->trust = first_use ? ASP_TRUST_FIRST_USE : ASP_TRUST_KNOWN;
 	return 0;
 }
 
@@ -299,7 +286,7 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 	if (wrc)
 		return wrc;
 	if (rc == 0) {
-		c->info.auth = ASP_AUTH_PUBLICKEY;
+		c->auth = ASP_AUTH_PUBLICKEY;
 		return 0;
 	}
 	/*
@@ -372,7 +359,7 @@ static int auth_agent(asp_conn *c, const asp_conn_params *p, const char *methods
 	if (wrc)
 		return wrc;
 	if (rc == 0) {
-		c->info.auth = ASP_AUTH_AGENT;
+		c->auth = ASP_AUTH_AGENT;
 		return 0;
 	}
 	if (asp__ssh_is_transport_error(rc))
@@ -405,7 +392,7 @@ static int authenticate(asp_conn *c, const asp_conn_params *p, uint64_t deadline
 			return rc;
 	}
 	if (!methods) {
-		c->info.auth = ASP_AUTH_NONE;
+		c->auth = ASP_AUTH_NONE;
 		return 0;
 	}
 	return auth_agent(c, p, methods, deadline, cancel_fd, err);
@@ -530,11 +517,10 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 		deadline = op_deadline;
 	c->io_timeout_ms = p->connect_timeout_ms; /* handshake silence is bounded by the connect deadline */
 	c->keepalive_s = p->keepalive_s;
-	c->info.version = ASP_SANDBOX_INFO_VERSION;
 	c->files_want = p->file_transport;
 	c->no_sftp = p->no_sftp;
 	if (p->file_transport == ASP_FILES_EXEC)
-		c->info.file_transport = ASP_FILES_EXEC; /* decided already: SFTP is never opened */
+		c->file_transport = ASP_FILES_EXEC; /* decided already: SFTP is never opened */
 	if (!(c->where = strchr(cfg->host, ':') ? asp__sprintf("[%s]:%u", cfg->host, cfg->port)
 						 : asp__sprintf("%s:%u", cfg->host, cfg->port))) {
 		asp__free(c);
@@ -571,7 +557,6 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 		goto fail;
 	}
 	free_kex_capture(c);
-	record_methods(c);
 	if ((rc = verify_host_key(c, p, err)))
 		goto fail;
 	if ((rc = authenticate(c, p, deadline, cancel_fd, err)))
@@ -704,5 +689,20 @@ void asp__conn_touch(asp_conn *c)
 
 void asp__conn_info(const asp_conn *c, asp_sandbox_info *out)
 {
-	*out = c->info;
+	const char *kex = libssh2_session_methods(c->session, LIBSSH2_METHOD_KEX);
+	const char *banner = libssh2_session_banner_get(c->session);
+
+	memset(out, 0, sizeof(*out));
+	out->version = ASP_SANDBOX_INFO_VERSION;
+	out->trust = c->trust;
+	out->auth = c->auth;
+	out->file_transport = c->file_transport;
+	snprintf(out->host_key_type, sizeof(out->host_key_type), "%s", c->host_key_type);
+	snprintf(out->host_key_fingerprint, sizeof(out->host_key_fingerprint), "%s",
+		 c->host_key_fingerprint);
+	snprintf(out->known_hosts, sizeof(out->known_hosts), "%s", c->known_hosts ? c->known_hosts : "");
+	snprintf(out->kex, sizeof(out->kex), "%s", kex ? kex : "");
+	method_pair(c, out->cipher, sizeof(out->cipher), LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC);
+	method_pair(c, out->mac, sizeof(out->mac), LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC);
+	snprintf(out->server_banner, sizeof(out->server_banner), "%s", banner ? banner : "");
 }

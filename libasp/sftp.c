@@ -543,15 +543,15 @@ int asp__files_transport(asp_conn *c, asp_error *err)
 	const char *why = "";
 	int rc;
 
-	if (c->info.file_transport)
-		return c->info.file_transport;
+	if (c->file_transport)
+		return c->file_transport;
 	if (c->files_want == ASP_FILES_EXEC ||
 	    (c->files_want == ASP_FILES_AUTO && c->no_sftp && atomic_load(c->no_sftp)))
-		return c->info.file_transport = ASP_FILES_EXEC;
+		return c->file_transport = ASP_FILES_EXEC;
 	if ((rc = open_sftp(c, &why, err)) < 0)
 		return rc;
 	if (!rc)
-		return c->info.file_transport = ASP_FILES_SFTP;
+		return c->file_transport = ASP_FILES_SFTP;
 	if (c->files_want == ASP_FILES_AUTO && c->no_sftp)
 		atomic_store(c->no_sftp, 1);
 	if (c->files_want == ASP_FILES_SFTP)
@@ -559,7 +559,7 @@ int asp__files_transport(asp_conn *c, asp_error *err)
 				  "file_transport is sftp: with auto (the default) or exec, file calls "
 				  "use shell commands instead (asp_open_options.file_transport)",
 				  c->where, why);
-	return c->info.file_transport = ASP_FILES_EXEC;
+	return c->file_transport = ASP_FILES_EXEC;
 }
 
 int asp__sftp_has_posix_rename(const asp_conn *c)

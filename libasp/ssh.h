@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "conn.h"
+#include "pin.h"
 
 /* Receive windows: large ones keep bulk transfers from stalling on round trips. */
 #define ASP_SFTP_WINDOW (16u * 1024 * 1024)
@@ -61,7 +62,7 @@ struct asp_conn {
 	uint64_t op_deadline;     /* the current call's overall deadline (0 = none), see asp__ssh_wait */
 	int op_cancel_fd;         /* the current call's cancel token's fd (-1 = none) */
 	asp_cancel *op_cancel;    /* that token (NULL = none), for commands run for the call */
-	unsigned int files_want;  /* asp_conn_params.file_transport; info.file_transport: decided */
+	unsigned int files_want;  /* asp_conn_params.file_transport; file_transport: decided */
 	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
@@ -94,7 +95,17 @@ struct asp_conn {
 				     until it is cleared (conn.c counts authentication's flights) */
 	int sent_this_call;       /* a send happened during the current libssh2 call (one_flight) */
 	asp_sftp_state sftp;
-	asp_sandbox_info info;
+	/*
+	 * What asp_sandbox_info reports of this connection; asp__conn_info adds
+	 * what the session itself knows (methods, banner). Kept small: every
+	 * pooled connection holds it.
+	 */
+	int trust;                /* an asp_trust value */
+	int auth;                 /* an asp_auth value */
+	int file_transport;       /* ASP_FILES_SFTP or ASP_FILES_EXEC once decided, else 0 */
+	const char *known_hosts;  /* the store consulted (asp_conn_params'), or NULL when pinned */
+	char host_key_type[32];
+	char host_key_fingerprint[ASP_FINGERPRINT_MAX];
 };
 
 /* How asp__ssh_wait treats silence from the server. */
