@@ -5,7 +5,7 @@
  *   bench_asp workload=conc config=... callers=1,4,16,64 max_conn=16 ops=400
  *   bench_asp workload=bulk config=... sizes=1,64,256 reps=5,3,3
  *   bench_asp workload=cold start_dir=DIR iters=20
- *   bench_asp workload=scale_conns config=... workspace=DIR n=10
+ *   bench_asp workload=scale_conns config=... workspace=DIR n=10 [fill=warm|callers]
  *   bench_asp workload=scale_handles configs=FILE n=10
  *
  * Prints JSON lines (bench_common.h). Connection setup is outside every
@@ -24,7 +24,9 @@ static void check(int rc, const asp_error *e, const char *what)
 		die("%s: %s (%s)", what, e->message, asp_error_name(rc));
 }
 
-static asp_sandbox *open_sb(const char *config, unsigned int max_conn, int lazy)
+/* connect_timeout_ms: 0 is the library's default. */
+static asp_sandbox *open_sb_timeout(const char *config, unsigned int max_conn, int lazy,
+				    unsigned int connect_timeout_ms)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox *sb;
@@ -33,8 +35,14 @@ static asp_sandbox *open_sb(const char *config, unsigned int max_conn, int lazy)
 	o.config_path = config;
 	o.max_connections = max_conn;
 	o.flags = lazy ? ASP_OPEN_LAZY : 0;
+	o.connect_timeout_ms = connect_timeout_ms;
 	check(asp_open(&sb, &o, &e), &e, config);
 	return sb;
+}
+
+static asp_sandbox *open_sb(const char *config, unsigned int max_conn, int lazy)
+{
+	return open_sb_timeout(config, max_conn, lazy, 0);
 }
 
 static void run_true(asp_sandbox *sb)
@@ -359,9 +367,18 @@ static void hold_round(asp_sandbox *sb, long n, const char *cmd, const char *fla
 }
 
 /*
- * One pool, n connections: n callers run a command that waits for a flag at
- * once (prewarm=1: after one such round on a pool closed again).
+ * One pool, n connections. fill=warm: asp_sandbox_warm makes them one after
+ * another in this thread, as the libssh2 peer makes its own. fill=callers
+ * (the default): n callers run a command that waits for a flag at once
+ * (prewarm=1: after one such round on a pool closed again).
  */
+/*
+ * What is measured here is memory, not speed: 100 handshakes at once on two
+ * cores, beside the first callers' commands, passed the default 10 s connect
+ * deadline (a full run on 2026-12-02).
+ */
+#define SCALE_CONNECT_MS 120000u
+
 static void scale_conns(void)
 {
 	long n = arg_l("n", 10);
@@ -371,18 +388,25 @@ static void scale_conns(void)
 	bench_thread *th = calloc((size_t)n, sizeof(*th));
 	hold_ctx *h = calloc((size_t)n, sizeof(*h));
 	long rss0, rss1, sock0, sock1, heap0, heap1, prewarm = arg_l("prewarm", 0);
+	const char *fill = arg_s("fill", "callers");
+	int warm = !strcmp(fill, "warm");
+	asp_error e = { 0 };
 
 	if (!ws)
 		die("scale_conns needs workspace=");
+	if (!warm && strcmp(fill, "callers"))
+		die("fill=%s: expected warm or callers", fill);
 	snprintf(flag, sizeof(flag), "%s/scale-flag-%s", ws, peer);
 	unlink(flag);
 	/*
 	 * Bounded: a bench that dies, or a driver that removes the workspace,
 	 * must not leave n loops forking `sleep` in the sandbox for good (closing
-	 * a channel does not end its command). 10 minutes at most.
+	 * a channel does not end its command). 10 minutes at most. Looking twice
+	 * a second: n loops forking fast would starve the last handshakes of the
+	 * CPU (n=100 at 50 forks a second each passed a 10 s connect deadline).
 	 */
 	snprintf(cmd, sizeof(cmd), "echo go; i=0; while [ ! -e 'scale-flag-%s' ] && [ -d '%s' ] && "
-		 "[ $i -lt 30000 ]; do sleep 0.02; i=$((i+1)); done", peer, ws);
+		 "[ $i -lt 1200 ]; do sleep 0.5; i=$((i+1)); done", peer, ws);
 	/* Warm the library (libssh2, OpenSSL) with a handle we close again. */
 	sb = open_sb(config, 1, 0);
 	run_true(sb);
@@ -393,21 +417,25 @@ static void scale_conns(void)
 	 * state) is there before the measured round (bench/LIMITS.md).
 	 */
 	if (prewarm) {
-		sb = open_sb(config, (unsigned int)n, 1);
+		sb = open_sb_timeout(config, (unsigned int)n, 1, SCALE_CONNECT_MS);
 		hold_round(sb, n, cmd, flag, th, h);
 		asp_close(sb);
 	}
-	sb = open_sb(config, (unsigned int)n, 1);
+	sb = open_sb_timeout(config, (unsigned int)n, 1, SCALE_CONNECT_MS);
 	rss0 = rss_kb();
 	heap0 = heap_kb();
 	sock0 = count_sockets();
-	hold_round(sb, n, cmd, flag, th, h);
+	if (warm)
+		check(asp_sandbox_warm(sb, (unsigned int)n, NULL, &e), &e, "asp_sandbox_warm");
+	else
+		hold_round(sb, n, cmd, flag, th, h);
 	sock1 = count_sockets();
 	rss1 = rss_kb();
 	heap1 = heap_kb();
-	printf("{\"peer\": \"%s\", \"op\": \"scale_conns\", \"n\": %ld, \"prewarm\": %ld, \"conns\": %ld, "
-	       "\"rss_before_kb\": %ld, \"rss_after_kb\": %ld, \"heap_before_kb\": %ld, \"heap_after_kb\": %ld}\n",
-	       peer, n, prewarm, sock1 - sock0, rss0, rss1, heap0, heap1);
+	printf("{\"peer\": \"%s\", \"op\": \"scale_conns\", \"n\": %ld, \"fill\": \"%s\", \"prewarm\": %ld, "
+	       "\"conns\": %ld, \"rss_before_kb\": %ld, \"rss_after_kb\": %ld, \"heap_before_kb\": %ld, "
+	       "\"heap_after_kb\": %ld}\n",
+	       peer, n, fill, prewarm, sock1 - sock0, rss0, rss1, heap0, heap1);
 	fflush(stdout);
 	asp_close(sb);
 	free(th);

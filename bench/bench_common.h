@@ -74,7 +74,9 @@ static void die(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
-	exit(1);
+	/* Not exit(): other threads may still be inside the library its exit handlers tear down. */
+	fflush(stdout);
+	_exit(1);
 }
 
 static double now_ms(void)

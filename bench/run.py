@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "bench")
@@ -70,6 +71,7 @@ RTT_MS = 50              # the WAN tables' link (bench/delayproxy: 25 ms each wa
                          # latency plot adds the scale's other wan_rtts
 PEER_TIMEOUT_S = 1800    # one peer, one workload
 WORKLOADS = ["lat", "conc", "bulk", "cold", "wan", "scale"]
+SCALE_CALLERS = " (N callers at once)"  # libasp's pool grown by concurrent calls, not asp_sandbox_warm
 
 # ------------------------------------------------------------------ utilities
 
@@ -495,7 +497,13 @@ class Runner:
                                                start_dir=start_dir), tag="wan_cold")
             elif w == "scale":
                 for n in s["scale_n"]:
-                    self.run(peer, w, dict(c, workload="scale_conns", n=n), tag="scale")
+                    if peer.name == "libasp":
+                        # Made as every peer makes them, one after another (asp_sandbox_warm),
+                        # and as a harness's concurrent calls grow the pool (bench/LIMITS.md).
+                        for fill in ("warm", "callers"):
+                            self.run(peer, w, dict(c, workload="scale_conns", n=n, fill=fill), tag="scale")
+                    else:
+                        self.run(peer, w, dict(c, workload="scale_conns", n=n), tag="scale")
                     if peer.name == "libasp":
                         self.run(peer, w, dict(c, workload="scale_handles", n=n,
                                                configs=e.handle_configs(n)), tag="scale")
@@ -665,10 +673,11 @@ class Report:
         rows = []
         for d in ds:
             delta = d["rss_after_kb"] - d["rss_before_kb"]
-            name = d["peer"] + (" (handles)" if d["op"] == "scale_handles" else "")
+            suffix = (" (handles)" if d["op"] == "scale_handles" else
+                      SCALE_CALLERS if d.get("fill") == "callers" else "")
             heap = (d["heap_after_kb"] - d["heap_before_kb"]) / d["n"] if "heap_after_kb" in d else None
-            rows.append((name, d["n"], d["conns"], delta, delta / d["n"], heap))
-        rows.sort(key=lambda r: (order_key(r[0].replace(" (handles)", "")), r[0], r[1]))
+            rows.append((d["peer"] + suffix, d["n"], d["conns"], delta, delta / d["n"], heap, d["peer"]))
+        rows.sort(key=lambda r: (order_key(r[6]), r[0], r[1]))
         return rows
 
     def sec_scale(self):
@@ -677,7 +686,7 @@ class Report:
             return ""
         return table(["peer", "N", "sockets seen", "RSS delta KiB", "RSS KiB per connection/handle",
                       "live malloc heap KiB per connection (C peers)"],
-                     [[n, k, c, d, fmt(per, 0), fmt(heap, 0)] for n, k, c, d, per, heap in rows])
+                     [[n, k, c, d, fmt(per, 0), fmt(heap, 0)] for n, k, c, d, per, heap, _ in rows])
 
     def sec_cli(self):
         ds = [d for d in self.pick("lat", "exec") if d["peer"] in ("ssh ControlMaster", "ssh fresh", "asp-exec master",
@@ -741,8 +750,11 @@ class Report:
             n = max(r[1] for r in rows)
             at = {r[0]: r[4] for r in rows if r[1] == n}
             if "libasp" in at and "libssh2" in at:
+                grown = ("; grown by %d callers at once: %.0f KiB" % (n, at["libasp" + SCALE_CALLERS])
+                         if "libasp" + SCALE_CALLERS in at else "")
                 add("memory per idle pooled connection ≤ raw libssh2's", at["libasp"] <= at["libssh2"],
-                    "N=%d: libasp %.0f KiB/connection, libssh2 %.0f KiB" % (n, at["libasp"], at["libssh2"]))
+                    "N=%d: libasp %.0f KiB/connection (asp_sandbox_warm), libssh2 %.0f KiB%s" %
+                    (n, at["libasp"], at["libssh2"], grown))
             else:
                 add("memory per idle pooled connection ≤ raw libssh2's", None, "missing data")
         else:
@@ -896,7 +908,9 @@ class Report:
                  "processes)", self.sec_cold()),
                 ("5. Emulated WAN, 50 ms RTT (bench/delayproxy: 25 ms each way): median latency in RTTs",
                  self.sec_wan()),
-                ("6. Scale: RSS per idle connection (each has run one exec), and per open libasp handle",
+                ("6. Scale: RSS per idle connection (the peers' have each run one exec; libasp's are made "
+                 "by asp_sandbox_warm, or grown by N callers running a command at once), and per open "
+                 "libasp handle",
                  self.sec_scale()),
                 ("7. CLI per call: asp-exec vs OpenSSH", self.sec_cli())]
         for title, body in secs:
@@ -1015,6 +1029,32 @@ def machine_info(scale_name, env, load0):
 # ------------------------------------------------------------------ main
 
 
+def write_report(rep, out):
+    """Plots next to the report (or in build/bench), then the Markdown; returns it."""
+    plot_dir = os.path.join(os.path.dirname(os.path.abspath(out)) if out else os.path.join(BUILD, "bench"), "perf")
+    rep.plot_names = rep.plots(plot_dir)
+    rep.plot_dir = os.path.relpath(plot_dir, os.path.dirname(os.path.abspath(out))) if out else plot_dir
+    md = rep.markdown()
+    if out:
+        with open(out, "w") as f:
+            f.write(md)
+        log("wrote %s" % os.path.relpath(out, ROOT))
+    return md
+
+
+def render(path, out):
+    """--render: the report of an earlier run's results file, nothing run."""
+    with open(path) as f:
+        saved = json.load(f)
+    scale = saved.get("scale") or saved["info"]["scale"]
+    runner = types.SimpleNamespace(results=saved["results"], skipped=saved["skipped"],
+                                   failed=saved["failed"], scale=dict(SCALES[scale]))
+    cmd = saved.get("cmd") or "make bench BENCH_SCALE=%s" % scale
+    write_report(Report(runner, scale, cmd, saved["info"]),
+                 out if out is not None else os.path.join(ROOT, "docs", "PERFORMANCE.md"))
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", default=os.environ.get("BENCH_SCALE") or "full", choices=sorted(SCALES))
@@ -1025,7 +1065,12 @@ def main():
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
     ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
     ap.add_argument("--bulk-sizes", default="", help="comma-separated MiB, instead of the scale's")
+    ap.add_argument("--render", default="", metavar="JSON",
+                    help="run nothing: write the report (and plots) again from the results file of "
+                         "an earlier run, e.g. after editing bench/LIMITS.md")
     a = ap.parse_args()
+    if a.render:
+        return render(a.render, a.out)
     smoke = a.smoke or a.scale == "smoke"
     out = a.out if a.out is not None else ("" if smoke else os.path.join(ROOT, "docs", "PERFORMANCE.md"))
     scale = dict(SCALES[a.scale])
@@ -1069,20 +1114,13 @@ def main():
         env.close()
     info["total run time"] = "%.0f s" % (time.time() - t0)
     rep = Report(runner, a.scale, cmd, info)
-    plot_dir = os.path.join(os.path.dirname(os.path.abspath(out)) if out else os.path.join(BUILD, "bench"), "perf")
-    rep.plot_names = rep.plots(plot_dir)
-    rep.plot_dir = os.path.relpath(plot_dir, os.path.dirname(os.path.abspath(out))) if out else plot_dir
-    md = rep.markdown()
+    md = write_report(rep, out)
     print(md)
     if a.json:
         os.makedirs(os.path.dirname(a.json), exist_ok=True)
         with open(a.json, "w") as f:
             json.dump({"info": info, "results": runner.results, "skipped": runner.skipped,
-                       "failed": runner.failed}, f)
-    if out:
-        with open(out, "w") as f:
-            f.write(md)
-        log("wrote %s" % os.path.relpath(out, ROOT))
+                       "failed": runner.failed, "scale": a.scale, "cmd": cmd}, f)
     if smoke:
         problems = dict(runner.failed)
         for p in peers:
