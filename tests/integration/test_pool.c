@@ -794,10 +794,24 @@ static void start_exec(exec_job *j, pthread_t *t, asp_sandbox *sb, const char *c
  * Several idle connections all die with the server; the next operations,
  * including one that is never retried (rename), get a live connection.
  */
+/* n commands at once (n <= 8), each on its own connection; all must succeed. */
+static void run_at_once(asp_sandbox *sb, int n, const char *cmd)
+{
+	exec_job jobs[8];
+	pthread_t t[8];
+
+	ck_assert_int_le(n, 8);
+	for (int i = 0; i < n; i++)
+		start_exec(&jobs[i], &t[i], sb, cmd);
+	for (int i = 0; i < n; i++) {
+		join_within(t[i], 30, "a command");
+		ck_assert_msg(jobs[i].rc == ASP_OK, "job %d: %s", i, jobs[i].err.message);
+		asp_exec_result_free(jobs[i].r);
+	}
+}
+
 START_TEST(test_restart_with_several_idle_connections)
 {
-	exec_job jobs[4];
-	pthread_t t[4];
 	asp_error e = { 0 };
 	asp_stat_info st;
 	asp_sandbox *sb;
@@ -805,13 +819,7 @@ START_TEST(test_restart_with_several_idle_connections)
 
 	server_up(NULL);
 	sb = open_sandbox((sb_opts){ .max_connections = 4 });
-	for (int i = 0; i < 4; i++) /* concurrent commands: one connection each */
-		start_exec(&jobs[i], &t[i], sb, "sleep 0.3; echo x >> several.txt");
-	for (int i = 0; i < 4; i++) {
-		join_within(t[i], 30, "a command");
-		ck_assert_msg(jobs[i].rc == ASP_OK, "job %d: %s", i, jobs[i].err.message);
-		asp_exec_result_free(jobs[i].r);
-	}
+	run_at_once(sb, 4, "sleep 0.3; echo x >> several.txt"); /* one connection each */
 	ck_assert_int_ge(established_to_server(), 2);
 
 	before = accepted_count();
@@ -1279,8 +1287,6 @@ START_TEST(test_warm_fills_pool)
 {
 	asp_call_options co = ASP_CALL_OPTIONS_INIT;
 	asp_error e = { 0 };
-	exec_job jobs[3];
-	pthread_t t[3];
 	asp_sandbox *sb;
 	int rc;
 
@@ -1299,13 +1305,7 @@ START_TEST(test_warm_fills_pool)
 	ck_assert_int_eq(accepted_count(), 3);
 
 	/* Three callers at once: each takes a warmed connection, none handshakes. */
-	for (int i = 0; i < 3; i++)
-		start_exec(&jobs[i], &t[i], sb, "sleep 0.5");
-	for (int i = 0; i < 3; i++) {
-		join_within(t[i], 30, "a command");
-		ck_assert_msg(jobs[i].rc == ASP_OK, "job %d: %s", i, jobs[i].err.message);
-		asp_exec_result_free(jobs[i].r);
-	}
+	run_at_once(sb, 3, "sleep 0.5");
 	ck_assert_int_eq(accepted_count(), 3);
 
 	/* More than the pool may hold is the caller's mistake, named. */
@@ -1400,20 +1400,12 @@ END_TEST
 
 START_TEST(test_close_closes_idle_connections)
 {
-	exec_job jobs[4];
-	pthread_t t[4];
 	asp_sandbox *sb;
 	int accepted, open_now;
 
 	server_up(NULL);
 	sb = open_sandbox((sb_opts){ .max_connections = 4 });
-	for (int i = 0; i < 4; i++)
-		start_exec(&jobs[i], &t[i], sb, "sleep 0.5");
-	for (int i = 0; i < 4; i++) {
-		join_within(t[i], 30, "a command");
-		ck_assert_msg(jobs[i].rc == ASP_OK, "job %d: %s", i, jobs[i].err.message);
-		asp_exec_result_free(jobs[i].r);
-	}
+	run_at_once(sb, 4, "sleep 0.5");
 	accepted = accepted_count();
 	ck_assert_int_ge(accepted, 2);
 	ck_assert_int_eq(established_to_server(), accepted);
