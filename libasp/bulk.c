@@ -221,20 +221,21 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 	unsigned char h[256];
 	size_t hl;
 	asp_stat_info st;
+	asp_fs_reader rd;
 	uint64_t want;
 	job j;
 	int rc, sized;
 
 	/*
-	 * On a slow link a read goes to the warm exec channel (one round trip,
-	 * the same 4 MiB in flight as one SFTP connection): see
-	 * asp__exec_files_faster. Parts over several connections are for SFTP.
+	 * When a read goes to the warm exec channel (asp__exec_reads_faster:
+	 * the same 4 MiB in flight as one SFTP connection), it goes whole.
+	 * Parts over several connections are for SFTP.
 	 */
-	if (limit < BULK_MIN || asp__exec_files_faster(c, 0) || (rc = sftp_ready(c, bc, err)) == 0)
+	if (limit < BULK_MIN || asp__exec_reads_faster(c) || (rc = sftp_ready(c, bc, err)) == 0)
 		return asp__fs_read(c, path, offset, limit, cap, out, err);
 	if (rc < 0)
 		return rc;
-	if ((rc = asp__fs_open_read(c, path, h, &hl, &st, &sized, err)))
+	if ((rc = asp__fs_open_read(c, path, offset, limit, cap, &rd, h, &hl, &st, &sized, err)))
 		return rc;
 	/*
 	 * Only a regular file's size is its content's (a /proc file says 0).
@@ -243,7 +244,8 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 	if (!sized || st.type != ASP_TYPE_FILE || st.size <= offset ||
 	    (want = st.size - offset < limit ? st.size - offset : limit) < BULK_MIN ||
 	    (limit > cap && st.size - offset > cap) || want >= SIZE_MAX)
-		return asp__fs_read_handle(c, h, hl, path, offset, limit, cap, out, err);
+		return asp__fs_read_handle(c, &rd, h, hl, path, out, err);
+	asp__fs_read_elsewhere(c);
 	asp__buf_free(out);
 	if (!(out->data = asp__malloc((size_t)want + 1))) {
 		asp__fs_close_handle(c, h, hl);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "quote.h"
+#include "sftp.h"
 #include "ssh.h"
 
 /* ------------------------------------------------------------ capture */
@@ -619,23 +620,49 @@ void asp__exec_force_files(int on)
 }
 
 /*
- * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): a 4 KiB
- * read costs 2 round trips over SFTP (open, then read) and 1.2 as `cat` on
- * the warm channel; an atomic 4 KiB write 3 over SFTP and 1.3 as one shell
- * command (its data inside the request); stat 1 either way, so it stays on
- * SFTP. On loopback the shell's start in the sandbox (a few ms) makes SFTP
- * far faster. So with file_transport auto, reads and atomic writes of at
- * most ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the connection's
- * round trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more,
+ * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): an atomic
+ * 4 KiB write costs 2 round trips over SFTP (LSTAT+OPEN, then the rest)
+ * and 1 plus the processes it starts in the sandbox as one shell command
+ * (its data inside the request); stat 1 either way, so it stays on SFTP.
+ * On loopback the shell's start in the sandbox (a few ms) makes SFTP far
+ * faster. So with file_transport auto, atomic writes of at most
+ * ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the connection's round
+ * trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more,
  * unless the login shell was found unable to run the wrapper (c->shell_bad):
  * SFTP needs no shell of ours, so fs.c sends the call there instead.
  */
+static int exec_route_open(const asp_conn *c)
+{
+	return c->files_want == ASP_FILES_AUTO && !c->dead && !c->shell_bad;
+}
+
 int asp__exec_files_faster(const asp_conn *c, size_t write_len)
 {
-	if (c->files_want != ASP_FILES_AUTO || c->dead || c->shell_bad ||
-	    write_len > ASP_EXEC_FILES_WRITE_MAX)
+	if (!exec_route_open(c) || write_len > ASP_EXEC_FILES_WRITE_MAX)
 		return 0;
 	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
+}
+
+/*
+ * A read over SFTP costs one round trip once the connection can guess the
+ * handle its OPEN will get (asp__sftp_guess: the READs go out behind the
+ * OPEN), and starts no process in the sandbox; as a shell command it costs
+ * one round trip plus the shell's processes (3 to 5 of them: 13 to 21 ms
+ * on a slow virtual machine). So reads stay on SFTP, opening it first when
+ * the connection has not yet, and take the exec route only on a long round
+ * trip when SFTP cannot guess (two misses in a row, or a handle of ours
+ * still open).
+ */
+int asp__exec_reads_faster(const asp_conn *c)
+{
+	const unsigned char *g;
+
+	if (!exec_route_open(c))
+		return 0;
+	if (force_files)
+		return 1;
+	return c->rtt_ms >= ASP_EXEC_FILES_RTT_MS && c->file_transport == ASP_FILES_SFTP &&
+	       !asp__sftp_guess(c, &g);
 }
 
 int asp__exec_shell_refused(const asp_conn *c, int rc)

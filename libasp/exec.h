@@ -38,11 +38,17 @@ void asp__exec_stats(asp_exec_stats *out);
 void asp__exec_force_inline(int on);
 
 /*
- * 1 when a read (write_len 0) or an atomic write of write_len bytes is
- * faster as a shell command on the warm channel than over SFTP on c: the
- * file transport is auto and the round trip is long (see exec.c).
+ * 1 when an atomic write of write_len bytes is faster as a shell command on
+ * the warm channel than over SFTP on c: the file transport is auto and the
+ * round trip is long (see exec.c).
  */
 int asp__exec_files_faster(const asp_conn *c, size_t write_len);
+
+/*
+ * 1 when a read is faster as a shell command than over SFTP on c: only on
+ * a long round trip when SFTP cannot make it one round trip (see exec.c).
+ */
+int asp__exec_reads_faster(const asp_conn *c);
 
 /*
  * 1 when rc is a command's failure because the login shell cannot run the

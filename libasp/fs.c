@@ -1,7 +1,8 @@
 /*
  * fs.c - read, write (atomic), stat, mkdir, list, remove, rename over the
  * pipelining SFTP engine. Each operation sends what it can without waiting:
- * a small read is OPEN, then READs, with the CLOSE's reply left for later;
+ * a small read is OPEN and READs on the handle it will get (guessed: see
+ * open_for_read), with the CLOSE's reply left for later;
  * an atomic write is LSTAT+OPEN, then WRITEs+FSETSTAT+CLOSE+RENAME. A
  * tree is removed by one remote `rm -rf`, run as a command (exec.c).
  * A connection without SFTP does every call with shell commands (shfs.c):
@@ -23,7 +24,7 @@
 #define SHOW(p) asp__path_show((char[ASP_PATH_SHOW_MAX + 4]){ 0 }, (p))
 
 #define IO_CHUNK 65536u   /* every SFTP server accepts 64 KiB reads and writes */
-#define MAX_INFLIGHT 64u  /* 4 MiB in flight, inside the 16 MiB channel window */
+#define MAX_INFLIGHT ASP_FS_MAX_INFLIGHT
 
 /* Send CLOSE for a handle; its reply is dropped later. */
 static int close_later(asp_conn *c, const unsigned char *h, size_t hl, asp_error *err)
@@ -43,12 +44,15 @@ static int get_handle(asp_conn *c, uint32_t id, unsigned char *h, size_t *hl, co
 
 	if ((rc = asp__sftp_reply(c, &r, id, err)))
 		return rc;
-	if (r.type != SSH_FXP_HANDLE)
+	if (r.type != SSH_FXP_HANDLE) {
+		asp__sftp_no_handle(c);
 		return asp__sftp_fail(&r, fallback, err, what, path);
+	}
 	if (asp__sftp_get_str(&r.p, &r.len, &s, &sl) || sl > 256)
 		return asp__error(err, ASP_EPROTO, "%s %s: malformed handle", what, SHOW(path));
 	memcpy(h, s, sl);
 	*hl = sl;
+	asp__sftp_got_handle(c, h, sl);
 	return 0;
 }
 
@@ -113,18 +117,120 @@ static int too_big(asp_buf *out, const char *path, uint64_t cap, asp_error *err)
 			  "(asp_open_options.max_read_bytes)", SHOW(path), (unsigned long long)cap);
 }
 
-static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
-		     uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err);
+static void reader_init(asp_fs_reader *rd, uint64_t offset, uint64_t limit, uint64_t cap)
+{
+	/*
+	 * A caller asking for more than the cap gets the cap's worth plus one
+	 * byte, which tells whether the file holds more (then ASP_ELIMIT). No
+	 * READ goes out past that, so a small cap keeps few bytes in flight.
+	 */
+	uint64_t span = limit > cap ? cap + 1 : limit;
+
+	memset(rd, 0, sizeof(*rd));
+	rd->window = 2;
+	rd->limit = limit;
+	rd->cap = cap;
+	rd->offset = rd->next = offset;
+	rd->end = offset > UINT64_MAX - span ? UINT64_MAX : offset + span;
+	/* No file reaches past INT64_MAX (off_t); servers reject such offsets as malformed. */
+	rd->eof = offset > (uint64_t)INT64_MAX;
+	/*
+	 * A regular file's size says at once whether it holds more than the cap:
+	 * ask along with the first READs (no extra round trip) and fail before
+	 * fetching the cap's worth. A device or pipe says 0: its bytes tell.
+	 */
+	rd->fstat_due = limit > cap && !rd->eof;
+}
+
+/* Send the FSTAT when due, and READs until the window is full; never waits. */
+static int reader_send(asp_conn *c, asp_fs_reader *rd, const unsigned char *h, size_t hl, asp_error *err)
+{
+	int rc;
+
+	if (rd->fstat_due) {
+		asp__sftp_begin(c, SSH_FXP_FSTAT);
+		asp__sftp_str(c, h, hl);
+		if ((rc = asp__sftp_end(c, 0, &rd->fstat_id, err)))
+			return rc;
+		rd->fstat_due = 0;
+		rd->fstat_pending = 1;
+	}
+	while (!rd->eof && !rd->skip && rd->inflight < rd->window && rd->next < rd->end) {
+		uint32_t n = rd->end - rd->next < IO_CHUNK ? (uint32_t)(rd->end - rd->next) : IO_CHUNK;
+		asp__sftp_begin(c, SSH_FXP_READ);
+		asp__sftp_str(c, h, hl);
+		asp__sftp_u64(c, rd->next);
+		asp__sftp_u32(c, n);
+		if ((rc = asp__sftp_end(c, 0, &rd->ids[rd->inflight], err)))
+			return rc;
+		rd->offs[rd->inflight] = rd->next;
+		rd->lens[rd->inflight++] = n;
+		rd->next += n;
+	}
+	return 0;
+}
+
+static int read_loop(asp_conn *c, asp_fs_reader *rd, const unsigned char *h, size_t hl, const char *path,
+		     asp_buf *out, asp_error *err);
+
+/*
+ * OPEN (and STAT path when a is not NULL), then READs. With a guessed
+ * handle (asp__sftp_guess) the first READs go out right behind the OPEN: a
+ * small file costs one round trip. A wrong guess loses nothing: those READs
+ * find no handle, their replies are dropped, and rd starts again for the
+ * handle the OPEN returned. On success the handle is open.
+ */
+static int open_for_read(asp_conn *c, const char *path, asp_fs_reader *rd, unsigned char *h,
+			 size_t *hl, asp_sftp_attrs *a, int *found, asp_error *err)
+{
+	const unsigned char *g = NULL;
+	size_t gl = asp__sftp_guess(c, &g);
+	uint64_t offset = rd->offset, limit = rd->limit, cap = rd->cap;
+	uint32_t id_open, id_stat = 0;
+	int rc;
+
+	asp__sftp_begin(c, SSH_FXP_OPEN);
+	asp__sftp_cstr(c, path);
+	asp__sftp_u32(c, SSH_FXF_READ);
+	asp__sftp_attrs(c, 0, 0);
+	if ((rc = asp__sftp_end(c, 0, &id_open, err)) ||
+	    (a && (rc = send_path(c, SSH_FXP_STAT, path, 0, &id_stat, err))) ||
+	    (gl && (rc = reader_send(c, rd, g, gl, err))) ||
+	    (rc = get_handle(c, id_open, h, hl, "read", path, ASP_EIO, err))) {
+		asp__sftp_forget(c);
+		return rc;
+	}
+	if (gl) {
+		int hit = *hl == gl && !memcmp(h, g, gl);
+		asp__sftp_guessed(c, hit);
+		if (!hit) {
+			/* The STAT's reply comes before the READs': take it, then drop them. */
+			if (a && (rc = get_attrs(c, id_stat, a, found, "read", path, err))) {
+				asp__fs_close_handle(c, h, *hl);
+				return rc;
+			}
+			asp__sftp_forget(c);
+			reader_init(rd, offset, limit, cap);
+			return 0;
+		}
+	}
+	if (a && (rc = get_attrs(c, id_stat, a, found, "read", path, err))) {
+		asp__sftp_forget(c);
+		asp__fs_close_handle(c, h, *hl);
+		return rc;
+	}
+	return 0;
+}
 
 int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
 		 asp_buf *out, asp_error *err)
 {
 	unsigned char h[256];
 	size_t hl;
-	uint32_t id;
+	asp_fs_reader rd;
 	int rc;
 
-	if (asp__exec_files_faster(c, 0)) {
+	if (asp__exec_reads_faster(c)) {
 		rc = asp__shfs_read(c, path, offset, limit, cap, out, err);
 		if (!asp__exec_shell_refused(c, rc))
 			return rc;
@@ -134,78 +240,37 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 		return rc;
 	if (rc == ASP_FILES_EXEC)
 		return asp__shfs_read(c, path, offset, limit, cap, out, err);
-	asp__sftp_begin(c, SSH_FXP_OPEN);
-	asp__sftp_cstr(c, path);
-	asp__sftp_u32(c, SSH_FXF_READ);
-	asp__sftp_attrs(c, 0, 0);
-	if ((rc = asp__sftp_end(c, 0, &id, err)) ||
-	    (rc = get_handle(c, id, h, &hl, "read", path, ASP_EIO, err)))
+	reader_init(&rd, offset, limit, cap);
+	if ((rc = open_for_read(c, path, &rd, h, &hl, NULL, NULL, err)))
 		return rc;
-	return read_loop(c, h, hl, path, offset, limit, cap, out, err);
+	return read_loop(c, &rd, h, hl, path, out, err);
 }
 
 /* Read from an open handle (see asp__fs_read); the handle is closed (CLOSE's reply dropped later). */
-static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
-		     uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err)
+static int read_loop(asp_conn *c, asp_fs_reader *rd, const unsigned char *h, size_t hl, const char *path,
+		     asp_buf *out, asp_error *err)
 {
-	size_t inflight = 0, window = 2;
-	uint32_t ids[MAX_INFLIGHT], lens[MAX_INFLIGHT];
-	uint64_t offs[MAX_INFLIGHT];
-	/*
-	 * A caller asking for more than the cap gets the cap's worth plus one
-	 * byte, which tells whether the file holds more (then ASP_ELIMIT). No
-	 * READ goes out past that, so a small cap keeps few bytes in flight.
-	 */
-	int over = limit > cap;
-	uint64_t span = over ? cap + 1 : limit;
-	uint64_t next = offset, end = offset > UINT64_MAX - span ? UINT64_MAX : offset + span;
-	uint32_t id, fstat_id = 0;
-	int rc, eof = 0, skip = 0, short_end = 0, fstat_pending = 0;
+	uint32_t id;
+	int rc, short_end = 0;
 
-	/* No file reaches past INT64_MAX (off_t); servers reject such offsets as malformed. */
-	if (offset > (uint64_t)INT64_MAX)
-		eof = 1;
-	/*
-	 * A regular file's size says at once whether it holds more than the cap:
-	 * ask along with the first READs (no extra round trip) and fail before
-	 * fetching the cap's worth. A device or pipe says 0: its bytes tell.
-	 */
-	if (over && !eof) {
-		asp__sftp_begin(c, SSH_FXP_FSTAT);
-		asp__sftp_str(c, h, hl);
-		if ((rc = asp__sftp_end(c, 0, &fstat_id, err)))
-			goto out;
-		fstat_pending = 1;
-	}
-
-	while (!eof || inflight) {
+	while (!rd->eof || rd->inflight) {
 		asp_sftp_reply r;
 		uint32_t want;
 		uint64_t at;
 
 		/* Keep the pipe full; the window grows so small files cost one round trip. */
-		while (!eof && !skip && inflight < window && next < end) {
-			uint32_t n = end - next < IO_CHUNK ? (uint32_t)(end - next) : IO_CHUNK;
-			asp__sftp_begin(c, SSH_FXP_READ);
-			asp__sftp_str(c, h, hl);
-			asp__sftp_u64(c, next);
-			asp__sftp_u32(c, n);
-			if ((rc = asp__sftp_end(c, 0, &ids[(inflight)], err)))
-				goto out;
-			offs[inflight] = next;
-			lens[inflight++] = n;
-			next += n;
-		}
-		if (fstat_pending) {
+		if ((rc = reader_send(c, rd, h, hl, err)))
+			goto out;
+		if (rd->fstat_pending) {
 			asp_sftp_attrs a;
 			int found = 0, sized;
-			fstat_pending = 0;
-			if ((rc = get_attrs(c, fstat_id, &a, &found, "read", path, err)))
+			rd->fstat_pending = 0;
+			if ((rc = get_attrs(c, rd->fstat_id, &a, &found, "read", path, err)))
 				goto out;
 			sized = found && asp__fs_type_of(a.perm) == ASP_TYPE_FILE &&
-				(a.flags & SSH_FILEXFER_ATTR_SIZE) && a.size > offset;
-			if (sized && a.size - offset > cap) {
-				rc = too_big(out, path, cap, err);
+				(a.flags & SSH_FILEXFER_ATTR_SIZE) && a.size > rd->offset;
+			if (sized && a.size - rd->offset > rd->cap) {
+				rc = too_big(out, path, rd->cap, err);
 				goto out;
 			}
 			/*
@@ -215,26 +280,26 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 			 * size the server made up) the buffer grows with the data as
 			 * before, and so it does for a file that grows meanwhile.
 			 */
-			if (sized && !out->len && a.size - offset < SIZE_MAX - 1)
-				(void)asp__buf_reserve(out, (size_t)(a.size - offset) + 1);
+			if (sized && !out->len && a.size - rd->offset < SIZE_MAX - 1)
+				(void)asp__buf_reserve(out, (size_t)(a.size - rd->offset) + 1);
 			continue;
 		}
-		if (!inflight)
+		if (!rd->inflight)
 			break;
-		if ((rc = asp__sftp_reply(c, &r, ids[0], err)))
+		if ((rc = asp__sftp_reply(c, &r, rd->ids[0], err)))
 			goto out;
-		want = lens[0];
-		at = offs[0];
-		inflight--;
-		memmove(ids, ids + 1, inflight * sizeof(ids[0]));
-		memmove(lens, lens + 1, inflight * sizeof(lens[0]));
-		memmove(offs, offs + 1, inflight * sizeof(offs[0]));
-		if (skip) {
+		want = rd->lens[0];
+		at = rd->offs[0];
+		rd->inflight--;
+		memmove(rd->ids, rd->ids + 1, rd->inflight * sizeof(rd->ids[0]));
+		memmove(rd->lens, rd->lens + 1, rd->inflight * sizeof(rd->lens[0]));
+		memmove(rd->offs, rd->offs + 1, rd->inflight * sizeof(rd->offs[0]));
+		if (rd->skip) {
 			/* After a short read: more data further on means the short read was not the end. */
 			if (r.type == SSH_FXP_DATA)
 				short_end = 0;
-			if (!--skip && short_end)
-				eof = 1;
+			if (!--rd->skip && short_end)
+				rd->eof = 1;
 			continue;
 		}
 		if (r.type == SSH_FXP_DATA) {
@@ -244,11 +309,11 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 				rc = asp__error(err, ASP_EPROTO, "read %s: malformed data reply", SHOW(path));
 				goto out;
 			}
-			if (out->len + dl > cap) {
-				rc = too_big(out, path, cap, err);
+			if (out->len + dl > rd->cap) {
+				rc = too_big(out, path, rd->cap, err);
 				goto out;
 			}
-			if (asp__buf_put_capped(out, d, dl, cap)) {
+			if (asp__buf_put_capped(out, d, dl, rd->cap)) {
 				rc = asp__error(err, ASP_ENOMEM, "read %s: out of memory", SHOW(path));
 				goto out;
 			}
@@ -260,19 +325,19 @@ static int read_loop(asp_conn *c, const unsigned char *h, size_t hl, const char 
 				 * from here. Reads in flight behind it answer in the same round
 				 * trip, so a small file costs OPEN + one batch of READs.
 				 */
-				next = offset + out->len;
-				skip = (int)inflight;
-				short_end = inflight > 0;
+				rd->next = rd->offset + out->len;
+				rd->skip = (int)rd->inflight;
+				short_end = rd->inflight > 0;
 				if (dl == 0)
-					eof = 1;
+					rd->eof = 1;
 			}
-			if (window < MAX_INFLIGHT)
-				window *= 2;
+			if (rd->window < MAX_INFLIGHT)
+				rd->window *= 2;
 			continue;
 		}
 		if (asp__sftp_status(&r) == SSH_FX_EOF) {
-			eof = 1;
-			skip = (int)inflight;
+			rd->eof = 1;
+			rd->skip = (int)rd->inflight;
 			continue;
 		}
 		/*
@@ -1497,32 +1562,20 @@ static int sftp_only(asp_conn *c, asp_error *err)
 			  "uses shell commands for files");
 }
 
-int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *hl,
-		      asp_stat_info *st, int *sized, asp_error *err)
+int asp__fs_open_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
+		      uint64_t cap, asp_fs_reader *rd, unsigned char *h, size_t *hl, asp_stat_info *st,
+		      int *sized, asp_error *err)
 {
 	asp_sftp_attrs a;
-	uint32_t id_open, id_stat;
 	int rc, found = 0;
 
 	*sized = 0;
 	if ((rc = sftp_only(c, err)))
 		return rc;
 	/* OPEN and STAT together: the size costs no round trip. */
-	asp__sftp_begin(c, SSH_FXP_OPEN);
-	asp__sftp_cstr(c, path);
-	asp__sftp_u32(c, SSH_FXF_READ);
-	asp__sftp_attrs(c, 0, 0);
-	if ((rc = asp__sftp_end(c, 0, &id_open, err)))
+	reader_init(rd, offset, limit, cap);
+	if ((rc = open_for_read(c, path, rd, h, hl, &a, &found, err)))
 		return rc;
-	if ((rc = send_path(c, SSH_FXP_STAT, path, 0, &id_stat, err)) ||
-	    (rc = get_handle(c, id_open, h, hl, "read", path, ASP_EIO, err))) {
-		asp__sftp_drain(c, NULL);
-		return rc;
-	}
-	if ((rc = get_attrs(c, id_stat, &a, &found, "read", path, err))) {
-		asp__fs_close_handle(c, h, *hl);
-		return rc;
-	}
 	if (found) {
 		to_stat(&a, st);
 		*sized = (a.flags & SSH_FILEXFER_ATTR_SIZE) != 0;
@@ -1530,10 +1583,15 @@ int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *h
 	return 0;
 }
 
-int asp__fs_read_handle(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
-			uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err)
+int asp__fs_read_handle(asp_conn *c, asp_fs_reader *rd, const unsigned char *h, size_t hl,
+			const char *path, asp_buf *out, asp_error *err)
 {
-	return read_loop(c, h, hl, path, offset, limit, cap, out, err);
+	return read_loop(c, rd, h, hl, path, out, err);
+}
+
+void asp__fs_read_elsewhere(asp_conn *c)
+{
+	asp__sftp_forget(c);
 }
 
 int asp__fs_open_handle(asp_conn *c, const char *path, int write, unsigned char *h, size_t *hl,

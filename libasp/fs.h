@@ -102,16 +102,37 @@ uint32_t asp__fs_type_of(uint32_t mode);
 /* ------------------------------------------------------------ ranges, for bulk.c */
 
 /*
- * Open path for reading and STAT it in the same round trip. *sized = 1 when
- * st holds the size (the path exists and the server said its size). On
- * success the handle (h: 256 bytes) is open: hand it to asp__fs_read_handle
- * or close it with asp__fs_close_handle.
+ * A read of [offset, offset + limit) through one handle: the READs in
+ * flight (a window that grows, so a small file costs one batch) and the
+ * FSTAT that tells a file over the cap at once.
  */
-int asp__fs_open_read(asp_conn *c, const char *path, unsigned char *h, size_t *hl,
-		      asp_stat_info *st, int *sized, asp_error *err);
-/* asp__fs_read on a handle from asp__fs_open_read; closes the handle. */
-int asp__fs_read_handle(asp_conn *c, const unsigned char *h, size_t hl, const char *path,
-			uint64_t offset, uint64_t limit, uint64_t cap, asp_buf *out, asp_error *err);
+#define ASP_FS_MAX_INFLIGHT 64u /* READs of 64 KiB: 4 MiB in flight, inside the 16 MiB channel window */
+
+typedef struct asp_fs_reader {
+	size_t inflight, window;
+	uint32_t ids[ASP_FS_MAX_INFLIGHT], lens[ASP_FS_MAX_INFLIGHT];
+	uint64_t offs[ASP_FS_MAX_INFLIGHT];
+	uint64_t offset, limit, next, end, cap;
+	int eof, skip, fstat_due, fstat_pending;
+	uint32_t fstat_id;
+} asp_fs_reader;
+
+/*
+ * Open path for reading and STAT it in the same round trip, with the read's
+ * first READs behind them when the handle can be guessed (see fs.c).
+ * *sized = 1 when st holds the size (the path exists and the server said
+ * its size). On success the handle (h: 256 bytes) is open: hand it and rd
+ * to asp__fs_read_handle, or call asp__fs_read_elsewhere and read it in
+ * ranges, then close it with asp__fs_close_handle.
+ */
+int asp__fs_open_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
+		      uint64_t cap, asp_fs_reader *rd, unsigned char *h, size_t *hl, asp_stat_info *st,
+		      int *sized, asp_error *err);
+/* The read asp__fs_open_read began, as asp__fs_read; closes the handle. */
+int asp__fs_read_handle(asp_conn *c, asp_fs_reader *rd, const unsigned char *h, size_t hl,
+			const char *path, asp_buf *out, asp_error *err);
+/* The read goes another way: drop the replies of the READs sent ahead. */
+void asp__fs_read_elsewhere(asp_conn *c);
 /* Open an existing file for reading (write = 0) or for writing without truncating it. */
 int asp__fs_open_handle(asp_conn *c, const char *path, int write, unsigned char *h, size_t *hl,
 			asp_error *err);

@@ -61,6 +61,7 @@ int asp__sftp_begin(asp_conn *c, uint8_t type)
 {
 	c->sftp.ok_mem = 1;
 	c->sftp.out_mark = c->sftp.out.len;
+	c->sftp.building = type;
 	/* length placeholder, type, id */
 	return asp__sftp_u32(c, 0) | out_put(c, &type, 1) | asp__sftp_u32(c, c->sftp.next_id);
 }
@@ -106,7 +107,90 @@ int asp__sftp_end(asp_conn *c, int discard, uint32_t *id, asp_error *err)
 	if (id)
 		*id = s->next_id;
 	s->next_id++;
+	if (s->building == SSH_FXP_OPEN || s->building == SSH_FXP_OPENDIR)
+		s->held++;
+	else if (s->building == SSH_FXP_CLOSE && s->held)
+		s->held--;
 	return 0;
+}
+
+/*
+ * One-round-trip reads (fs.c) send READs on the handle the OPEN before them
+ * will return, before its reply. OpenSSH's sftp-server numbers handles by
+ * slot, lowest free first: with no handle open, the next OPEN gets the one
+ * the last such OPEN got. A wrong guess is harmless only while the server
+ * holds no handle of ours (then a READ on it finds none and fails, and the
+ * read goes on with the real handle): so no guess while one may be held,
+ * and none after two misses in a row (a server with other handles).
+ */
+static _Atomic unsigned long stat_hit, stat_missed;
+static unsigned char forced[ASP_SFTP_GUESS_MAX];
+static _Atomic size_t forced_len;
+
+size_t asp__sftp_guess(const asp_conn *c, const unsigned char **h)
+{
+	const asp_sftp_state *s = &c->sftp;
+
+	if (s->held || s->guess_missed >= 2 || !s->guess_len)
+		return 0;
+	if (forced_len) {
+		*h = forced;
+		return forced_len;
+	}
+	*h = s->guess;
+	return s->guess_len;
+}
+
+void asp__sftp_got_handle(asp_conn *c, const unsigned char *h, size_t hl)
+{
+	asp_sftp_state *s = &c->sftp;
+
+	if (s->held != 1) /* another handle may be open: this one tells nothing */
+		return;
+	s->guess_len = hl <= sizeof(s->guess) ? (uint8_t)hl : 0;
+	memcpy(s->guess, h, s->guess_len);
+}
+
+void asp__sftp_no_handle(asp_conn *c)
+{
+	if (c->sftp.held)
+		c->sftp.held--;
+}
+
+void asp__sftp_guessed(asp_conn *c, int hit)
+{
+	if (hit) {
+		stat_hit++;
+		c->sftp.guess_missed = 0;
+	} else {
+		stat_missed++;
+		if (c->sftp.guess_missed < 2)
+			c->sftp.guess_missed++;
+	}
+}
+
+void asp__sftp_guess_stats(unsigned long *hit, unsigned long *missed)
+{
+	*hit = stat_hit;
+	*missed = stat_missed;
+}
+
+void asp__sftp_force_guess(const void *h, size_t len)
+{
+	forced_len = 0;
+	if (h && len && len <= sizeof(forced)) {
+		memcpy(forced, h, len);
+		forced_len = len;
+	}
+}
+
+void asp__sftp_forget(asp_conn *c)
+{
+	asp_sftp_state *s = &c->sftp;
+	size_t i;
+
+	for (i = s->headexpect; i < s->nexpect; i++)
+		s->discard[i] = 1;
 }
 
 /* ------------------------------------------------------------ I/O */
@@ -432,6 +516,9 @@ static int parse_version(asp_conn *c, const unsigned char *p, size_t len, asp_er
 
 	if (asp__sftp_get_u32(&p, &len, &ver) || ver < 3)
 		return asp__error(err, ASP_EPROTO, "%s: SFTP server speaks version %u, need 3", c->where, ver);
+	/* OpenSSH's first handle: slot 0 */
+	c->sftp.guess_len = 4;
+	memset(c->sftp.guess, 0, 4);
 	while (len > 0) {
 		if (asp__sftp_get_str(&p, &len, &name, &nl) || asp__sftp_get_str(&p, &len, &data, &dl))
 			return asp__error(err, ASP_EPROTO, "%s: malformed SFTP VERSION", c->where);

@@ -101,6 +101,24 @@ size_t asp__sftp_pending(const asp_conn *c);
 /* Consume every outstanding reply, kept or not. */
 int asp__sftp_drain(asp_conn *c, asp_error *err);
 
+/* Drop every outstanding reply when it comes, without waiting for it. */
+void asp__sftp_forget(asp_conn *c);
+
+/*
+ * The handle the next OPEN will return, when it can be guessed safely (see
+ * sftp.c): its length, with *h pointing at it; else 0. The OPEN's reply
+ * goes to asp__sftp_got_handle or asp__sftp_no_handle (any OPEN's or
+ * OPENDIR's), and a guess's outcome to asp__sftp_guessed.
+ */
+size_t asp__sftp_guess(const asp_conn *c, const unsigned char **h);
+void asp__sftp_got_handle(asp_conn *c, const unsigned char *h, size_t hl);
+void asp__sftp_no_handle(asp_conn *c);
+void asp__sftp_guessed(asp_conn *c, int hit);
+
+/* Tests only: guesses that hit and missed (every connection), and a guess to make instead (NULL: none). */
+void asp__sftp_guess_stats(unsigned long *hit, unsigned long *missed);
+void asp__sftp_force_guess(const void *h, size_t len);
+
 /* Reply decoding. */
 int asp__sftp_get_u32(const unsigned char **p, size_t *len, uint32_t *v);
 int asp__sftp_get_u64(const unsigned char **p, size_t *len, uint64_t *v);

@@ -19,6 +19,7 @@
 #define ASP_SFTP_WINDOW (16u * 1024 * 1024)
 #define ASP_EXEC_WINDOW (4u * 1024 * 1024)
 #define ASP_PACKET_SIZE 32768u
+#define ASP_SFTP_GUESS_MAX 8u /* OpenSSH's handles are 4 bytes; longer ones are not guessed */
 
 typedef struct asp_sftp_state {
 	LIBSSH2_CHANNEL *chan;    /* the long-lived "sftp" subsystem channel, or NULL */
@@ -36,6 +37,17 @@ typedef struct asp_sftp_state {
 	uint32_t *expect;         /* ids of replies still to come, in order */
 	unsigned char *discard;   /* per expected reply: drop it when it comes */
 	size_t nexpect, capexpect, headexpect;
+	uint8_t building;         /* the type of the request being built */
+	/*
+	 * Guessing the next handle (asp__sftp_guess): how many handles the
+	 * server may hold for us (OPEN or OPENDIR sent, CLOSE not yet: one whose
+	 * reply went unread stays counted), the handle an OPEN made while none
+	 * was held last returned, and guesses missed in a row.
+	 */
+	unsigned int held;
+	unsigned char guess[ASP_SFTP_GUESS_MAX];
+	uint8_t guess_len;
+	uint8_t guess_missed;
 } asp_sftp_state;
 
 /* The link before each block libssh2 allocates (session.c). */

@@ -12,7 +12,9 @@
  *   - a command the server acknowledged and then lost is never replayed;
  *   - the server's session limit (MaxSessions 2, with SFTP and a kill
  *     channel needed) is respected: calls keep working;
- *   - stdin, exit codes and timeouts behave the same on a warm channel.
+ *   - stdin, exit codes and timeouts behave the same on a warm channel;
+ *   - a read over SFTP sends its READs behind the OPEN, on the handle the
+ *     OPEN will get: the guesses hit, and a wrong guess loses nothing.
  *
  * No timing is asserted: every check is on what ran and what the server saw.
  */
@@ -25,6 +27,7 @@
 
 #include "asp.h"
 #include "exec.h"
+#include "sftp.h"
 #include "ssh.h"
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
@@ -505,7 +508,122 @@ START_TEST(test_warm_rtt_is_the_least_sample)
 		ck_assert_msg(asp__exec_files_faster(&c, 0) == cases[i].exec_files,
 			      "case %zu: files over exec %d", i, asp__exec_files_faster(&c, 0));
 		ck_assert_int_eq(c.rtt_ms >= 5, cases[i].inline_stdin_link);
+		/*
+		 * Reads: SFTP not open yet (opened for them) or able to guess its
+		 * handles (one round trip): SFTP; exec only when it cannot guess.
+		 */
+		ck_assert_msg(!asp__exec_reads_faster(&c), "case %zu: read over exec before SFTP", i);
+		c.file_transport = ASP_FILES_SFTP;
+		c.sftp.guess_len = 4;
+		ck_assert_msg(!asp__exec_reads_faster(&c), "case %zu: read over exec, SFTP guessing", i);
+		c.sftp.held = 1;
+		ck_assert_msg(asp__exec_reads_faster(&c) == cases[i].exec_files,
+			      "case %zu: a handle held: read over exec %d", i, asp__exec_reads_faster(&c));
+		c.sftp.held = 0;
+		c.sftp.guess_missed = 2;
+		ck_assert_int_eq(asp__exec_reads_faster(&c), cases[i].exec_files);
 	}
+}
+END_TEST
+
+static void guesses(unsigned long *hit, unsigned long *missed)
+{
+	asp__sftp_guess_stats(hit, missed);
+}
+
+static void write_local(const char *rel, const void *data, size_t len)
+{
+	FILE *f = fopen(ws_path(fx.workspace, rel), "wb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+static void read_fails(asp_sandbox *sb, const char *path, int want)
+{
+	unsigned char *out = NULL;
+	size_t n = 0;
+	asp_error e = { 0 };
+	int rc = asp_read(&out, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
+
+	ASSERT_ERR(rc, e, want, path);
+	ck_assert_ptr_null(out);
+}
+
+/*
+ * A read over SFTP sends its READs right behind the OPEN, on the handle the
+ * OPEN will get (OpenSSH's sftp-server gives the lowest free slot): every
+ * read's guess hits, and the bytes are exact, for a small file and one of
+ * several READ windows. A missing file, a directory and a file over the cap
+ * fail as before and leave the next guess right.
+ */
+START_TEST(test_warm_read_one_flight)
+{
+	static const char text[] = "one round trip\n";
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	unsigned char *big = random_bytes(300 * 1024, 7);
+	unsigned long h0, m0, h1, m1;
+	asp_sandbox *sb, *capped;
+
+	server_up(NULL);
+	write_local("one.txt", text, strlen(text));
+	write_local("big.bin", big, 300 * 1024);
+	sb = sb_open(fx.config);
+	o.config_path = fx.config;
+	o.max_read_bytes = 1000;
+	test_open_options(&o);
+	capped = sb_open_opts(&o);
+	guesses(&h0, &m0);
+	for (int i = 0; i < 3; i++)
+		assert_content(sb, "one.txt", text, strlen(text));
+	assert_content(sb, "big.bin", big, 300 * 1024);
+	read_fails(sb, "missing.txt", ASP_ENOENT); /* no handle: no guess to judge */
+	read_fails(sb, ".", ASP_EISDIR);           /* OpenSSH opens a directory: a hit */
+	read_fails(capped, "big.bin", ASP_ELIMIT);  /* its own connection's first: a hit */
+	assert_content(capped, "one.txt", text, strlen(text));
+	assert_content(sb, "one.txt", text, strlen(text));
+	guesses(&h1, &m1);
+	ck_assert_msg(m1 == m0, "%lu guesses missed", m1 - m0);
+	ck_assert_msg(h1 - h0 == 8, "%lu guesses hit, expected 8", h1 - h0);
+	asp_close(capped);
+	asp_close(sb);
+	free(big);
+}
+END_TEST
+
+/*
+ * A wrong guess loses nothing: made to guess a handle the server never gave,
+ * reads still return exact bytes (the READs on the guess fail and are
+ * dropped; the read goes on with the OPEN's handle). After two misses in a
+ * row the connection stops guessing.
+ */
+START_TEST(test_warm_read_wrong_guess)
+{
+	static const char text[] = "guessed wrong\n";
+	unsigned char *big = random_bytes(200 * 1024, 11);
+	unsigned long h0, m0, h1, m1;
+	asp_sandbox *sb;
+
+	server_up(NULL);
+	write_local("wrong.txt", text, strlen(text));
+	write_local("wrong.bin", big, 200 * 1024);
+	sb = sb_open(fx.config);
+	asp__sftp_force_guess("\0\0\0\x2a", 4);
+	guesses(&h0, &m0);
+	assert_content(sb, "wrong.txt", text, strlen(text));
+	assert_content(sb, "wrong.bin", big, 200 * 1024);
+	guesses(&h1, &m1);
+	ck_assert_msg(m1 - m0 == 2 && h1 == h0, "%lu missed, %lu hit; expected 2 and 0", m1 - m0,
+		      h1 - h0);
+	assert_content(sb, "wrong.txt", text, strlen(text));
+	asp__sftp_force_guess(NULL, 0);
+	assert_content(sb, "wrong.bin", big, 200 * 1024);
+	guesses(&h1, &m1);
+	ck_assert_msg(m1 - m0 == 2 && h1 == h0, "the connection still guesses: %lu missed, %lu hit",
+		      m1 - m0, h1 - h0);
+	asp_close(sb);
+	free(big);
 }
 END_TEST
 
@@ -550,6 +668,8 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_small_files_over_exec);
 	tcase_add_test(tc, test_warm_rtt_is_the_least_sample);
 	tcase_add_test(tc, test_warm_confirmations_are_rtt_samples);
+	tcase_add_test(tc, test_warm_read_one_flight);
+	tcase_add_test(tc, test_warm_read_wrong_guess);
 	suite_add_tcase(s, tc);
 	return s;
 }
