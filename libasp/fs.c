@@ -205,11 +205,12 @@ static int open_for_read(asp_conn *c, const char *path, asp_fs_reader *rd, unsig
 		asp__sftp_guessed(c, hit);
 		if (!hit) {
 			/* The STAT's reply comes before the READs': take it, then drop them. */
-			if (a && (rc = get_attrs(c, id_stat, a, found, "read", path, err))) {
+			rc = a ? get_attrs(c, id_stat, a, found, "read", path, err) : 0;
+			asp__sftp_forget(c);
+			if (rc) {
 				asp__fs_close_handle(c, h, *hl);
 				return rc;
 			}
-			asp__sftp_forget(c);
 			reader_init(rd, offset, limit, cap);
 			return 0;
 		}
