@@ -370,11 +370,10 @@ size_t asp__sftp_pending(const asp_conn *c)
 int asp__sftp_drain(asp_conn *c, asp_error *err)
 {
 	asp_sftp_state *s = &c->sftp;
-	size_t i, n;
+	size_t n;
 	int rc;
 
-	for (i = s->headexpect; i < s->nexpect; i++)
-		s->discard[i] = 1;
+	asp__sftp_forget(c);
 	if (s->in_front) {
 		consume(s, s->in_front);
 		s->in_front = 0;
