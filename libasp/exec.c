@@ -1023,8 +1023,9 @@ static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *comm
 	return rc ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
 }
 
-int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
-		  const asp_exec_options *o, int *started, asp_error *err)
+/* own: command is one of libasp's file scripts (asp__exec_script). */
+static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
+		    const asp_exec_options *o, int own, int *started, asp_error *err)
 {
 	run x;
 	asp_buf script = { 0 }, piped = { 0 };
@@ -1050,7 +1051,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 	x.end_len += 5;
 	if ((rc = inline_stdin(c, o, command, &piped, err)) ||
 	    (rc = asp__exec_script(&script, x.marker, cwd, o->env, piped.len ? (char *)piped.data
-								       : command, err))) {
+								       : command, own, err))) {
 		asp__buf_free(&piped);
 		asp__buf_free(&script);
 		return rc;
@@ -1059,7 +1060,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		/* Too long with its stdin inside: send the stdin on the channel after all. */
 		script.len = 0;
 		piped.len = 0;
-		if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, err))) {
+		if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, own, err))) {
 			asp__buf_free(&piped);
 			asp__buf_free(&script);
 			return rc;
@@ -1148,6 +1149,12 @@ out:
 	}
 	*out = x.r;
 	return 0;
+}
+
+int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
+		  const asp_exec_options *o, int *started, asp_error *err)
+{
+	return exec_run(out, c, command, cwd, o, 0, started, err);
 }
 
 int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out, asp_buf *errout,
@@ -1278,8 +1285,8 @@ int asp__exec_file_script(asp_conn *c, const char *script, const void *in, size_
 	o.on_output = cb;
 	o.userdata = ud;
 	o.max_output = 1; /* the output goes to cb, nothing is kept */
-	rc = asp__exec_run(&r, c, script, "/", &o, &started, err);
-	asp__conn_begin_op(c, deadline, cancel); /* asp__exec_run ended the op at the request */
+	rc = exec_run(&r, c, script, "/", &o, 1, &started, err);
+	asp__conn_begin_op(c, deadline, cancel); /* exec_run ended the op at the request */
 	if (rc)
 		return rc;
 	if (asp_exec_result_timed_out(r))

@@ -23,9 +23,12 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
  * line "<marker>:<pid>\n" (or "<marker>:nocwd\n") on stdout; anything a
  * login script printed before it is discarded by the reader.
  * env entries must be NAME=value with a valid NAME (ASP_EINVAL otherwise).
+ * own: COMMAND is one of libasp's file scripts (asp__shfs_*_script), which
+ * may `exit`: it runs in the wrapper's shell, and an EXIT trap writes the
+ * end line.
  */
 int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
-		     const char *const *env, const char *command, asp_error *err);
+		     const char *const *env, const char *command, int own, asp_error *err);
 
 /* Check that every env entry is NAME=value with a valid NAME (ASP_EINVAL otherwise). */
 int asp__env_check(const char *const *env, asp_error *err);

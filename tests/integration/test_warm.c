@@ -450,7 +450,7 @@ START_TEST(test_warm_small_files_over_exec)
 	asp_sandbox *sb;
 	asp_error e = { 0 };
 	unsigned char bin[300];
-	int i;
+	int i, commands;
 
 	for (i = 0; i < (int)sizeof(bin); i++)
 		bin[i] = (unsigned char)i;
@@ -458,12 +458,16 @@ START_TEST(test_warm_small_files_over_exec)
 	sb = sb_open(fx.config);
 	asp__exec_force_files(1);
 	s0 = stats();
-	put(sb, "small.txt", text);
+	put(sb, "small.txt", text); /* also connects, and looks for old temp files here once */
+	commands = log_count("Starting session: command");
 	assert_content(sb, "small.txt", text, strlen(text));
 	put_opts(sb, "small.bin", bin, sizeof(bin), NULL);
 	assert_content(sb, "small.bin", bin, sizeof(bin));
 	s1 = stats();
 	ck_assert_msg(s1.warm_used >= s0.warm_used + 4, "the file calls did not run on warm channels");
+	/* One command each: a script's `exit` still ends in the wrapper's end line (its EXIT trap). */
+	commands = log_count("Starting session: command") - commands;
+	ck_assert_msg(commands == 3, "3 file calls ran %d commands in the sandbox", commands);
 	ck_assert_int_eq(log_count("subsystem 'sftp'"), 0);
 	assert_no_temp_files(sb, fx.workspace, ".");
 	(void)stat_ok(sb, "small.txt");
