@@ -283,7 +283,12 @@ static int put_dd(asp_buf *out, uint64_t n, int skip)
 	return rc ? ASP_ENOMEM : 0;
 }
 
-static int read_body(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
+/*
+ * The file-transport scripts. They may end in `exit`: exec.c runs them in
+ * the wrapper's own shell, whose EXIT trap writes the end line
+ * (asp__exec_script, own).
+ */
+int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
 			  uint64_t size_over)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "f", path) ||
@@ -309,7 +314,7 @@ static int read_body(asp_buf *out, const char *path, uint64_t offset, uint64_t s
 	return 0;
 }
 
-static int write_body(asp_buf *out, const char *path, const char *tmp,
+int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
 			   const void *inline_data, size_t len, unsigned int mode, int mkdirs)
 {
 	const char *target = tmp ? "$t" : "$f";
@@ -388,7 +393,7 @@ static int write_body(asp_buf *out, const char *path, const char *tmp,
 	return asp__buf_puts(out, "exit 0") ? ASP_ENOMEM : 0;
 }
 
-static int stat_body(asp_buf *out, const char *path, int follow)
+int asp__shfs_stat_script(asp_buf *out, const char *path, int follow)
 {
 	if (asp__buf_puts(out, SHFS_NF SHFS_NEED("stat")) || put_var(out, "f", path) ||
 	    asp__buf_printf(out, "stat %s-c '%%f %%s %%Y' -- \"$f\" 2>/dev/null && exit 0; "
@@ -398,7 +403,7 @@ static int stat_body(asp_buf *out, const char *path, int follow)
 	return 0;
 }
 
-static int list_body(asp_buf *out, const char *path, size_t max)
+int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
 {
 	/*
 	 * Names come from the shell's own glob, NUL-terminated (any byte but NUL
@@ -418,7 +423,7 @@ static int list_body(asp_buf *out, const char *path, size_t max)
 	return 0;
 }
 
-static int mkdir_body(asp_buf *out, const char *path, unsigned int mode, int parents)
+int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "p", path) || put_dir(out, "d", path) ||
 	    asp__buf_printf(out, SHFS_UMASKED, mode & 07777))
@@ -431,7 +436,7 @@ static int mkdir_body(asp_buf *out, const char *path, unsigned int mode, int par
 			     "[ -e \"$p\" ] && exit 104; exit 108") ? ASP_ENOMEM : 0;
 }
 
-static int remove_body(asp_buf *out, const char *path)
+int asp__shfs_remove_script(asp_buf *out, const char *path)
 {
 	if (asp__buf_puts(out, SHFS_NF) || put_var(out, "p", path) || put_dir(out, "d", path) ||
 	    asp__buf_puts(out, "[ -e \"$p\" ] || [ -L \"$p\" ] || nf \"$p\"; "
@@ -443,7 +448,7 @@ static int remove_body(asp_buf *out, const char *path)
 	return 0;
 }
 
-static int rename_body(asp_buf *out, const char *from, const char *to)
+int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
 {
 	/*
 	 * mv moves into an existing directory, where rename(2) replaces an
@@ -463,7 +468,7 @@ static int rename_body(asp_buf *out, const char *from, const char *to)
 	return 0;
 }
 
-static int forget_body(asp_buf *out, char *const *paths, size_t n)
+int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
 {
 	size_t i;
 
@@ -476,7 +481,7 @@ static int forget_body(asp_buf *out, char *const *paths, size_t n)
 			     "then printf n; else printf y; fi; done") ? ASP_ENOMEM : 0;
 }
 
-static int temps_body(asp_buf *out, const char *dir, size_t max)
+int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max)
 {
 	/* Names as the listing gives them, only those shaped like a temp file; fs.c checks them exactly. */
 	if (put_var(out, "p", dir) ||
@@ -491,7 +496,7 @@ static int temps_body(asp_buf *out, const char *dir, size_t max)
 }
 
 /* (zsh's echo takes a lone "-" for the end of its options: printf says it.) */
-static int lstat_many_body(asp_buf *out, char *const *paths, size_t n)
+int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
 {
 	size_t i;
 
@@ -502,61 +507,4 @@ static int lstat_many_body(asp_buf *out, char *const *paths, size_t n)
 			return ASP_ENOMEM;
 	return asp__buf_puts(out, "; do stat -c '%f %s %Y' -- \"$t\" 2>/dev/null || printf '%s\\n' -; done") ?
 		ASP_ENOMEM : 0;
-}
-
-/*
- * The scripts below may end in `exit`: exec.c runs them in the wrapper's
- * own shell, whose EXIT trap writes the end line (asp__exec_script, own).
- */
-
-int asp__shfs_read_script(asp_buf *out, const char *path, uint64_t offset, uint64_t span,
-			  uint64_t size_over)
-{
-	return read_body(out, path, offset, span, size_over);
-}
-
-int asp__shfs_write_script(asp_buf *out, const char *path, const char *tmp,
-			   const void *inline_data, size_t len, unsigned int mode, int mkdirs)
-{
-	return write_body(out, path, tmp, inline_data, len, mode, mkdirs);
-}
-
-int asp__shfs_stat_script(asp_buf *out, const char *path, int follow)
-{
-	return stat_body(out, path, follow);
-}
-
-int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
-{
-	return list_body(out, path, max);
-}
-
-int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents)
-{
-	return mkdir_body(out, path, mode, parents);
-}
-
-int asp__shfs_remove_script(asp_buf *out, const char *path)
-{
-	return remove_body(out, path);
-}
-
-int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
-{
-	return rename_body(out, from, to);
-}
-
-int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n)
-{
-	return forget_body(out, paths, n);
-}
-
-int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max)
-{
-	return temps_body(out, dir, max);
-}
-
-int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
-{
-	return lstat_many_body(out, paths, n);
 }
