@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture/fixture.h"
 
@@ -385,6 +386,35 @@ int wait_gone(pid_t pid, long ms)
 		if (!pid_alive(pid))
 			return 1;
 	return !pid_alive(pid);
+}
+
+/* A process (not this one) whose command line holds needle; 0 when none. */
+pid_t find_process(const char *needle)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	pid_t found = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (!found && (e = readdir(d)) != NULL) {
+		char path[64], *text;
+		size_t len, i;
+		pid_t pid = (pid_t)atoi(e->d_name);
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		if (!(text = fx_read_file(path, &len)))
+			continue;
+		for (i = 0; i < len; i++)
+			if (!text[i])
+				text[i] = ' ';
+		if (strstr(text, needle) && pid_alive(pid))
+			found = pid;
+		free(text);
+	}
+	closedir(d);
+	return found;
 }
 
 void suite_sshd_start(fx_sshd *fx)

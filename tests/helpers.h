@@ -62,6 +62,9 @@ int pid_alive(pid_t pid);
 /* Waits up to ms for pid to be gone (or a zombie); 1 when it is. */
 int wait_gone(pid_t pid, long ms);
 
+/* A process (not this one) whose command line holds needle; 0 when none. */
+pid_t find_process(const char *needle);
+
 /* ------------------------------------------------------ local files and bytes */
 
 /* workspace/rel in one of 8 rotating static buffers (tests are single-threaded). */

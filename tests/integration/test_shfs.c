@@ -270,35 +270,6 @@ END_TEST
 
 /* ------------------------------------------------------------ cancel and deadline */
 
-/* A process (not this one) whose command line holds needle; 0 when none. */
-static pid_t find_process(const char *needle)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	pid_t found = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while (!found && (e = readdir(d)) != NULL) {
-		char path[64], *text;
-		size_t len, i;
-		pid_t pid = (pid_t)atoi(e->d_name);
-
-		if (pid <= 0 || pid == getpid())
-			continue;
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-		if (!(text = fx_read_file(path, &len)))
-			continue;
-		for (i = 0; i < len; i++)
-			if (!text[i])
-				text[i] = ' ';
-		if (strstr(text, needle) && pid_alive(pid))
-			found = pid;
-		free(text);
-	}
-	closedir(d);
-	return found;
-}
-
 typedef struct canceller {
 	asp_cancel *token;
 	const char *needle;
