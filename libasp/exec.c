@@ -156,6 +156,8 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
 #define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__exec_files_faster */
 #define ASP_EXEC_FILES_WRITE_MAX 65536u
+#define ASP_PRIME_PAUSE_MS 100u      /* see asp__chan_call_begin */
+#define ASP_PRIME_SCRIPT_MAX 2048u   /* a primed shell reads its script a byte at a time */
 #ifndef ASP_INLINE_STDIN_RTT_MS
 #define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
 #endif
@@ -182,6 +184,9 @@ typedef struct run {
 	size_t fdbuf_len, fdbuf_off;
 	int fd_eof, eof_sent;
 	int stdin_inline;       /* stdin_data went inside the exec request (inline_stdin) */
+	asp_buf frame;          /* on a primed shell: the script, framed, sent before stdin */
+	size_t frame_off;
+	int *started;           /* exec_run's: set once bytes of the frame went out */
 	/* killing */
 	int kill_wanted;
 	LIBSSH2_CHANNEL *kch;
@@ -349,6 +354,20 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 
 	if (x->eof_sent)
 		return 0;
+	if (x->frame_off < x->frame.len) {
+		uint64_t tx = x->c->tx_bytes;
+		n = libssh2_channel_write(x->ch, (const char *)x->frame.data + x->frame_off,
+					  x->frame.len - x->frame_off);
+		if (n > 0 || x->c->tx_bytes != tx)
+			*x->started = 1;
+		if (n == LIBSSH2_ERROR_EAGAIN)
+			return 0;
+		if (n < 0)
+			return asp__ssh_error(x->c, (int)n, err, "sending the command to its shell");
+		x->frame_off += (size_t)n;
+		*progress = 1;
+		return 0;
+	}
 	if (o->stdin_data && x->stdin_off < o->stdin_len && !x->stdin_inline) {
 		n = libssh2_channel_write(x->ch, (const char *)o->stdin_data + x->stdin_off,
 					  o->stdin_len - x->stdin_off);
@@ -604,7 +623,7 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
  */
 
 static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline,
-	stat_rtt;
+	stat_rtt, stat_primed, stat_primed_used, stat_primed_closed, stat_primed_unused;
 static _Atomic int force_inline;
 
 void asp__exec_force_inline(int on)
@@ -678,6 +697,10 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->resent = stat_resent;
 	out->stdin_inline = stat_inline;
 	out->rtt_samples = stat_rtt;
+	out->primed = stat_primed;
+	out->primed_used = stat_primed_used;
+	out->primed_closed = stat_primed_closed;
+	out->primed_unused = stat_primed_unused;
 }
 
 static LIBSSH2_CHANNEL *open_step(asp_conn *c)
@@ -703,9 +726,15 @@ static void warm_poll(asp_conn *c)
 	}
 	if ((rc = libssh2_session_last_errno(c->session)) == LIBSSH2_ERROR_EAGAIN)
 		return;
-	/* Refused (the server's session limit) or the link failed: the next call will see which. */
+	/*
+	 * Refused (the server's session limit) or the link failed: the next call
+	 * will see which. A primed shell holds a session: then the shells stop.
+	 */
 	c->warm_opening = 0;
-	c->warm_off = 1;
+	if (c->shell || c->spent)
+		c->shell_off = 1;
+	else
+		c->warm_off = 1;
 	if (asp__ssh_is_transport_error(rc))
 		c->dead = 1;
 }
@@ -775,6 +804,13 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 	stat_opens++;
 	while (!(*out = open_step(c))) {
 		rc = libssh2_session_last_errno(c->session);
+		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->spent) {
+			/* A shell told to end still holds its session: wait for its close. */
+			free_channel(c, c->spent);
+			c->spent = NULL;
+			stat_opens++;
+			continue;
+		}
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead &&
 		    refused < sizeof(later_ms) / sizeof(later_ms[0])) {
 			uint64_t until = asp__now_ms() + later_ms[refused++];
@@ -811,6 +847,171 @@ static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *e
 	if (c->dead)
 		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
 	return open_channel(c, out, err);
+}
+
+/*
+ * The primed shell. A command on the warm channel still waits for the
+ * sandbox to start it: sshd forks, the login shell starts and reads its
+ * startup files, the wrapper runs (9 to 11 ms on the benchmark's virtual
+ * machine, 0.2 round trips at 50 ms). A caller that pauses between calls
+ * (an agent: the model thinks between tool calls) can have that done
+ * during the pause. When a call that came after a pause ends and no other
+ * call of the handle runs, the warm channel gets its exec request at once,
+ * ASP_PRIME_BOOT: the login shell starts and waits for a script on stdin
+ * (quote.h), and a new warm channel is opened behind it. The next command
+ * sends its wrapper, framed, as data: one round trip and what the command
+ * itself costs.
+ *
+ * What a shell started after the previous call ended sees is what a shell
+ * started at the next call would see, unless a call ended in between: a
+ * call that ends makes every primed shell of the handle stale (the call
+ * may have changed a startup file, ~/.ssh/environment, the login shell),
+ * and a stale one is told to end, never used. So one call after another
+ * from one caller runs on shells that saw everything before them; calls
+ * made in a burst (no pause) do not prime at all, and run on the warm
+ * channel as before.
+ *
+ * Never twice: a primed shell found closed (ChannelTimeout, a kill in the
+ * sandbox) before any byte of the script was sent ran nothing, and the
+ * command goes the usual way. Once bytes were sent, an end without the
+ * wrapper's marker is reported as a lost channel, as for any command
+ * (no_marker). Two shells in a row found closed stop the priming on that
+ * connection (sshd's ChannelTimeout closes a quiet session channel once
+ * it runs something).
+ */
+
+/* Take the primed shell's answer if it came; never waits. */
+static void shell_poll(asp_conn *c)
+{
+	int rc;
+
+	if (!c->shell || c->shell_ready)
+		return;
+	rc = libssh2_channel_process_startup(c->shell, "exec", 4, ASP_PRIME_BOOT,
+					     sizeof(ASP_PRIME_BOOT) - 1);
+	if (!rc) {
+		c->shell_ready = 1;
+		return;
+	}
+	if (rc == LIBSSH2_ERROR_EAGAIN && !libssh2_channel_eof(c->shell))
+		return;
+	/* Refused, closed before answering, or the link failed. */
+	if (asp__ssh_is_transport_error(rc))
+		c->dead = 1;
+	c->shell_off = 1;
+	free_channel(c, c->shell);
+	c->shell = NULL;
+}
+
+/* A shell told to end closes soon after: free it once it has. */
+static void shell_reap(asp_conn *c)
+{
+	char b;
+
+	if (!c->spent)
+		return;
+	libssh2_channel_read_ex(c->spent, 0, &b, 0);
+	if (libssh2_channel_eof(c->spent) || c->dead) {
+		free_channel(c, c->spent);
+		c->spent = NULL;
+	}
+}
+
+/* Tell the primed shell to end: EOF on its stdin, before its script's "." line, runs nothing. */
+static void shell_retire(asp_conn *c)
+{
+	LIBSSH2_CHANNEL *ch = c->shell;
+	int rc;
+
+	c->shell = NULL;
+	stat_primed_unused++;
+	if (c->spent) {
+		free_channel(c, c->spent);
+		c->spent = NULL;
+	}
+	while ((rc = libssh2_channel_send_eof(ch)) == LIBSSH2_ERROR_EAGAIN)
+		if (asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
+			break;
+	if (rc && !c->dead) {
+		free_channel(c, ch);
+		return;
+	}
+	c->spent = ch;
+}
+
+/*
+ * The primed shell for the current call: ready, primed since the last call
+ * of the handle ended, still open. NULL otherwise (a stale or unanswered
+ * one stays, told to end when the call ends).
+ */
+static LIBSSH2_CHANNEL *shell_take(asp_conn *c)
+{
+	LIBSSH2_CHANNEL *ch;
+	char b;
+
+	shell_poll(c);
+	if (!(ch = c->shell) || !c->shell_ready || c->shell_gen != c->call_gen)
+		return NULL;
+	c->shell = NULL;
+	libssh2_channel_read_ex(ch, 0, &b, 0);
+	if (!libssh2_channel_eof(ch) && !c->dead) {
+		c->shell_lost = 0;
+		stat_primed_used++;
+		return ch;
+	}
+	stat_primed_closed++;
+	if (++c->shell_lost >= 2)
+		c->shell_off = 1;
+	free_channel(c, ch);
+	return NULL;
+}
+
+static _Atomic unsigned int prime_pause_ms = ASP_PRIME_PAUSE_MS;
+
+void asp__exec_prime_pause(unsigned int ms)
+{
+	prime_pause_ms = ms ? ms : ASP_PRIME_PAUSE_MS;
+}
+
+void asp__chan_call_begin(asp_conn *c, uint64_t gen)
+{
+	/* A pause: longer than a shell needs to be ready (a round trip and its start). */
+	c->call_gen = gen;
+	c->paused = c->last_end_ms &&
+		    asp__now_ms() - c->last_end_ms >= (uint64_t)c->rtt_ms + prime_pause_ms;
+}
+
+void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
+{
+	LIBSSH2_CHANNEL *ch;
+	int rc;
+
+	c->last_end_ms = asp__now_ms();
+	if (c->dead)
+		return;
+	shell_reap(c);
+	if (c->shell)
+		shell_retire(c); /* primed before this call ended: stale */
+	if (!alone || !c->paused || c->shell_off || c->shell_bad || c->warm_opening || !(ch = c->warm) ||
+	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+		return;
+	c->warm = NULL;
+	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, ASP_PRIME_BOOT,
+						     sizeof(ASP_PRIME_BOOT) - 1)) == LIBSSH2_ERROR_EAGAIN &&
+	       (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+		/* Sent in part: libssh2 must finish this packet before any other. */
+		if (asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
+			break;
+	if ((rc && rc != LIBSSH2_ERROR_EAGAIN) || c->dead) {
+		c->shell_off = 1;
+		free_channel(c, ch);
+		return;
+	}
+	c->shell = ch;
+	c->shell_ready = !rc;
+	c->shell_gen = gen;
+	stat_primed++;
+	asp__chan_warm_start(c);
 }
 
 /* The server answered neither yes nor no: it closed the channel instead (nothing ran). */
@@ -1028,7 +1229,7 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 		    const asp_exec_options *o, int own, int *started, asp_error *err)
 {
 	run x;
-	asp_buf script = { 0 }, piped = { 0 };
+	asp_buf script = { 0 }, piped = { 0 }, inl = { 0 };
 	unsigned char rnd[12];
 	uint64_t t0 = asp__now_ms();
 	int rc, i;
@@ -1049,26 +1250,22 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	memcpy(x.end, x.marker, x.end_len);
 	memcpy(x.end + x.end_len, ":end\n", 5);
 	x.end_len += 5;
-	if ((rc = inline_stdin(c, o, command, &piped, err)) ||
-	    (rc = asp__exec_script(&script, x.marker, cwd, o->env, piped.len ? (char *)piped.data
-								       : command, own, err))) {
+	/*
+	 * The wrapper; for the exec request, with small stdin inside when that
+	 * saves a round trip (inline_stdin) and the whole still fits.
+	 */
+	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, own, err)) ||
+	    (rc = inline_stdin(c, o, command, &piped, err)) ||
+	    (piped.len && (rc = asp__exec_script(&inl, x.marker, cwd, o->env, (char *)piped.data, own,
+						 err)))) {
 		asp__buf_free(&piped);
+		asp__buf_free(&inl);
 		asp__buf_free(&script);
 		return rc;
 	}
-	if (piped.len && script.len > ASP_EXEC_SCRIPT_MAX) {
-		/* Too long with its stdin inside: send the stdin on the channel after all. */
-		script.len = 0;
-		piped.len = 0;
-		if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, own, err))) {
-			asp__buf_free(&piped);
-			asp__buf_free(&script);
-			return rc;
-		}
-	}
-	x.stdin_inline = piped.len > 0;
-	stat_inline += x.stdin_inline;
 	asp__buf_free(&piped);
+	if (inl.len > ASP_EXEC_SCRIPT_MAX)
+		asp__buf_free(&inl); /* too long with its stdin inside: the stdin goes on the channel */
 	if (script.len > ASP_EXEC_SCRIPT_MAX) {
 		/* libssh2 cannot send a larger exec request (about 34.7 KB in 1.10): say so before trying. */
 		rc = asp__error(err, ASP_EINVAL, "exec: the command, cwd and env come to %zu bytes as shell "
@@ -1079,12 +1276,20 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	}
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
 	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
-	    (streams_fd(o) && !(x.fdbuf = asp__malloc(IO_BUF)))) {
+	    (streams_fd(o) && !(x.fdbuf = asp__malloc(IO_BUF))) ||
+	    (c->shell && script.len < ASP_PRIME_SCRIPT_MAX - 16 &&
+	     asp__prime_frame(&x.frame, (char *)script.data, script.len))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((rc = chan_start(c, &script, &x.ch, started, err)))
-		goto out;
+	x.started = started;
+	if (!x.frame.len || !(x.ch = shell_take(c))) {
+		asp__buf_free(&x.frame);
+		x.stdin_inline = inl.len > 0;
+		stat_inline += x.stdin_inline;
+		if ((rc = chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
+			goto out;
+	}
 	/* Started: from here the command's own timeout and cancel rule, not the call's deadline. */
 	asp__conn_end_op(c);
 	if ((rc = drive(&x, err)))
@@ -1140,9 +1345,11 @@ out:
 		asp__chan_settle(c, NULL); /* the next warm channel; its confirmation came with the answer */
 	asp__buf_free(&x.kscript);
 	asp__buf_free(&x.pre);
+	asp__buf_free(&x.frame);
 	asp__free(x.rbuf);
 	asp__free(x.fdbuf);
 	asp__buf_free(&script);
+	asp__buf_free(&inl);
 	if (rc) {
 		asp_exec_result_free(x.r);
 		return rc;

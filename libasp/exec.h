@@ -30,9 +30,23 @@ typedef struct asp_exec_stats {
 	unsigned long opens, warm_used, warm_closed, resent;
 	unsigned long stdin_inline; /* commands whose stdin_data rode in the exec request */
 	unsigned long rtt_samples;  /* warm channel confirmations taken as round-trip samples */
+	/* primed shells (exec.c): started, used by a command, found closed before use, told to end unused */
+	unsigned long primed, primed_used, primed_closed, primed_unused;
 } asp_exec_stats;
 
 void asp__exec_stats(asp_exec_stats *out);
+
+/*
+ * A call of the handle begins on c (gen: how many of the handle's calls had
+ * ended when it began), and ends (gen: that count with it; alone: no other
+ * call of the handle runs). When the call came after a pause and ran
+ * alone, its end primes a shell for the next command on c (exec.c).
+ */
+void asp__chan_call_begin(asp_conn *c, uint64_t gen);
+void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone);
+
+/* Tests only: what counts as a pause before a call, in ms past the round trip (0: the default). */
+void asp__exec_prime_pause(unsigned int ms);
 
 /* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
 void asp__exec_force_inline(int on);

@@ -138,6 +138,21 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 	return 0;
 }
 
+int asp__prime_frame(asp_buf *out, const char *script, size_t len)
+{
+	const char *nl;
+
+	if (asp__buf_puts(out, "xunset s; "))
+		return ASP_ENOMEM;
+	while ((nl = memchr(script, '\n', len)) != NULL) {
+		if (asp__buf_put(out, script, (size_t)(nl - script) + 1) || asp__buf_put(out, "x", 1))
+			return ASP_ENOMEM;
+		len -= (size_t)(nl - script) + 1;
+		script = nl + 1;
+	}
+	return asp__buf_put(out, script, len) || asp__buf_puts(out, "\n.\n") ? ASP_ENOMEM : 0;
+}
+
 int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms)
 {
 	unsigned int steps = (grace_ms + 49) / 50;

@@ -30,6 +30,21 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
 int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 		     const char *const *env, const char *command, int own, asp_error *err);
 
+/*
+ * The primed shell (exec.c). ASP_PRIME_BOOT is the exec request that
+ * starts it: the login shell reads lines from stdin, each behind one byte
+ * of framing, until a line ".", then evals what it read (each line without
+ * its first byte) and exits. Stdin then holds what follows that line: the
+ * command's stdin. Stdin that ends before the "." line runs nothing. A
+ * shell reads such lines a byte at a time (it never reads past the line it
+ * takes), so only short scripts are sent this way. asp__prime_frame
+ * appends `script` so framed: "x" before each line, `unset s` (the loop's
+ * variable) first, the "." line last. 0 or ASP_ENOMEM.
+ */
+#define ASP_PRIME_BOOT \
+	"s=;while IFS= read -r l;do case $l in .)unset l;eval \"$s\";exit;;esac;s=\"$s${l#?}\n\";done"
+int asp__prime_frame(asp_buf *out, const char *script, size_t len);
+
 /* Check that every env entry is NAME=value with a valid NAME (ASP_EINVAL otherwise). */
 int asp__env_check(const char *const *env, asp_error *err);
 

@@ -33,6 +33,8 @@ struct asp_sandbox {
 	char *known_hosts;
 	asp_conn_params params;
 	_Atomic int no_sftp;         /* params.no_sftp points here */
+	_Atomic uint64_t calls_ended; /* calls that have ended, and calls running (with_conn): */
+	_Atomic unsigned int calls_running; /* whether a primed shell is still fresh (exec.c) */
 	asp_pool *pool;
 	unsigned int max_connections;
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
@@ -177,6 +179,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
 	sb->params.file_transport = o.file_transport;
 	atomic_init(&sb->no_sftp, 0);
+	atomic_init(&sb->calls_ended, 0);
+	atomic_init(&sb->calls_running, 0);
 	sb->params.no_sftp = &sb->no_sftp;
 	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
 	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
@@ -403,6 +407,15 @@ int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_o
 	return explain_timeout(&cl, rc, err);
 }
 
+/* A call on c ended: counted before a shell is primed for the next one (exec.c). */
+static void call_end(asp_sandbox *sb, asp_conn *c)
+{
+	uint64_t gen = atomic_fetch_add(&sb->calls_ended, 1) + 1;
+	unsigned int others = atomic_fetch_sub(&sb->calls_running, 1) - 1;
+
+	asp__chan_call_end(c, gen, others == 0);
+}
+
 /*
  * Run op on a pooled connection, bounded by the call's deadline and cancel
  * token. When the connection dies under it and the op says it cannot have
@@ -427,12 +440,15 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cl->cancel, cl->deadline, err)))
 			return explain_timeout(cl, rc, err);
 		asp__conn_begin_op(c, cl->deadline, cl->cancel);
+		atomic_fetch_add(&sb->calls_running, 1);
+		asp__chan_call_begin(c, atomic_load(&sb->calls_ended));
 		if (!cleaned && has_leftovers(sb)) {
 			/* Once per call; a connection that dies doing it does not count as an attempt. */
 			cleaned = 1;
 			clean_leftovers(sb, c);
 			if (asp__conn_dead(c)) {
 				asp__conn_end_op(c);
+				call_end(sb, c);
 				asp__pool_put(sb->pool, c);
 				attempt--;
 				continue;
@@ -440,6 +456,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		}
 		rc = op(c, ctx, &started, err);
 		asp__conn_end_op(c);
+		call_end(sb, c);
 		dead = asp__conn_dead(c);
 		if (!dead)
 			asp__sftp_idle(c); /* an idle connection holds no transfer buffers */

@@ -97,6 +97,20 @@ struct asp_conn {
 				     small files stay on SFTP (asp__exec_files_faster) */
 	uint64_t warm_sent_ms;    /* when the warm channel's CHANNEL_OPEN went out */
 	/*
+	 * The primed shell (exec.c): when a call came after a pause, the warm
+	 * channel gets its exec request as that call ends, and the login shell
+	 * waits there for the next command's script on stdin.
+	 */
+	LIBSSH2_CHANNEL *shell;   /* its exec request out (shell_ready 0) or answered (1); or NULL */
+	LIBSSH2_CHANNEL *spent;   /* a shell told to end (EOF sent), freed once it has closed */
+	int shell_ready;
+	int shell_off;            /* no more primed shells on this connection */
+	int shell_lost;           /* primed shells in a row found closed by the server */
+	int paused;               /* the current call came after a pause */
+	uint64_t shell_gen;       /* calls of the handle ended when the shell was primed */
+	uint64_t call_gen;        /* calls of the handle ended when the current call began */
+	uint64_t last_end_ms;     /* when the last call on this connection ended, or 0 */
+	/*
 	 * The round trip: the least of every sample taken (asp__conn_rtt_sample),
 	 * 0 before the first. Each sample is a request's answer time, at least
 	 * one round trip: a stall on either end only inflates one sample.

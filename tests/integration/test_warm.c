@@ -171,7 +171,8 @@ END_TEST
  * something: a warm channel, which has had no request yet, is never
  * closed by it, however long the gap between calls. The pattern "session"
  * is the one such a channel carries (session:command etc. come with the
- * request). Each call still runs on its warm channel, exactly once.
+ * request, and a primed shell's channel is one of those). Each call still
+ * runs on its warm channel or a primed shell, exactly once.
  */
 START_TEST(test_warm_channel_outlives_channel_timeout)
 {
@@ -189,9 +190,13 @@ START_TEST(test_warm_channel_outlives_channel_timeout)
 		s0 = stats();
 		mark(sb, "timeout.txt", "after a gap longer than ChannelTimeout");
 		s1 = stats();
-		ck_assert_msg(s1.warm_used == s0.warm_used + 1 && s1.warm_closed == s0.warm_closed,
-			      "gap %d: the warm channel was not used (used %lu, closed %lu)", i + 1,
-			      s1.warm_used - s0.warm_used, s1.warm_closed - s0.warm_closed);
+		/* After the first gap the call before primes a shell: its channel runs something. */
+		ck_assert_msg(s1.warm_used + s1.primed_used == s0.warm_used + s0.primed_used + 1 &&
+			      s1.warm_closed == s0.warm_closed && s1.primed_closed == s0.primed_closed,
+			      "gap %d: neither the warm channel nor a primed shell was used (warm %lu, "
+			      "primed %lu, closed %lu + %lu)", i + 1, s1.warm_used - s0.warm_used,
+			      s1.primed_used - s0.primed_used, s1.warm_closed - s0.warm_closed,
+			      s1.primed_closed - s0.primed_closed);
 	}
 	ck_assert_int_eq(log_count("seconds of inactivity"), 0);
 	ck_assert_int_eq(lines_in("timeout.txt"), 3);
@@ -653,6 +658,186 @@ START_TEST(test_warm_confirmations_are_rtt_samples)
 }
 END_TEST
 
+/* ------------------------------------------------------------ primed shells */
+
+/* The primed shell in the sandbox's process list: its exec request (quote.h). */
+#define PRIMED_NEEDLE "IFS= read -r l;do case"
+
+/* This machine's uptime in ms: the sandbox is this machine, so its clock. */
+static uint64_t uptime_ms(void)
+{
+	char *text = fx_read_file("/proc/uptime", NULL);
+	double up;
+
+	ck_assert_ptr_nonnull(text);
+	ck_assert_int_eq(sscanf(text, "%lf", &up), 1);
+	free(text);
+	return (uint64_t)(up * 1000);
+}
+
+/* Run `true`, the call must succeed. */
+static void run_true(asp_sandbox *sb)
+{
+	expect_stdout(sb, "true", "");
+}
+
+/*
+ * A command that prints when its shell started (ms since boot, from
+ * /proc/$$/stat in clock ticks of 10 ms), reads a line of stdin, shows
+ * whether the priming loop's variables leaked, and exits 3.
+ */
+#define PROBE "read -r a < /proc/$$/stat; set -- ${a##*) }; echo \"${20}\"; read -r x; " \
+	      "echo \"in:$x\"; echo \"vars:${s-u}${l-u}\"; exit 3"
+
+static uint64_t probe(asp_sandbox *sb)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *r;
+	const char *out;
+	unsigned long long ticks;
+	char rest[64];
+	size_t len;
+
+	o.stdin_data = (const unsigned char *)"hello\nmore\n";
+	o.stdin_len = 11;
+	r = run_opts(sb, PROBE, &o);
+	assert_exited(r, 3);
+	out = (const char *)asp_exec_result_output(r, ASP_STDOUT, &len);
+	ck_assert_msg(sscanf(out, "%llu\n%63[^\n]", &ticks, rest) == 2 && !strcmp(rest, "in:hello") &&
+		      strstr(out, "\nvars:uu\n"), "probe printed: %.*s", (int)len, out);
+	asp_exec_result_free(r);
+	return ticks * 10;
+}
+
+/*
+ * After a pause, the call's end primes a shell, and the next command runs
+ * on it: its shell started after the call before it had ended (never during
+ * it), its stdin starts right after its script, the loop's variables are
+ * gone, its exit code comes through. A call that ends in between (a write)
+ * makes the primed shell stale: the next command runs on a shell started
+ * after that call. Calls without a pause prime nothing.
+ */
+START_TEST(test_warm_primed_shell_after_pause)
+{
+	asp_exec_stats s0, s1;
+	asp_error e = { 0 };
+	asp_sandbox *sb;
+	uint64_t ended, started;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	s0 = stats();
+	run_true(sb);
+	run_true(sb);
+	s1 = stats();
+	ck_assert_msg(s1.primed == s0.primed, "calls without a pause primed %lu shells",
+		      s1.primed - s0.primed);
+	fx_sleep_ms(300);
+	/* A call after a pause, busy for 500 ms: a shell primed during it would start too early. */
+	expect_stdout(sb, "sleep 0.5", "");
+	ended = uptime_ms();
+	s1 = stats();
+	ck_assert_msg(s1.primed == s0.primed + 1, "a call after a pause primed %lu shells",
+		      s1.primed - s0.primed);
+	fx_sleep_ms(300);
+	s0 = stats();
+	started = probe(sb);
+	s1 = stats();
+	ck_assert_msg(s1.primed_used == s0.primed_used + 1, "the command after a pause did not run on "
+		      "the primed shell (used %lu)", s1.primed_used - s0.primed_used);
+	ck_assert_msg(started + 50 >= ended, "the primed shell started at %llu ms, the call before it "
+		      "ended at %llu ms", (unsigned long long)started, (unsigned long long)ended);
+	/*
+	 * The probe came after a pause too: its end primed a shell, which the
+	 * write makes stale. The write waits 300 ms but counts as no pause (it
+	 * primes nothing): the stale shell would be the only one there.
+	 */
+	ck_assert_uint_eq(s1.primed, s0.primed + 1);
+	asp__exec_prime_pause(60000);
+	fx_sleep_ms(300);
+	ck_assert_int_eq(asp_write(sb, "primed.txt", "x", 1, NULL, &e), ASP_OK);
+	ended = uptime_ms();
+	started = probe(sb);
+	asp__exec_prime_pause(0);
+	s1 = stats();
+	ck_assert_uint_eq(s1.primed, s0.primed + 1);
+	ck_assert_msg(s1.primed_unused >= s0.primed_unused + 1, "the shell primed before the write "
+		      "was not told to end");
+	ck_assert_msg(started + 50 >= ended, "the command after the write ran on a shell started at "
+		      "%llu ms, before the write ended (%llu ms)", (unsigned long long)started,
+		      (unsigned long long)ended);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * A primed shell killed in the sandbox before the next call: the command
+ * runs once, on the warm channel; the dead shell is counted as closed.
+ */
+START_TEST(test_warm_primed_shell_killed)
+{
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	pid_t pid = 0;
+	long long until;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	run_true(sb);
+	fx_sleep_ms(300);
+	run_true(sb);
+	for (until = fx_now_ms() + 5000; !(pid = find_process(PRIMED_NEEDLE)) && fx_now_ms() < until;)
+		fx_sleep_ms(20);
+	ck_assert_msg(pid > 0 && pid_alive(pid), "no primed shell runs in the sandbox");
+	ck_assert_int_eq(fx_run("kill -9 %d", (int)pid), 0);
+	ck_assert_msg(wait_gone(pid, 5000), "the primed shell %d did not die", (int)pid);
+	fx_sleep_ms(200); /* its channel's close reaches this side */
+	s0 = stats();
+	mark(sb, "primed-kill.txt", "after the primed shell was killed");
+	s1 = stats();
+	ck_assert_msg(s1.primed_closed == s0.primed_closed + 1 && s1.primed_used == s0.primed_used,
+		      "the killed shell: closed %lu, used %lu", s1.primed_closed - s0.primed_closed,
+		      s1.primed_used - s0.primed_used);
+	ck_assert_int_eq(lines_in("primed-kill.txt"), 1);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * ChannelTimeout for channels that run something, shorter than the pause:
+ * sshd closes each primed shell before the next call comes. Each command
+ * still runs exactly once; after two such losses the connection primes no
+ * more.
+ */
+START_TEST(test_warm_primed_shell_channel_timeout)
+{
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	int i;
+
+	server_up("LogLevel DEBUG1\nChannelTimeout session:command=1\n");
+	sb = sb_open(fx.config);
+	mark(sb, "primed-timeout.txt", "first call");
+	fx_sleep_ms(300);
+	mark(sb, "primed-timeout.txt", "a call after a pause");
+	for (i = 0; i < 3; i++) {
+		fx_sleep_ms(2500); /* longer than the timeout and sshd's whole-second rounding */
+		s0 = stats();
+		mark(sb, "primed-timeout.txt", "after a pause longer than ChannelTimeout");
+		s1 = stats();
+		ck_assert_msg(s1.primed_used == s0.primed_used, "pause %d: a primed shell was used", i + 1);
+		ck_assert_msg(s1.primed_closed == s0.primed_closed + (i < 2),
+			      "pause %d: %lu primed shells found closed", i + 1,
+			      s1.primed_closed - s0.primed_closed);
+		ck_assert_msg(s1.primed == s0.primed + (i < 1), "pause %d: %lu shells primed", i + 1,
+			      s1.primed - s0.primed);
+	}
+	ck_assert_msg(log_count("seconds of inactivity") >= 2, "sshd closed no primed shell");
+	ck_assert_int_eq(lines_in("primed-timeout.txt"), 5);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_warm(void)
 {
 	Suite *s = suite_create("warm");
@@ -674,6 +859,9 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_confirmations_are_rtt_samples);
 	tcase_add_test(tc, test_warm_read_one_flight);
 	tcase_add_test(tc, test_warm_read_wrong_guess);
+	tcase_add_test(tc, test_warm_primed_shell_after_pause);
+	tcase_add_test(tc, test_warm_primed_shell_killed);
+	tcase_add_test(tc, test_warm_primed_shell_channel_timeout);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -754,6 +754,54 @@ START_TEST(test_shfs_sweep_scripts)
 }
 END_TEST
 
+/*
+ * The primed shell's loop (ASP_PRIME_BOOT) in every shell: the framed
+ * script runs as written (lines that are "." or look like framing, quotes,
+ * backslashes, hostile names), its stdin starts right after the "." line,
+ * the loop's variables are gone, its exit status is the shell's; stdin that
+ * ends before the "." line runs nothing.
+ */
+START_TEST(test_prime_frame_in_every_shell)
+{
+	asp_buf script = { 0 }, want = { 0 }, in = { 0 }, cut = { 0 };
+	size_t k, i;
+
+	ck_assert_int_eq(asp__buf_puts(&script, "printf '%s\\n' 'a line\n.\nx\n\\' \"dq\" \\\\\n"), 0);
+	ck_assert_int_eq(asp__buf_puts(&want, "a line\n.\nx\n\\\ndq\n\\\n"), 0);
+	for (i = 0; i < NHOSTILE; i++) {
+		ck_assert_int_eq(asp__buf_puts(&script, "printf '%s|' "), 0);
+		ck_assert_int_eq(asp__quote(&script, hostile[i]), 0);
+		ck_assert_int_eq(asp__buf_puts(&script, "\n"), 0);
+		ck_assert_int_eq(asp__buf_printf(&want, "%s|", hostile[i]), 0);
+	}
+	ck_assert_int_eq(asp__buf_puts(&script, "echo \"vars:${s-u}${l-u}\"; read -r first; "
+				       "echo \"first:$first\"; cat; exit 7"), 0);
+	ck_assert_int_eq(asp__buf_puts(&want, "vars:uu\nfirst:stdin line\nthe rest\n"), 0);
+	ck_assert_int_eq(asp__prime_frame(&in, (const char *)script.data, script.len), 0);
+	ck_assert_int_eq(asp__buf_put(&cut, in.data, in.len - 2), 0); /* all but the "." line */
+	ck_assert_int_eq(asp__buf_puts(&in, "stdin line\nthe rest\n"), 0);
+	for (k = 0; k < NSHELLS; k++) {
+		sh_out r;
+
+		if (access(shells[k][0], X_OK))
+			continue;
+		r = run_in(k, ASP_PRIME_BOOT, in.data, in.len);
+		ck_assert_msg(r.status == 7 && r.len == want.len && !memcmp(r.out, want.data, want.len),
+			      "%s: status %d, output %.*s", shells[k][0], r.status, (int)r.len,
+			      (char *)r.out);
+		free(r.out);
+		r = run_in(k, ASP_PRIME_BOOT, cut.data, cut.len);
+		ck_assert_msg(r.status == 0 && r.len == 0, "%s: a script without its \".\" line ran: "
+			      "status %d, output %.*s", shells[k][0], r.status, (int)r.len, (char *)r.out);
+		free(r.out);
+	}
+	asp__buf_free(&script);
+	asp__buf_free(&want);
+	asp__buf_free(&in);
+	asp__buf_free(&cut);
+}
+END_TEST
+
 Suite *suite_quote(void);
 
 Suite *suite_quote(void)
@@ -777,6 +825,7 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_shfs_rename_dir_onto_empty_dir);
 	tcase_add_test(tc, test_shfs_list_decode);
 	tcase_add_test(tc, test_shfs_sweep_scripts);
+	tcase_add_test(tc, test_prime_frame_in_every_shell);
 	suite_add_tcase(s, tc);
 	return s;
 }
