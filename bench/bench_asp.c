@@ -107,6 +107,7 @@ static void lat(void)
 {
 	asp_sandbox *sb = open_sb(arg_s("config", NULL), 1, 0);
 	long iters = arg_l("iters", 100), warmup = arg_l("warmup", 10);
+	long pause = arg_l("pause_ms", 0); /* an agent's think time before each call */
 
 	small = pattern(4096);
 	snprintf(wpath, sizeof(wpath), "w-%s.bin", arg_s("tag", "libasp"));
@@ -118,12 +119,16 @@ static void lat(void)
 
 		if (only && !strstr(only, op_names[op]))
 			continue;
-		for (long i = 0; i < warmup; i++)
+		for (long i = 0; i < warmup; i++) {
+			bench_pause(pause);
 			do_op(sb, op);
+		}
 		c0 = cpu_s();
 		w0 = now_ms();
 		for (long i = 0; i < iters; i++) {
-			double t = now_ms();
+			double t;
+			bench_pause(pause);
+			t = now_ms();
 			do_op(sb, op);
 			samples_add(&s, now_ms() - t);
 		}

@@ -87,6 +87,15 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Sleep ms (an untimed pause between calls: pause_ms=). */
+static void bench_pause(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (ms > 0 && nanosleep(&ts, &ts))
+		;
+}
+
 /* User + system CPU time of this process, seconds. */
 static double cpu_s(void)
 {

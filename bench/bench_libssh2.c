@@ -147,6 +147,8 @@ static void lat(void)
 {
 	conn *c = conn_open(1);
 	long iters = arg_l("iters", 100), warmup = arg_l("warmup", 10);
+	long pause = arg_l("pause_ms", 0); /* an agent's think time before each call */
+	const char *only = arg_s("ops", NULL);
 	unsigned char *data = pattern(4096), buf[8192];
 	char wname[64], p[512];
 
@@ -156,6 +158,8 @@ static void lat(void)
 		samples s = { 0 };
 		double c0 = 0, w0 = 0;
 
+		if (only && !strstr(only, op_names[op]))
+			continue;
 		for (long i = 0; i < warmup + iters; i++) {
 			double t;
 			LIBSSH2_SFTP_ATTRIBUTES a;
@@ -164,6 +168,7 @@ static void lat(void)
 				c0 = cpu_s();
 				w0 = now_ms();
 			}
+			bench_pause(pause);
 			t = now_ms();
 			switch (op) {
 			case 0:

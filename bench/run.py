@@ -53,23 +53,28 @@ SCALES = {
                   bulk_sizes=[1], bulk_reps=[1],
                   cold_iters=2,
                   wan_iters=2, wan_fresh_iters=1, wan_cold_iters=1, wan_rtts=[50],
+                  pause_iters=2,
                   scale_n=[1, 2], scale_servers=1),
     "quick": dict(iters=50, warmup=5, fresh_iters=10, cli_iters=20,
                   callers=[1, 4, 16, 64], conc_ops=128, max_conn=16,
                   bulk_sizes=[1, 16, 64], bulk_reps=[3, 2, 2],
                   cold_iters=5,
                   wan_iters=5, wan_fresh_iters=2, wan_cold_iters=2, wan_rtts=[10, 50, 100],
+                  pause_iters=8,
                   scale_n=[1, 10], scale_servers=2),
     "full": dict(iters=300, warmup=30, fresh_iters=40, cli_iters=100,
                  callers=[1, 4, 16, 64], conc_ops=512, max_conn=16,
                  bulk_sizes=[1, 16, 64, 256], bulk_reps=[5, 3, 3, 3],
                  cold_iters=20,
                  wan_iters=15, wan_fresh_iters=3, wan_cold_iters=3, wan_rtts=[10, 50, 100],
+                 pause_iters=20,
                  scale_n=[1, 10, 100], scale_servers=4),
 }
 RTT_MS = 50              # the WAN tables' link (bench/delayproxy: 25 ms each way); the
                          # latency plot adds the scale's other wan_rtts
 PEER_TIMEOUT_S = 1800    # one peer, one workload
+PAUSE_MS = 500           # an agent's think time between tool calls (the "pause" rows)
+PAUSE_PEERS = ("libasp", "libssh2")
 WORKLOADS = ["lat", "conc", "bulk", "cold", "wan", "scale"]
 SCALE_CALLERS = " (N callers at once)"  # libasp's pool grown by concurrent calls, not asp_sandbox_warm
 
@@ -475,6 +480,9 @@ class Runner:
             if w == "lat":
                 self.run(peer, w, dict(c, workload="lat", iters=s["cli_iters"] if peer.name == "cli" else s["iters"],
                                        warmup=s["warmup"], fresh_iters=s["fresh_iters"]))
+                if peer.name in PAUSE_PEERS:
+                    self.run(peer, w, dict(c, workload="lat", ops="exec", iters=s["pause_iters"], warmup=2,
+                                           pause_ms=PAUSE_MS), tag="pause")
             elif w == "conc":
                 self.run(peer, w, dict(c, workload="conc", callers=",".join(map(str, s["callers"])),
                                        max_conn=s["max_conn"], ops=s["conc_ops"]))
@@ -495,6 +503,9 @@ class Runner:
                     if rtt == RTT_MS:
                         self.run(peer, w, dict(cw, workload="cold", iters=s["wan_cold_iters"], warmup=1,
                                                start_dir=start_dir), tag="wan_cold")
+                    if rtt == RTT_MS and peer.name in PAUSE_PEERS:
+                        self.run(peer, w, dict(cw, workload="lat", ops="exec", iters=s["pause_iters"], warmup=2,
+                                               pause_ms=PAUSE_MS), tag="wan_pause")
             elif w == "scale":
                 for n in s["scale_n"]:
                     if peer.name == "libasp":
@@ -667,6 +678,22 @@ class Report:
             rows.append(row)
         return table(["peer", "exec RTTs", "read 4 KiB RTTs", "write 4 KiB RTTs", "stat RTTs",
                       "connect + first exec RTTs"], rows)
+
+    def sec_pause(self):
+        ds = self.pick("pause", "exec") + self.pick("wan_pause", "exec")
+        if not ds:
+            return ""
+        names = sorted({row_name(d) for d in ds}, key=order_key)
+        lb, wb = self.lat_med("pause", "libasp", "exec"), self.lat_med("wan_pause", "libasp", "exec")
+        rows = []
+        for n in names:
+            lm, wm = self.lat_med("pause", n, "exec"), self.lat_med("wan_pause", n, "exec")
+            back = self.lat_med("wan", n, "exec")
+            rows.append([n, fmt(lm) if lm else "–", ratio(lm, lb) if lm else "–",
+                         "%.2f (%s ms)" % (wm / RTT_MS, fmt(wm, 0)) if wm else "–", ratio(wm, wb) if wm else "–",
+                         "%.2f" % (back / RTT_MS) if back else "–"])
+        return table(["peer", "loopback median ms", "peer ÷ libasp", "50 ms RTT: RTTs (ms)", "peer ÷ libasp",
+                      "50 ms RTT back to back (section 5): RTTs"], rows)
 
     def scale_rows(self):
         ds = self.pick("scale", "scale_conns") + self.pick("scale", "scale_handles")
@@ -908,6 +935,8 @@ class Report:
                  "processes)", self.sec_cold()),
                 ("5. Emulated WAN, 50 ms RTT (bench/delayproxy: 25 ms each way): median latency in RTTs",
                  self.sec_wan()),
+                ("5b. exec `true` after a %d ms pause before each call (an agent's think time; %d calls "
+                 "after 2 warm-up)" % (PAUSE_MS, s.get("pause_iters", 0)), self.sec_pause()),
                 ("6. Scale: RSS per idle connection (the peers' have each run one exec; libasp's are made "
                  "by asp_sandbox_warm, or grown by N callers running a command at once), and per open "
                  "libasp handle",
@@ -1125,7 +1154,7 @@ def main():
         problems = dict(runner.failed)
         for p in peers:
             for w in p.workloads & set(workloads):
-                tags = {"wan": ("wan", "wan_cold")}.get(w, (w,))
+                tags = {"wan": ("wan", "wan_cold", "wan_pause"), "lat": ("lat", "pause")}.get(w, (w,))
                 got = [d for d in runner.results if d["workload"] in tags and d["program"] == p.name]
                 if not got and not any(k.startswith(p.name + "/") for k in runner.skipped):
                     problems["%s/%s" % (p.name, w)] = "no numbers"
