@@ -346,6 +346,27 @@ static int read_streams(run *x, int *progress, asp_error *err)
 	return 0;
 }
 
+/*
+ * Send what the channel takes of d[*off, len). Bytes that left may reach
+ * the server (a primed shell's script among them): the command may run.
+ */
+static int send_some(run *x, const unsigned char *d, size_t len, size_t *off, int *progress,
+		     const char *what, asp_error *err)
+{
+	uint64_t tx = x->c->tx_bytes;
+	ssize_t n = libssh2_channel_write(x->ch, (const char *)d + *off, len - *off);
+
+	if (n > 0 || x->c->tx_bytes != tx)
+		*x->started = 1;
+	if (n == LIBSSH2_ERROR_EAGAIN)
+		return 0;
+	if (n < 0)
+		return asp__ssh_error(x->c, (int)n, err, what);
+	*off += (size_t)n;
+	*progress = 1;
+	return 0;
+}
+
 static int feed_stdin(run *x, int *progress, asp_error *err)
 {
 	const asp_exec_options *o = x->o;
@@ -354,31 +375,12 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 
 	if (x->eof_sent)
 		return 0;
-	if (x->frame_off < x->frame.len) {
-		uint64_t tx = x->c->tx_bytes;
-		n = libssh2_channel_write(x->ch, (const char *)x->frame.data + x->frame_off,
-					  x->frame.len - x->frame_off);
-		if (n > 0 || x->c->tx_bytes != tx)
-			*x->started = 1;
-		if (n == LIBSSH2_ERROR_EAGAIN)
-			return 0;
-		if (n < 0)
-			return asp__ssh_error(x->c, (int)n, err, "sending the command to its shell");
-		x->frame_off += (size_t)n;
-		*progress = 1;
-		return 0;
-	}
-	if (o->stdin_data && x->stdin_off < o->stdin_len && !x->stdin_inline) {
-		n = libssh2_channel_write(x->ch, (const char *)o->stdin_data + x->stdin_off,
-					  o->stdin_len - x->stdin_off);
-		if (n == LIBSSH2_ERROR_EAGAIN)
-			return 0;
-		if (n < 0)
-			return asp__ssh_error(x->c, (int)n, err, "writing the command's stdin");
-		x->stdin_off += (size_t)n;
-		*progress = 1;
-		return 0;
-	}
+	if (x->frame_off < x->frame.len)
+		return send_some(x, x->frame.data, x->frame.len, &x->frame_off, progress,
+				 "sending the command to its shell", err);
+	if (o->stdin_data && x->stdin_off < o->stdin_len && !x->stdin_inline)
+		return send_some(x, o->stdin_data, o->stdin_len, &x->stdin_off, progress,
+				 "writing the command's stdin", err);
 	if (streams_fd(o) && !x->fd_eof) {
 		if (x->fdbuf_off == x->fdbuf_len) {
 			struct pollfd q = { o->stdin_fd, POLLIN, 0 };
@@ -398,15 +400,8 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 			x->fdbuf_len = (size_t)n;
 			x->fdbuf_off = 0;
 		}
-		n = libssh2_channel_write(x->ch, (const char *)x->fdbuf + x->fdbuf_off,
-					  x->fdbuf_len - x->fdbuf_off);
-		if (n == LIBSSH2_ERROR_EAGAIN)
-			return 0;
-		if (n < 0)
-			return asp__ssh_error(x->c, (int)n, err, "writing the command's stdin");
-		x->fdbuf_off += (size_t)n;
-		*progress = 1;
-		return 0;
+		return send_some(x, x->fdbuf, x->fdbuf_len, &x->fdbuf_off, progress,
+				 "writing the command's stdin", err);
 	}
 	rc = libssh2_channel_send_eof(x->ch);
 	if (rc == LIBSSH2_ERROR_EAGAIN)
@@ -765,28 +760,40 @@ int asp__chan_settle(asp_conn *c, asp_error *err)
 }
 
 /*
- * The warm channel, unless the server has closed it meanwhile (a zero-byte
- * read takes in what arrived while it waited). NULL when there is none.
+ * ch, kept ready, unless the server has closed it meanwhile (a zero-byte
+ * read takes in what arrived while it waited): then NULL, ch is freed, and
+ * *lost counts it (two in a row set *off). The caller counts which.
+ */
+static LIBSSH2_CHANNEL *still_open(asp_conn *c, LIBSSH2_CHANNEL *ch, int *lost, int *off)
+{
+	char b;
+
+	libssh2_channel_read_ex(ch, 0, &b, 0);
+	if (!libssh2_channel_eof(ch) && !c->dead) {
+		*lost = 0;
+		return ch;
+	}
+	if (++*lost >= 2)
+		*off = 1;
+	free_channel(c, ch);
+	return NULL;
+}
+
+/*
+ * The warm channel, unless the server has closed it meanwhile (Dropbear
+ * closes a session channel with no request once another one's command
+ * ends). NULL when there is none.
  */
 static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
 {
 	LIBSSH2_CHANNEL *ch = c->warm;
-	char b;
 
 	c->warm = NULL;
 	if (!ch)
 		return NULL;
-	libssh2_channel_read_ex(ch, 0, &b, 0);
-	if (!libssh2_channel_eof(ch) && !c->dead) {
-		c->warm_lost = 0;
-		return ch;
-	}
-	stat_warm_closed++;
-	/* Dropbear closes a session channel with no request once another one's command ends. */
-	if (++c->warm_lost >= 2)
-		c->warm_off = 1;
-	free_channel(c, ch);
-	return NULL;
+	if (!(ch = still_open(c, ch, &c->warm_lost, &c->warm_off)))
+		stat_warm_closed++;
+	return ch;
 }
 
 /*
@@ -947,23 +954,16 @@ static void shell_retire(asp_conn *c)
 static LIBSSH2_CHANNEL *shell_take(asp_conn *c)
 {
 	LIBSSH2_CHANNEL *ch;
-	char b;
 
 	shell_poll(c);
 	if (!(ch = c->shell) || !c->shell_ready || c->shell_gen != c->call_gen)
 		return NULL;
 	c->shell = NULL;
-	libssh2_channel_read_ex(ch, 0, &b, 0);
-	if (!libssh2_channel_eof(ch) && !c->dead) {
-		c->shell_lost = 0;
+	if ((ch = still_open(c, ch, &c->shell_lost, &c->shell_off)))
 		stat_primed_used++;
-		return ch;
-	}
-	stat_primed_closed++;
-	if (++c->shell_lost >= 2)
-		c->shell_off = 1;
-	free_channel(c, ch);
-	return NULL;
+	else
+		stat_primed_closed++;
+	return ch;
 }
 
 static _Atomic unsigned int prime_pause_ms = ASP_PRIME_PAUSE_MS;
