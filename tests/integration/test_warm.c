@@ -14,7 +14,11 @@
  *     channel needed) is respected: calls keep working;
  *   - stdin, exit codes and timeouts behave the same on a warm channel;
  *   - a read over SFTP sends its READs behind the OPEN, on the handle the
- *     OPEN will get: the guesses hit, and a wrong guess loses nothing.
+ *     OPEN will get: the guesses hit, and a wrong guess loses nothing;
+ *   - after a pause, the next command runs on a primed shell started after
+ *     the call before it ended, never on one primed before a later call
+ *     ended; a primed shell killed or closed by ChannelTimeout runs nothing,
+ *     and the command runs once on the warm channel.
  *
  * No timing is asserted: every check is on what ran and what the server saw.
  */
