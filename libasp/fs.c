@@ -1268,27 +1268,32 @@ out:
 	return rc;
 }
 
+/* A write as one shell command; after an atomic one, the temp-file sweep. */
+static int shell_write(asp_conn *c, const char *path, const void *data, size_t len,
+		       const asp_write_options *o, char **orphan, asp_sweep *sw, asp_error *err)
+{
+	int rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
+
+	if (!rc && !o->in_place)
+		sweep_after_write_exec(c, sw, path);
+	return rc;
+}
+
 int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 		  const asp_write_options *o, char **orphan, asp_sweep *sw, asp_error *err)
 {
 	int rc;
 
+	/* Small atomic writes take the shell where it is faster, unless the login shell refuses. */
 	if (!o->in_place && asp__exec_files_faster(c, len)) {
-		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
-		if (!asp__exec_shell_refused(c, rc)) {
-			if (!rc)
-				sweep_after_write_exec(c, sw, path);
+		rc = shell_write(c, path, data, len, o, orphan, sw, err);
+		if (!asp__exec_shell_refused(c, rc))
 			return rc;
-		}
 	}
 	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
-	if (rc == ASP_FILES_EXEC) {
-		rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
-		if (!rc && !o->in_place)
-			sweep_after_write_exec(c, sw, path);
-		return rc;
-	}
+	if (rc == ASP_FILES_EXEC)
+		return shell_write(c, path, data, len, o, orphan, sw, err);
 	if (o->in_place)
 		return write_in_place(c, path, data, len, o, err);
 	return write_atomic(c, path, data, len, o, orphan, sw, NULL, 0, err);
