@@ -84,6 +84,100 @@ def _data(value, what="data"):
                     f"got {type(value).__name__}")
 
 
+# -- large payloads ------------------------------------------------------
+#
+# Fresh memory of megabytes costs a page fault per 4 KiB page as it is first
+# written: copying a 64 MiB read into a new bytes object took 214 ms of
+# faults on the benchmark VM, as long as the transfer itself. So a large
+# result is copied into a bytes object whose pages are asked to be huge
+# (as the C library does for its own buffer: asp__mem_fill_hint), and a
+# write lends the caller's bytearray or memoryview to the C call instead of
+# copying it into bytes first.
+
+_LARGE = 4 << 20  # common.h ASP_MEM_LARGE
+_HUGE = 2 << 20
+_MADV_HUGEPAGE = 14  # Linux
+_PyBUF_SIMPLE = 0
+
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer (Include/pybuffer.h)."""
+    _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p),
+                ("strides", ctypes.c_void_p), ("suboffsets", ctypes.c_void_p),
+                ("internal", ctypes.c_void_p)]
+
+
+def _capi(name, restype, argtypes):
+    f = getattr(getattr(ctypes, "pythonapi", None), name, None)  # CPython only
+    if f is not None:
+        f.restype, f.argtypes = restype, argtypes
+    return f
+
+
+_get_buffer = _capi("PyObject_GetBuffer", ctypes.c_int,
+                    (ctypes.py_object, ctypes.POINTER(_PyBuffer), ctypes.c_int))
+_release_buffer = _capi("PyBuffer_Release", None, (ctypes.POINTER(_PyBuffer),))
+_new_bytes = _capi("PyBytes_FromStringAndSize", ctypes.py_object,
+                   (ctypes.c_void_p, ctypes.c_ssize_t))
+_bytes_data = _capi("PyBytes_AsString", ctypes.c_void_p, (ctypes.py_object,))
+_madvise = None
+if os.uname().sysname == "Linux":
+    _madvise = getattr(ctypes.CDLL(None), "madvise", None)
+    if _madvise is not None:
+        _madvise.restype = ctypes.c_int
+        _madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+
+
+def _fill_hint(p, n):
+    """Ask for huge pages over the 2 MiB-aligned part of [p, p + n): advice only."""
+    a, e = (p + _HUGE - 1) & ~(_HUGE - 1), (p + n) & ~(_HUGE - 1)
+    if _madvise is not None and e > a:
+        _madvise(a, e - a, _MADV_HUGEPAGE)
+
+
+def _copy_out(ptr, n):
+    """n bytes at C address ptr, as bytes."""
+    if not n:
+        return b""
+    if n < _LARGE or _new_bytes is None or _bytes_data is None:
+        return ctypes.string_at(ptr, n)
+    b = _new_bytes(None, n)  # not yet seen by anyone: filled here, then immutable
+    p = _bytes_data(b)
+    _fill_hint(p, n)
+    ctypes.memmove(p, ptr, n)
+    return b
+
+
+class _Lent:
+    """`data` (as _data() takes it) for one C call as .ptr and .len. A
+    contiguous bytearray or memoryview lends its memory until release()
+    instead of being copied into bytes."""
+
+    def __init__(self, data, what="data"):
+        self._view = None
+        if isinstance(data, (bytearray, memoryview)) and _get_buffer and _release_buffer:
+            view = _PyBuffer()
+            try:
+                _get_buffer(data, byref(view), _PyBUF_SIMPLE)
+            except BufferError:  # not contiguous: copied below
+                pass
+            else:
+                if view.len:
+                    self._view = view
+                    self.ptr, self.len = view.buf, view.len
+                    return
+                _release_buffer(byref(view))
+        self._data = _data(data, what)
+        self.ptr, self.len = self._data, len(self._data)
+
+    def release(self):
+        if self._view is not None:
+            _release_buffer(byref(self._view))
+            self._view = None
+
+
 def _decode(raw):
     return raw.decode("utf-8", "surrogateescape")
 
@@ -513,7 +607,7 @@ class Sandbox:
                 self._leave()
         _check(rc, err, path)
         try:
-            return ctypes.string_at(out, n.value) if n.value else b""
+            return _copy_out(out, n.value)
         finally:
             lib.asp_free(out)
 
@@ -525,12 +619,20 @@ class Sandbox:
               timeout=None):
         """Create or replace `path` with `data` (bytes-like, or str written as UTF-8).
 
+        A bytearray or memoryview is written from its own memory, not a copy:
+        leave it unchanged until write returns.
         mode: permission bits (1..0o7777); None keeps an existing file's mode
         (a new file gets 0644 less the umask). mkdirs: create missing parents.
         atomic (default): temp file + rename, readers never see a torn file.
         """
         p = _path(path)
-        payload = _data(data)
+        payload = _Lent(data)
+        try:
+            self._write(p, payload, path, mode, mkdirs, atomic, cancel, timeout)
+        finally:
+            payload.release()
+
+    def _write(self, p, payload, path, mode, mkdirs, atomic, cancel, timeout):
         opts = _lib.asp_write_options()
         err = _lib.asp_error()
         _check(lib.asp_write_options_init(byref(opts), _lib.ASP_WRITE_OPTIONS_VERSION), err)
@@ -547,7 +649,7 @@ class Sandbox:
         try:
             h = self._enter()
             try:
-                rc = lib.asp_write(h, p, payload, len(payload), byref(opts), byref(err))
+                rc = lib.asp_write(h, p, payload.ptr, payload.len, byref(opts), byref(err))
             finally:
                 self._leave()
         finally:
@@ -774,7 +876,7 @@ def _result(r):
     def output(stream):
         n = ctypes.c_size_t()
         ptr = lib.asp_exec_result_output(r, stream, byref(n))
-        return ctypes.string_at(ptr, n.value) if ptr and n.value else b""
+        return _copy_out(ptr, n.value) if ptr else b""
 
     return ExecResult(
         exit_code=lib.asp_exec_result_exit_code(r),

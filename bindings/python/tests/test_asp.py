@@ -65,6 +65,21 @@ def wait_dead(pid, timeout=10.0):
     return False
 
 
+def huge_page_advice(addr):
+    """Whether the mapping holding addr carries MADV_HUGEPAGE ("hg" in its
+    VmFlags, /proc/self/smaps)."""
+    inside = None
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and line.startswith("VmFlags:"):
+                return " hg" in line
+    raise AssertionError("no mapping holds %#x" % addr)
+
+
 class GroupWatch:
     """An on_output callback that reads a command's "pids: A B ..." line and sees each alive.
 
@@ -480,6 +495,39 @@ class TestFiles(SandboxTest):
         self.sb.write(self.p("mv"), memoryview(b"\x00\xffmv")[1:])
         self.assertEqual(self.sb.read(self.p("ba")), b"\x00\xffba")
         self.assertEqual(self.sb.read(self.p("mv")), b"\xffmv")
+
+    def test_large_payloads_lent_and_hinted(self):
+        """A bytearray or memoryview is written from its own memory (no copy,
+        released after the call even when it fails); a large read comes back
+        in a bytes object whose pages were asked to be huge."""
+        import tracemalloc
+        from asp import _core
+        data = os.urandom(9 * 1024 * 1024 + 5)
+        tracemalloc.start()
+        try:
+            self.sb.write(self.p("mv.bin"), memoryview(data)[3:])
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        self.assertLess(peak, 1024 * 1024, "the memoryview was copied")
+        got = self.sb.read(self.p("mv.bin"))
+        self.assertIs(type(got), bytes)
+        self.assertEqual(got, data[3:])
+        middle = len(got) // 2  # inside the 2 MiB-aligned part the advice covers
+        self.assertEqual(huge_page_advice(_core._bytes_data(got) + middle), True)
+        self.assertEqual(huge_page_advice(_core._bytes_data(data) + middle), False)  # the control
+
+        ba = bytearray(b"lent")
+        self.sb.write(self.p("ba.bin"), ba)
+        with self.assertRaises(asp.NotFoundError):
+            self.sb.write(self.p("no", "such"), ba)
+        ba.extend(b" and back")  # a buffer still exported could not be resized
+        self.sb.write(self.p("ba.bin"), ba, atomic=False)
+        self.assertEqual(self.sb.read(self.p("ba.bin")), b"lent and back")
+        self.sb.write(self.p("strided"), memoryview(b"abcdef")[::2])  # not contiguous: copied
+        self.assertEqual(self.sb.read(self.p("strided")), b"ace")
+        self.sb.write(self.p("empty"), bytearray())
+        self.assertEqual(self.sb.read(self.p("empty")), b"")
 
     def test_str_is_written_as_utf8(self):
         self.sb.write(self.p("t.txt"), "héllo ✓\n")
