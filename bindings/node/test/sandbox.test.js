@@ -29,6 +29,19 @@ after(async () => {
 		await fx.stop();
 });
 
+/* Whether the mapping holding addr carries MADV_HUGEPAGE ("hg" in its VmFlags, /proc/self/smaps). */
+function hugePageAdvice(addr) {
+	let inside = false;
+	for (const line of fs.readFileSync('/proc/self/smaps', 'utf8').split('\n')) {
+		const m = /^([0-9a-f]+)-([0-9a-f]+) /.exec(line);
+		if (m)
+			inside = BigInt('0x' + m[1]) <= addr && addr < BigInt('0x' + m[2]);
+		else if (inside && line.startsWith('VmFlags:'))
+			return / hg/.test(line);
+	}
+	throw new Error(`no mapping holds 0x${addr.toString(16)}`);
+}
+
 /* A local process (the fixture's sshd runs on this machine) exists and is not a zombie. */
 function procAlive(pid) {
 	let stat;
@@ -145,6 +158,19 @@ describe('read and write', () => {
 		const view = new Uint8Array(all.buffer, all.byteOffset + 10, 20);
 		await sb.write('view.bin', view);
 		assert.deepEqual(await sb.read('view.bin'), all.subarray(10, 30));
+	});
+
+	it('returns a large read in a Buffer whose pages were asked to be huge', async () => {
+		const big = crypto.randomBytes(9 * 1024 * 1024 + 5);
+		fs.writeFileSync(path.join(fx.workspace, 'huge.bin'), big);
+		const back = await sb.read('huge.bin');
+		assert.ok(Buffer.isBuffer(back));
+		assert.ok(back.equals(big));
+		const { bufferAddress } = asp[Symbol.for('libasp.internals')]();
+		const middle = (buf) => bufferAddress(buf) + BigInt(buf.length >> 1); /* in the aligned part */
+		assert.ok(bufferAddress(back) > 0n);
+		assert.equal(hugePageAdvice(middle(back)), true);
+		assert.equal(hugePageAdvice(middle(big)), false); /* the control */
 	});
 
 	it('reads a range with offset and limit', async () => {
