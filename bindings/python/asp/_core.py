@@ -619,11 +619,12 @@ class Sandbox:
               timeout=None):
         """Create or replace `path` with `data` (bytes-like, or str written as UTF-8).
 
-        A bytearray or memoryview is written from its own memory, not a copy:
-        leave it unchanged until write returns.
         mode: permission bits (1..0o7777); None keeps an existing file's mode
         (a new file gets 0644 less the umask). mkdirs: create missing parents.
         atomic (default): temp file + rename, readers never see a torn file.
+
+        A bytearray or memoryview is written from its own memory, not a copy:
+        leave it unchanged until write returns.
         """
         p = _path(path)
         payload = _Lent(data)
