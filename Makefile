@@ -47,9 +47,10 @@ FIXTURE_SRC := $(filter-out tests/fixture/fixture_main.c,$(wildcard tests/fixtur
 INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
 
 # Every target that is not a file, in one place.
-.PHONY: all lib tools tests check check-all check-san check-valgrind check-alloc \
-        check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node check-provision \
-        check-shfs check-routes \
+.PHONY: all lib tools tests check check-deep check-slow check-san check-valgrind check-alloc \
+        check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node \
+        check-node-binding check-node-pi check-provision \
+        check-shfs check-routes check-build check-deep-build check-build-san alloc-build npm-deps \
         bench bench-smoke bench-build install install-lib install-asp-exec \
         install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
         uninstall-asf-provision clean demo deps help FORCE
@@ -194,8 +195,8 @@ $(SSHD_FIXTURE): tests/fixture/fixture_main.c tests/fixture/fixture.c tests/fixt
 	$(CC) $(TEST_CFLAGS) -o $@ tests/fixture/fixture_main.c tests/fixture/fixture.c $(LDFLAGS_ALL) $(DEP_LIBS)
 
 tests: $(SSHD_FIXTURE)
-check-python check-node: $(SSHD_FIXTURE)
-check-python check-node: export ASP_SSHD_FIXTURE := $(abspath $(SSHD_FIXTURE))
+check-python check-node check-node-binding check-node-pi: $(SSHD_FIXTURE)
+check-python check-node check-node-binding check-node-pi: export ASP_SSHD_FIXTURE := $(abspath $(SSHD_FIXTURE))
 
 # Fuzz targets: replayed over their corpus by `make check` (any compiler),
 # fuzzed for real by `make fuzz` (clang's libFuzzer, FUZZ_SECONDS each; `make
@@ -216,8 +217,10 @@ $(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(STATIC)
 	@mkdir -p $(dir $@)
 	$(CC) $(TEST_CFLAGS) -o $@ $< tests/fuzz/replay.c $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
 
+# FUZZ_RUNNER runs each replay (check-deep: valgrind).
+FUZZ_RUNNER ?=
 check-fuzz-replay: $(FUZZ_REPLAY)
-	$(foreach t,$(FUZZ_TARGETS),./$(BUILD)/fuzz/replay-$(t) $(FUZZ_CORPUS_$(t)) &&) true
+	$(foreach t,$(FUZZ_TARGETS),$(FUZZ_RUNNER) ./$(BUILD)/fuzz/replay-$(t) $(FUZZ_CORPUS_$(t)) &&) true
 
 # Each run starts from the seeds (copied under their hashes, as libFuzzer
 # names its own finds) and keeps what it finds in $(FUZZ_BUILD)/corpus-TARGET.
@@ -238,59 +241,53 @@ define fuzz_one
 
 endef
 
-# `make check`: install what is missing, build, run every test.
+# ---- the two tiers (tests/tiers.sh lists their jobs; tests/run-jobs.sh runs them
+# in parallel and prints each one's time).
+# `make check`: install what is missing, build, run every functional test (~5 min):
+# unit, integration (less the test cases tagged slow), static checks, fuzz corpus
+# replay, the Python and Node bindings.
+# `make check-deep`: the slow-tagged cases, the suites again over the shell
+# transport, on far-link routes, under ASan+UBSan and valgrind; allocation
+# failure, provisioning, the pi example, bench smoke, soak, key wiping, 30 s of
+# fuzzing per target. .ci/run runs both. TIER_JOBS jobs run at a time.
+TIER_JOBS ?= 6
+TIERS     := bash tests/tiers.sh -j $(TIER_JOBS)
+
 check: deps
-	$(MAKE) check-all
-	$(MAKE) check-san
-	$(MAKE) check-valgrind
-	$(MAKE) check-alloc
-	$(MAKE) fuzz FUZZ_SECONDS=30
+	$(MAKE) -j2 check-build
+	$(TIERS) check
 
-check-all: all tests
-	$(MAKE) check-makefile
-	./$(BUILD)/tests/test-unit
-	./$(BUILD)/tests/test-integration
-	$(MAKE) check-shfs
-	$(MAKE) check-routes
-	$(MAKE) soak SOAK_OPS=3000
-	$(MAKE) check-wipe
-	BUILD=$(BUILD) sh tests/meta.sh
-	/usr/bin/python3 tests/schema_agree.py
-	$(MAKE) check-fuzz-replay
-	$(MAKE) check-provision
-	$(MAKE) check-node
-	$(MAKE) bench-smoke
-	$(MAKE) check-python
+check-deep: deps
+	$(MAKE) -j2 check-build check-deep-build
+	$(MAKE) -j2 SAN=1 check-build-san
+	$(MAKE) alloc-build
+	$(TIERS) deep
 
-# The file-call suites a second time with every sandbox on the shell-command
-# file transport (no SFTP). Tests that are SFTP by nature skip themselves,
-# one "SKIP file_transport=exec:" line each: counted here, and more than
-# SHFS_SKIPS_MAX of them fails (a new skip must be looked at).
-SHFS_SUITES := rw fs hostile args limits debris
-SHFS_SKIPS_MAX := 3
-check-shfs: tests
-	@skips=0; for s in $(SHFS_SUITES); do \
-	  ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$$s ./$(BUILD)/tests/test-integration \
-	    2>$(BUILD)/check-shfs-$$s.err || { cat $(BUILD)/check-shfs-$$s.err; exit 1; }; \
-	  grep '^SKIP file_transport=exec:' $(BUILD)/check-shfs-$$s.err || true; \
-	  skips=$$((skips + $$(grep -c '^SKIP file_transport=exec:' $(BUILD)/check-shfs-$$s.err))); \
-	done; echo "check-shfs: $(SHFS_SUITES) passed over exec channels, $$skips SFTP-only tests skipped"; \
-	[ $$skips -le $(SHFS_SKIPS_MAX) ] || { echo "check-shfs: $$skips skips, more than $(SHFS_SKIPS_MAX)"; exit 1; }
+# What the tiers run, built before any job starts (jobs never build, so
+# parallel jobs never race on a build or an npm install).
+check-build: all tests $(FUZZ_REPLAY) npm-deps
+check-deep-build: $(BUILD)/tests/soak $(BUILD)/tests/wipe $(BENCH_BIN)
+check-build-san: all tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
+alloc-build:
+	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
 
-# The integration suites a second time with every connection on the routes
-# of a far link (ASP_TEST_ROUTES=far, tests/main.c): small reads and writes
-# as shell commands, small stdin inside the exec request. A loaded machine's
-# loopback connection can measure 10 ms and take them; a test that needs
-# SFTP must say so (file_transport), not depend on the machine being quick.
-# warm tests the routes' choice itself.
-ROUTES_SKIP := warm
-check-routes: tests
-	@for s in $(ROUTES_SKIP); do [ -f tests/integration/test_$$s.c ] || \
-	  { echo "check-routes: ROUTES_SKIP names '$$s', but tests/integration/test_$$s.c is gone"; exit 1; }; done
-	@for s in $(filter-out $(ROUTES_SKIP),$(INTEG_SUITES)); do \
-	  ASP_TEST_ROUTES=far ASP_TEST_SUITE=$$s ./$(BUILD)/tests/test-integration \
-	    2>$(BUILD)/check-routes-$$s.err || { cat $(BUILD)/check-routes-$$s.err; exit 1; }; \
-	done; echo "check-routes: $(filter-out $(ROUTES_SKIP),$(INTEG_SUITES)) passed on far-link routes"
+# One at a time: npm installs into bindings/node, the pi example and bench.
+npm-deps:
+	cd bindings/node && npm install --no-audit --no-fund --loglevel=error
+	cd bench && npm install --no-audit --no-fund --loglevel=error
+	rc=0; sh tools/setup-deps.sh --check-node || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+		cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error; \
+	elif [ $$rc -ne 3 ]; then exit $$rc; fi
+
+# One group of either tier, each built as the tier builds it.
+check-shfs check-routes check-slow: check-build
+	$(TIERS) $(@:check-%=%)
+check-san: deps
+	$(MAKE) -j2 SAN=1 check-build-san
+	$(TIERS) san
+check-valgrind: check-build check-deep-build
+	$(TIERS) valgrind
 
 # Every rule whose name is a plain word (no '/', no '.') must be in .PHONY:
 # make's own database says which are not.
@@ -304,65 +301,13 @@ check-makefile:
 	  END { for (t in seen) if (!phony[t]) print t }'); \
 	[ -z "$$bad" ] || { echo "Makefile: not in .PHONY:" $$bad; exit 1; }
 
-# The same suites under ASan+UBSan (leaks included), and the fuzz corpus
-# replay, a short soak (its RSS and heap checks skip themselves under ASan:
-# LeakSanitizer speaks instead) and the provisioning test.
-# Every sanitizer report goes to a file of its own (one per process, the
-# tests' children and asp-exec included); a failing step prints them last,
-# where a CI log's tail shows them (check reports a test killed by the
-# report's abort only as "Received signal 6").
-SAN_LOG := $(CURDIR)/build-san/sanitizer
-SAN_ENV := ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$(SAN_LOG) \
-	   UBSAN_OPTIONS=print_stacktrace=1:log_path=$(SAN_LOG)
-SAN_FAIL = { for f in $(SAN_LOG).*; do [ -f "$$f" ] && { echo "== $$f"; head -c 8000 "$$f"; }; done; exit 1; }
-check-san:
-	$(MAKE) SAN=1 tests
-	rm -f $(SAN_LOG).*
-	$(SAN_ENV) ./build-san/tests/test-unit || $(SAN_FAIL)
-	$(SAN_ENV) ./build-san/tests/test-integration || $(SAN_FAIL)
-	$(SAN_ENV) $(MAKE) SAN=1 check-shfs || $(SAN_FAIL)
-	$(SAN_ENV) $(MAKE) SAN=1 check-fuzz-replay || $(SAN_FAIL)
-	$(SAN_ENV) $(MAKE) SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4 || $(SAN_FAIL)
-	$(SAN_ENV) $(MAKE) SAN=1 check-provision || $(SAN_FAIL)
-	@! ls $(SAN_LOG).* 2>/dev/null || { echo "check-san: sanitizer reports from passing steps:"; $(SAN_FAIL); }
-
-# valgrind (slows everything ~30x) on the unit suite, the fuzz corpus replay, a
-# short soak and every integration suite (the list comes from the files)
-# except those that measure deadlines and timeouts, which run plain and under
-# ASan instead:
-#   pool       waits for a free connection, connect and keepalive deadlines
-#   faults     fault injection through a delaying proxy, per-call deadlines
-#   cli        asp-exec's timeouts and signals
-#   cli_files  asp-exec --read cancelled by a signal
-#   cli_master the master's idle exit, --persist, a killed client's command
-#   deadline   per-call deadlines and cancel
-#   limits     output caps reached under timeouts
-#   interop    an exec timeout against each server and login shell
-#   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
-#   bulk       hundreds of MiB through AES-CTR (hours under valgrind), kills and cancels
-#              timed by what the server has written
-# Each excluded name must still be a file: a renamed suite fails the run.
-INTEG_SUITES   := $(patsubst tests/integration/test_%.c,%,$(INTEG_SRC))
-VALGRIND_SKIP  := pool faults cli cli_files cli_master deadline limits interop shfs bulk
-VALGRIND_SUITES := $(filter-out $(VALGRIND_SKIP),$(INTEG_SUITES))
-VALGRIND := valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite
-check-valgrind: tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
-	@for s in $(VALGRIND_SKIP); do [ -f tests/integration/test_$$s.c ] || \
-	  { echo "check-valgrind: VALGRIND_SKIP names '$$s', but tests/integration/test_$$s.c is gone"; exit 1; }; done
-	@[ -n "$(VALGRIND_SUITES)" ] || { echo "check-valgrind: no integration suite left to run"; exit 1; }
-	CK_FORK=no $(VALGRIND) ./$(BUILD)/tests/test-unit
-	for s in $(VALGRIND_SUITES); do ASP_TEST_SUITE=$$s $(VALGRIND) ./$(BUILD)/tests/test-integration || exit 1; done
-	$(foreach t,$(FUZZ_TARGETS),$(VALGRIND) ./$(BUILD)/fuzz/replay-$(t) $(FUZZ_CORPUS_$(t)) &&) true
-	SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $(VALGRIND) ./$(BUILD)/tests/soak
-
 # Allocation-failure torture (tests/alloc/torture.c): the library rebuilt into
 # build-alloc/ with -DASP_ALLOC_TEST (the n-th allocation fails) and ASan+UBSan;
 # the driver fails each allocation of each scenario in turn against a real sshd,
 # once and sticky. Bounded: every scenario stops by itself (at most MAX_N
 # runs); the whole torture takes about two minutes on two cores.
 ALLOC_BUILD := build-alloc
-check-alloc:
-	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
+check-alloc: alloc-build
 	LSAN_OPTIONS=suppressions=tests/alloc/lsan.supp:print_suppressions=0 \
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 ./$(ALLOC_BUILD)/tests/torture
 
@@ -402,11 +347,14 @@ check-python: lib
 # The Node binding and the pi example, against the sshd fixture program (build/tests/sshd-fixture).
 # The pi example needs a newer Node than Debian 12's (make deps installs one): with an older
 # node its tests are SKIPPED, loudly; ASP_REQUIRE_NODE20=1 (or CI=true) makes that a failure.
-check-node: lib
-	cd bindings/node && npm install --no-audit --no-fund --loglevel=error && npm test
+# npm-deps (above) installs their packages; the test targets install nothing.
+check-node: check-node-binding check-node-pi
+check-node-binding: lib npm-deps
+	cd bindings/node && npm test
+check-node-pi: lib npm-deps
 	rc=0; sh tools/setup-deps.sh --check-node || rc=$$?; \
 	if [ $$rc -eq 0 ]; then \
-		cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error && npm test; \
+		cd examples/node/pi-asp && npm test; \
 	elif [ $$rc -ne 3 ]; then exit $$rc; fi
 
 # ------------------------------------------------------------------ bench
@@ -448,13 +396,16 @@ demo:
 
 help:
 	@echo "make            build libasp.so, libasp.a and the tools into $(BUILD)/"
-	@echo "make check      install missing packages, build, run every test"
+	@echo "make check      install missing packages, build, run every functional test (~5 min)"
+	@echo "make check-deep slow cases, shell transport, far routes, ASan, valgrind, alloc, provisioning, ..."
 	@echo "make demo       install missing packages, run the examples against a local sandbox"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall reverses it"
 	@echo "make SAN=1 ...  the same with ASan+UBSan (into build-san/)"
 	@echo "make check-alloc  fail every allocation in turn (ASan build in build-alloc/)"
 	@echo "make soak       SOAK_OPS=100000 SOAK_THREADS=16 mixed operations, an sshd restart"
 	@echo "make check-shfs the file-call suites again over exec channels (no SFTP)"
+	@echo "make check-san | check-valgrind | check-routes | check-slow   one group of check-deep"
+	@echo "TIER_JOBS=N     how many test jobs run at once (default 6)"
 
 # ---------------------------------------------------------------- install
 # One install and one uninstall; each part (the library, asp-exec,

@@ -36,6 +36,7 @@
 #define STORE_MAX ((size_t)64 << 20)
 /* How long a first use waits for another process's read-modify-write of the store. */
 #define STORE_LOCK_WAIT_MS 5000
+static long store_lock_wait_ms = STORE_LOCK_WAIT_MS;
 
 /* ------------------------------------------------------------ small helpers */
 
@@ -522,15 +523,21 @@ static int lock_open(int *out_fd, const char *lock, asp_error *err)
 	return ASP_ECONFIG;
 }
 
+/* Tests: how long store_lock waits (0 restores the default). */
+void asp__known_hosts_lock_wait(long ms)
+{
+	store_lock_wait_ms = ms > 0 ? ms : STORE_LOCK_WAIT_MS;
+}
+
 /*
  * An exclusive lock on "<path>.lock", held for the read-modify-write.
- * Waits at most STORE_LOCK_WAIT_MS: a writer holds it for milliseconds,
+ * Waits at most store_lock_wait_ms: a writer holds it for milliseconds,
  * so a longer hold is a stuck or hostile process, not one to wait for.
  */
 static int store_lock(int *out_fd, const char *path, asp_error *err)
 {
 	char *lock = asp__sprintf("%s.lock", path), e[128];
-	long long deadline = monotonic_ms() + STORE_LOCK_WAIT_MS;
+	long long deadline = monotonic_ms() + store_lock_wait_ms;
 	long pause_ms = 1;
 	int fd = -1, rc;
 
@@ -552,8 +559,8 @@ static int store_lock(int *out_fd, const char *path, asp_error *err)
 		}
 		if (monotonic_ms() >= deadline) {
 			rc = asp__error(err, ASP_ETIMEOUT, "known_hosts lock file %s is still held by "
-					"another process after %d s; giving up (fuser %s shows "
-					"which)", lock, STORE_LOCK_WAIT_MS / 1000, lock);
+					"another process after %ld ms; giving up (fuser %s shows "
+					"which)", lock, store_lock_wait_ms, lock);
 			break;
 		}
 		ts.tv_sec = 0;

@@ -32,6 +32,9 @@ asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *h
 /* The known_hosts path: explicit, else $ASP_KNOWN_HOSTS, else the XDG default. */
 int asp__known_hosts_path(char **out, const char *explicit_path, asp_error *err);
 
+/* Tests: how long a first use waits for the store's lock; 0 restores the default (5 s). */
+void asp__known_hosts_lock_wait(long ms);
+
 /*
  * Verify a received key against the store at `path`: on NOTFOUND, append
  * an entry (creating the file 0600 and its directory 0700; read-modify-

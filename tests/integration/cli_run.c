@@ -319,8 +319,8 @@ char *read_line(int fd, long ms)
 	return NULL;
 }
 
-/* Generous: asp-exec and its core start slowly under ASan on two busy cores. */
-#define PID_LINE_MS 30000
+/* A hang detector: asp-exec and its core start slowly under ASan on two busy cores. */
+#define PID_LINE_MS (30000 * fx_slowdown())
 
 pid_t read_pid(int fd)
 {

@@ -36,6 +36,7 @@
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
+#include "tiers.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 /* ASan's allocator replaces malloc's bookkeeping; its runtime says what is in use. */
@@ -984,25 +985,27 @@ END_TEST
 
 Suite *suite_bulk(void)
 {
+	TCase *slow;
 	Suite *s = suite_create("bulk");
 	TCase *tc = tcase_create("bulk");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, test_bulk_sha256_both_ways);
 	tcase_add_test(tc, test_bulk_not_with_exec_transport);
-	tcase_add_test(tc, test_bulk_part_boundaries);
 	tcase_add_test(tc, test_bulk_readers_never_see_a_partial_file);
 	tcase_add_test(tc, test_bulk_sshd_killed_mid_write);
-	tcase_add_test(tc, test_bulk_sshd_killed_mid_read);
 	tcase_add_test(tc, test_bulk_cancel_mid_write);
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
-	tcase_add_test(tc, test_bulk_connection_cut_mid_write);
-	tcase_add_test(tc, test_bulk_helper_killed_mid_write);
-	tcase_add_test(tc, test_bulk_helper_killed_mid_read);
-	tcase_add_test(tc, test_bulk_file_grows_while_read);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
-	tcase_add_test(tc, test_bulk_idle_connection_holds_no_buffers);
 	suite_add_tcase(s, tc);
+	slow = slow_case(s, "bulk-slow", FIXTURE_CHECKED, setup, teardown, 240);
+	tcase_add_test(slow, test_bulk_sha256_both_ways);
+	tcase_add_test(slow, test_bulk_part_boundaries);
+	tcase_add_test(slow, test_bulk_sshd_killed_mid_read);
+	tcase_add_test(slow, test_bulk_connection_cut_mid_write);
+	tcase_add_test(slow, test_bulk_helper_killed_mid_write);
+	tcase_add_test(slow, test_bulk_helper_killed_mid_read);
+	tcase_add_test(slow, test_bulk_file_grows_while_read);
+	tcase_add_test(slow, test_bulk_idle_connection_holds_no_buffers);
 	return s;
 }

@@ -34,6 +34,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "tiers.h"
 
 #define IO_TIMEOUT_MS 1500 /* the silence timer: far below every call deadline here */
 
@@ -621,6 +622,7 @@ END_TEST
 
 Suite *suite_deadline(void)
 {
+	TCase *slow_tc, *slow_tn;
 	Suite *s = suite_create("deadline");
 	TCase *tc = tcase_create("trickle");
 	TCase *tn = tcase_create("normal");
@@ -628,18 +630,21 @@ Suite *suite_deadline(void)
 	tcase_add_unchecked_fixture(tc, trickle_setup, trickle_teardown);
 	tcase_set_timeout(tc, 30);
 	tcase_add_loop_test(tc, test_trickle_call_deadline, 0, OP_N);
-	tcase_add_test(tc, test_trickle_open_default_deadline);
 	tcase_add_loop_test(tc, test_trickle_cancel_from_thread, 0, OP_N);
 	tcase_add_loop_test(tc, test_trickle_cancel_before_call, 0, OP_N);
-	tcase_add_test(tc, test_exec_not_cut_by_op_deadline);
 	suite_add_tcase(s, tc);
 
 	tcase_add_unchecked_fixture(tn, normal_setup, normal_teardown);
 	tcase_set_timeout(tn, 60);
 	tcase_add_test(tn, test_cancel_stuck_read_then_handle_works);
 	tcase_add_loop_test(tn, test_cancel_before_call_then_handle_works, 0, OP_N);
-	tcase_add_test(tn, test_remove_tree_cancel_kills_rm);
-	tcase_add_test(tn, test_remove_tree_deadline_kills_rm);
 	suite_add_tcase(s, tn);
+	slow_tc = slow_case(s, "trickle-slow", FIXTURE_UNCHECKED, trickle_setup, trickle_teardown, 30);
+	tcase_add_test(slow_tc, test_trickle_open_default_deadline);
+	tcase_add_test(slow_tc, test_exec_not_cut_by_op_deadline);
+
+	slow_tn = slow_case(s, "normal-slow", FIXTURE_UNCHECKED, normal_setup, normal_teardown, 60);
+	tcase_add_test(slow_tn, test_remove_tree_cancel_kills_rm);
+	tcase_add_test(slow_tn, test_remove_tree_deadline_kills_rm);
 	return s;
 }

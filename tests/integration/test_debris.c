@@ -33,6 +33,7 @@
 #include "fixture/fixture.h"
 #include "helpers.h"
 #include "fixture/proxy.h"
+#include "tiers.h"
 
 #define BIG_LEN (64u * 1024 * 1024)
 #define KILL_AT (8u * 1024 * 1024)
@@ -483,6 +484,7 @@ END_TEST
 
 Suite *suite_debris(void)
 {
+	TCase *slow;
 	Suite *s = suite_create("debris");
 	TCase *tc = tcase_create("debris");
 
@@ -490,9 +492,10 @@ Suite *suite_debris(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_crash_then_same_handle_next_call);
 	tcase_add_test(tc, test_crash_then_same_handle_close);
-	tcase_add_test(tc, test_crash_close_while_down_then_fresh_handle);
-	tcase_add_test(tc, test_crash_close_while_down_then_fresh_handle_warm_route);
-	tcase_add_test(tc, test_sweep_spares_live_writer_and_foreign_names);
 	suite_add_tcase(s, tc);
+	slow = slow_case(s, "debris-slow", FIXTURE_CHECKED, setup, teardown, 120);
+	tcase_add_test(slow, test_crash_close_while_down_then_fresh_handle);
+	tcase_add_test(slow, test_crash_close_while_down_then_fresh_handle_warm_route);
+	tcase_add_test(slow, test_sweep_spares_live_writer_and_foreign_names);
 	return s;
 }

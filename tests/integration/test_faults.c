@@ -39,9 +39,10 @@
 #include "helpers.h"
 #include "fixture/netns.h"
 #include "fixture/proxy.h"
+#include "tiers.h"
 
 /* "Returns at all": generous, not a benchmark. */
-#define NO_HANG_MS 15000
+#define NO_HANG_MS (15000 * fx_slowdown())
 #define BIG_LEN (64u * 1024 * 1024)
 #define CUT_AT (20u * 1024 * 1024)
 
@@ -1032,30 +1033,34 @@ END_TEST
 
 Suite *suite_faults(void)
 {
+	TCase *slow_tc, *slow_tn;
 	Suite *s = suite_create("faults");
 	TCase *tc = tcase_create("proxy");
 	TCase *tn = tcase_create("netns");
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_checked_fixture(tc, env_setup, env_teardown);
-	tcase_add_test(tc, test_blackhole_ops_fail_fast_then_recover);
 	tcase_add_test(tc, test_blackhole_running_command_detected_by_keepalive);
 	tcase_add_test(tc, test_blackhole_connect_fails_fast);
-	tcase_add_test(tc, test_blackhole_mid_atomic_write);
 	tcase_add_test(tc, test_cancel_during_blackholed_connect);
 	tcase_add_test(tc, test_connect_given_up_mid_key_exchange_leaves_nothing);
-	tcase_add_test(tc, test_silent_server_during_auth_is_not_eauth);
 	tcase_add_test(tc, test_idle_longer_than_io_timeout_is_not_silence);
 	tcase_add_test(tc, test_recursive_remove_does_not_wait_for_io_timeout);
 	tcase_add_test(tc, test_reset_while_idle_reconnects);
-	tcase_add_test(tc, test_cut_mid_atomic_write);
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(tn, 120);
 	tcase_add_checked_fixture(tn, ns_setup, ns_teardown);
 	tcase_add_test(tn, test_netns_everything_works_without_egress);
-	tcase_add_test(tn, test_netns_egress_is_blocked);
 	tcase_add_test(tn, test_netns_cleanup);
 	suite_add_tcase(s, tn);
+	slow_tc = slow_case(s, "proxy-slow", FIXTURE_CHECKED, env_setup, env_teardown, 120);
+	tcase_add_test(slow_tc, test_blackhole_ops_fail_fast_then_recover);
+	tcase_add_test(slow_tc, test_blackhole_mid_atomic_write);
+	tcase_add_test(slow_tc, test_silent_server_during_auth_is_not_eauth);
+	tcase_add_test(slow_tc, test_cut_mid_atomic_write);
+
+	slow_tn = slow_case(s, "netns-slow", FIXTURE_CHECKED, ns_setup, ns_teardown, 120);
+	tcase_add_test(slow_tn, test_netns_egress_is_blocked);
 	return s;
 }

@@ -27,6 +27,7 @@
 #include "asp.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
+#include "tiers.h"
 
 #define GiB (1024ull * 1024ull * 1024ull)
 
@@ -753,14 +754,13 @@ END_TEST
 
 Suite *suite_hostile(void)
 {
+	TCase *slow;
 	Suite *s = suite_create("hostile");
 	TCase *tc = tcase_create("hostile");
 
 	tcase_add_unchecked_fixture(tc, hostile_setup, hostile_teardown);
 	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, test_exec_env_value_every_byte);
 	tcase_add_test(tc, test_exec_env_name_every_byte);
-	tcase_add_test(tc, test_exec_command_every_byte);
 	tcase_add_test(tc, test_exec_output_nul_and_dash_command);
 	tcase_add_test(tc, test_leading_dash_names);
 	tcase_add_test(tc, test_exec_cwd_leading_dash);
@@ -773,5 +773,8 @@ Suite *suite_hostile(void)
 	tcase_add_test(tc, test_read_extreme_offsets);
 	tcase_add_test(tc, test_sparse_5gib);
 	suite_add_tcase(s, tc);
+	slow = slow_case(s, "hostile-slow", FIXTURE_UNCHECKED, hostile_setup, hostile_teardown, 120);
+	tcase_add_test(slow, test_exec_env_value_every_byte);
+	tcase_add_test(slow, test_exec_command_every_byte);
 	return s;
 }

@@ -36,6 +36,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "tiers.h"
 
 /* tests/helpers.h (not included: its ws_path differs from this file's): the forced file transport. */
 void test_open_options(asp_open_options *o);
@@ -668,25 +669,32 @@ static TCase *limits_case(Suite *s, const char *name)
 	return tc;
 }
 
+/* The default caps, reached for real: hundreds of MiB and a million names. */
+static TCase *limits_slow_case(Suite *s, const char *name)
+{
+	return slow_case(s, name, FIXTURE_UNCHECKED, limits_setup, limits_teardown, 600);
+}
+
 Suite *suite_limits(void)
 {
 	Suite *s = suite_create("limits");
 	TCase *tc;
 
 	tc = limits_case(s, "read");
-	tcase_add_test(tc, test_read_dev_zero_default_cap);
 	tcase_add_test(tc, test_read_dev_zero_small_cap);
 	tcase_add_test(tc, test_read_huge_sparse_file);
 	tcase_add_test(tc, test_read_cap_boundary);
 	tc = limits_case(s, "exec");
-	tcase_add_test(tc, test_exec_yes_default_cap);
 	tcase_add_test(tc, test_exec_handle_max_output);
 	tcase_add_test(tc, test_exec_small_command_pays_little);
 	tc = limits_case(s, "list");
-	tcase_add_test(tc, test_list_million_entries);
 	tcase_add_test(tc, test_list_cap_boundary);
 	tc = limits_case(s, "escape");
 	tcase_add_test(tc, test_messages_escape_names);
 	tcase_add_test(tc, test_messages_escape_sandbox_text);
+	tc = limits_slow_case(s, "default-caps");
+	tcase_add_test(tc, test_read_dev_zero_default_cap);
+	tcase_add_test(tc, test_exec_yes_default_cap);
+	tcase_add_test(tc, test_list_million_entries);
 	return s;
 }

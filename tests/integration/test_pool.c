@@ -34,6 +34,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "tiers.h"
 
 static fx_sshd fx;
 
@@ -1426,12 +1427,13 @@ END_TEST
 
 Suite *suite_pool(void)
 {
+	TCase *slow;
 	Suite *s = suite_create("pool");
 	TCase *tc = tcase_create("pool");
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 240); /* test_threads_share_one_sandbox: see there */
-	tcase_add_loop_test(tc, test_threads_share_one_sandbox, 0, 2);
+	tcase_add_loop_test(tc, test_threads_share_one_sandbox, 0, 1);
 	tcase_add_test(tc, test_timeout_kills_process_group);
 	tcase_add_test(tc, test_cancel_from_other_thread);
 	tcase_add_test(tc, test_callback_stops_command);
@@ -1441,9 +1443,7 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_restart_after_unread_keepalive_replies);
 	tcase_add_test(tc, test_server_drops_idle_connection);
 	tcase_add_test(tc, test_server_closes_idle_sftp_channel);
-	tcase_add_test(tc, test_server_probes_idle_connection);
 	tcase_add_test(tc, test_server_closes_quiet_exec_channel);
-	tcase_add_test(tc, test_server_cuts_quiet_command);
 	tcase_add_test(tc, test_crash_during_exec_is_not_replayed);
 	tcase_add_test(tc, test_idle_connection_is_closed);
 	tcase_add_test(tc, test_idle_connection_gets_keepalives);
@@ -1456,5 +1456,9 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_warm_after_server_loss);
 	tcase_add_test(tc, test_close_closes_idle_connections);
 	suite_add_tcase(s, tc);
+	slow = slow_case(s, "pool-slow", FIXTURE_CHECKED, setup, teardown, 240);
+	tcase_add_loop_test(slow, test_threads_share_one_sandbox, 1, 2); /* max_connections = 1 */
+	tcase_add_test(slow, test_server_probes_idle_connection);
+	tcase_add_test(slow, test_server_cuts_quiet_command);
 	return s;
 }

@@ -38,6 +38,7 @@
 #include "asp.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
+#include "tiers.h"
 
 static fx_sshd fx;
 static char tmp[256];
@@ -670,6 +671,7 @@ END_TEST
 
 Suite *suite_security(void)
 {
+	TCase *slow;
 	Suite *s = suite_create("security");
 	TCase *tc = tcase_create("security");
 
@@ -677,16 +679,17 @@ Suite *suite_security(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_key_text_never_in_messages, 0, 10);
 	tcase_add_test(tc, test_key_file_of_another_user);
-	tcase_add_test(tc, test_no_secret_reaches_sandbox);
 	tcase_add_test(tc, test_harness_address_not_in_command_env);
 	tcase_add_test(tc, test_proxy_command_placeholders_quoted);
 	tcase_add_test(tc, test_descriptors_close_on_exec);
 	tcase_add_test(tc, test_sftp_packet_size_cap);
 	tcase_add_test(tc, test_sftp_reply_id_checked);
-	tcase_add_test(tc, test_silent_sftp_server_times_out);
-	tcase_add_test(tc, test_silent_sftp_asked_once_per_handle);
 	tcase_add_test(tc, test_wrapper_not_run_is_eproto);
-	tcase_add_test(tc, test_setsid_escapes_group_kill);
 	suite_add_tcase(s, tc);
+	slow = slow_case(s, "security-slow", FIXTURE_CHECKED, setup, teardown, 60);
+	tcase_add_test(slow, test_no_secret_reaches_sandbox);
+	tcase_add_test(slow, test_silent_sftp_server_times_out);
+	tcase_add_test(slow, test_silent_sftp_asked_once_per_handle);
+	tcase_add_test(slow, test_setsid_escapes_group_kill);
 	return s;
 }

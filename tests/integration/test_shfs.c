@@ -26,12 +26,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "asp.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
+#include "tiers.h"
 
 static fx_sshd fx; /* a normal server, for the whole suite */
 
@@ -46,11 +48,31 @@ static void shfs_setup(void)
 	ck_assert_msg(fx_sshd_start_with(&fx, users) == 0, "the sshd fixture did not start");
 }
 
+/*
+ * The login-shell users are machine-wide: this suite may run in several
+ * processes at once (make check-deep runs it plain, on far routes and under
+ * ASan in parallel). Whoever makes, uses or removes them holds this lock; it
+ * goes with the process that held it, however that ends.
+ */
+static int users_lock(void)
+{
+	int fd = open("/run/lock/asp-test-shfs-users.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	ck_assert_msg(fd >= 0, "cannot open the users' lock: %s", strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		ck_assert_msg(errno == EINTR, "cannot lock the users' lock: %s", strerror(errno));
+	return fd;
+}
+
 static void shfs_teardown(void)
 {
 	/* The login-shell users, also when a test failed before removing its own. */
-	if (geteuid() == 0)
+	if (geteuid() == 0) {
+		int lock = users_lock();
+
 		fx_run("for u in asp-shfs-dash asp-shfs-bb; do ! id $u >/dev/null 2>&1 || userdel $u; done");
+		close(lock);
+	}
 	fx_sshd_stop(&fx);
 }
 
@@ -414,7 +436,7 @@ static void shell_case(const char *name, const char *shell, const char *exe)
 	asp_error e = { 0 };
 	unsigned char *d = NULL;
 	size_t n = 0;
-	int rc;
+	int rc, lock = geteuid() == 0 ? users_lock() : -1;
 
 	if (!make_user(name, shell, ws, sizeof(ws))) {
 		ck_assert_msg(!getenv("ASP_TEST_NO_SKIP"), "login shells need root (ASP_TEST_NO_SKIP)");
@@ -455,6 +477,8 @@ static void shell_case(const char *name, const char *shell, const char *exe)
 			fx_sleep_ms(100);
 		ck_assert_msg(fx_run("id %s >/dev/null 2>&1", name) != 0, "user %s could not be removed", name);
 	}
+	if (lock >= 0)
+		close(lock);
 }
 
 START_TEST(test_login_shell_dash)
@@ -485,7 +509,6 @@ Suite *suite_shfs(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_auto_without_subsystem);
 	tcase_add_test(tc, test_auto_subsystem_exits);
-	tcase_add_test(tc, test_auto_subsystem_silent);
 	tcase_add_test(tc, test_forced_exec_sends_no_subsystem_request);
 	suite_add_tcase(s, tc);
 
@@ -497,6 +520,12 @@ Suite *suite_shfs(void)
 	tcase_add_test(tc, test_cancelled_write_leaves_nothing);
 	tcase_add_test(tc, test_login_shell_dash);
 	tcase_add_test(tc, test_login_shell_busybox);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("detect-slow"); /* waits out a silent subsystem's timer */
+	tcase_set_tags(tc, SLOW_TAG);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_auto_subsystem_silent);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -36,6 +36,7 @@
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
+#include "tiers.h"
 
 static fx_sshd fx;
 static fx_proxy px;
@@ -848,6 +849,7 @@ END_TEST
 
 Suite *suite_warm(void)
 {
+	TCase *slow;
 	Suite *s = suite_create("warm");
 	TCase *tc = tcase_create("warm");
 
@@ -860,7 +862,6 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_cut_between_calls);
 	tcase_add_test(tc, test_warm_acknowledged_never_replayed);
 	tcase_add_test(tc, test_warm_max_sessions_2);
-	tcase_add_test(tc, test_warm_max_sessions_1);
 	tcase_add_test(tc, test_warm_stdin_inline);
 	tcase_add_test(tc, test_warm_small_files_over_exec);
 	tcase_add_test(tc, test_warm_rtt_is_the_least_sample);
@@ -869,7 +870,9 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_read_wrong_guess);
 	tcase_add_test(tc, test_warm_primed_shell_after_pause);
 	tcase_add_test(tc, test_warm_primed_shell_killed);
-	tcase_add_test(tc, test_warm_primed_shell_channel_timeout);
 	suite_add_tcase(s, tc);
+	slow = slow_case(s, "warm-slow", FIXTURE_CHECKED, setup, teardown, 60);
+	tcase_add_test(slow, test_warm_max_sessions_1);
+	tcase_add_test(slow, test_warm_primed_shell_channel_timeout);
 	return s;
 }

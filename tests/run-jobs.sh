@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# run-jobs.sh - run test jobs in parallel, each into its own log, and say how each went.
+#
+#   tests/run-jobs.sh [-j N] [-l LOGDIR] [-n TITLE] < JOBS
+#
+# JOBS has one job a line: a name, a tab, a shell command (run by bash, in
+# the current directory, stdin from /dev/null). Jobs start in the order
+# given, at most N at a time: put the longest first. Each job's output goes
+# to LOGDIR/NAME.log. As each ends, one line says ok or FAIL, its time, and
+# the test runner's own count when the log has one (check's "Checks: ...");
+# the logs of failed jobs are printed last, where a CI log's tail shows
+# them. The last line is "TITLE: N passed, N failed"; the exit status is 0
+# only when every job passed and at least one ran.
+#
+# A job that runs longer than ASP_JOB_LIMIT seconds (default 1800) is
+# stopped, with its process group, and fails: a hung test must not eat the
+# whole CI budget.
+set -u
+
+jobs_max=4
+logdir=build/logs
+title=jobs
+while getopts 'j:l:n:' o; do
+	case $o in
+	j) jobs_max=$OPTARG ;;
+	l) logdir=$OPTARG ;;
+	n) title=$OPTARG ;;
+	*) echo "usage: $0 [-j N] [-l LOGDIR] [-n TITLE] < JOBS" >&2; exit 2 ;;
+	esac
+done
+limit=${ASP_JOB_LIMIT:-1800}
+mkdir -p "$logdir"
+
+names=() cmds=()
+while IFS=$'\t' read -r name cmd; do
+	[ -n "$name" ] || continue
+	case $name in \#*) continue ;; esac
+	if [ -z "$cmd" ] || [[ $name == */* ]]; then
+		echo "$title: bad job line: $name" >&2
+		exit 2
+	fi
+	names+=("$name")
+	cmds+=("$cmd")
+done
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%6.1f", b - a }'; }
+
+declare -A pid_of=() start_of=() index_of=()
+passed=0 failed=0 failed_names=()
+t0=$(now)
+
+# One job. timeout(1) runs it in a process group of its own and signals the
+# whole group at the limit, so a hung test's children go too.
+start_job() {
+	local i=$1
+	timeout -k 10 "$limit" bash -c "${cmds[$i]}" </dev/null >"$logdir/${names[$i]}.log" 2>&1 &
+	pid_of[$i]=$!
+	index_of[$!]=$i
+	start_of[$i]=$(now)
+}
+
+finish_job() {
+	local i=$1 rc=$2 log="$logdir/${names[$1]}.log" what count
+	count=$(grep -a -o '[0-9]*%: Checks: [0-9]*, Failures: [0-9]*, Errors: [0-9]*' "$log" |
+		awk -F'[:,] *' '{ c += $3; f += $5; e += $7 } END { if (NR) printf "checks %d, failures %d, errors %d", c, f, e }')
+	if [ "$rc" -eq 0 ]; then
+		what=ok
+		passed=$((passed + 1))
+	else
+		what=FAIL
+		[ "$rc" -eq 124 ] || [ "$rc" -eq 137 ] && count="stopped at ${limit} s${count:+; }$count"
+		failed=$((failed + 1))
+		failed_names+=("$i")
+	fi
+	printf '%-4s %s s  %s%s\n' "$what" "$(secs "${start_of[$i]}" "$(now)")" "${names[$i]}" \
+		"${count:+  ($count)}"
+	unset "pid_of[$i]"
+}
+
+trap 'kill -TERM "${pid_of[@]}" 2>/dev/null; exit 130' INT TERM
+
+echo "$title: ${#names[@]} jobs, $jobs_max at a time, logs in $logdir/"
+next=0
+while [ $next -lt ${#names[@]} ] || [ ${#pid_of[@]} -gt 0 ]; do
+	while [ $next -lt ${#names[@]} ] && [ ${#pid_of[@]} -lt "$jobs_max" ]; do
+		start_job $next
+		next=$((next + 1))
+	done
+	done_pid=
+	wait -n -p done_pid
+	rc=$?
+	[ -n "$done_pid" ] && finish_job "${index_of[$done_pid]}" $rc
+done
+
+for i in "${failed_names[@]}"; do
+	echo "==== ${names[$i]} failed: ${cmds[$i]}"
+	echo "==== last 150 lines of $logdir/${names[$i]}.log"
+	tail -n 150 "$logdir/${names[$i]}.log"
+done
+echo "$title: wall $(secs "$t0" "$(now)") s"
+echo "$title: $passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# tiers.sh - what `make check` and `make check-deep` run, as parallel jobs.
+#
+#   bash tests/tiers.sh [-j N] GROUP...
+#
+# Each group below prints job lines ("name<TAB>command"); tests/run-jobs.sh
+# runs them, N at a time (default 6: most of a test's time is spent
+# waiting on a timer or on sshd), longest first, and prints each job's time
+# and a "N passed, N failed" line. The Makefile builds first: this script
+# only runs what is built.
+#
+#   check   = unit integration static fuzz-replay python node
+#   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke
+#
+# Every test of the integration binary runs in exactly one of the two
+# plain runs: `integration` leaves out the test cases tagged slow
+# (tests/tiers.h), `slow` runs only those. The other deep groups rerun the
+# suites in other conditions (shell transport, far-link routes, ASan+UBSan,
+# valgrind) and run everything, slow cases included, as before the split.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+jobs=6
+while getopts 'j:' o; do
+	case $o in
+	j) jobs=$OPTARG ;;
+	*) echo "usage: $0 [-j N] GROUP..." >&2; exit 2 ;;
+	esac
+done
+shift $((OPTIND - 1))
+[ $# -gt 0 ] || { echo "usage: $0 [-j N] GROUP..." >&2; exit 2; }
+
+BUILD=${BUILD:-build}
+SAN_BUILD=build-san
+PYTHON=${PYTHON:-/usr/bin/python3}
+MAKE_QUIET="make --no-print-directory"
+
+integ=$(ls tests/integration/test_*.c | sed 's|.*/test_\(.*\)\.c|\1|')
+# Suites that have a test case tagged slow (tests/tiers.h).
+slow_suites=$(grep -l 'slow_case(\|SLOW_TAG' tests/integration/test_*.c | sed 's|.*/test_\(.*\)\.c|\1|')
+# Longest first (measured): a long suite started last would set the wall time alone.
+long_first="deadline pool bulk limits faults interop warm security cli hostile debris shfs"
+order() { # the words of $1 in long_first's order, then the rest
+	local w
+	for w in $long_first; do [[ " $(echo $1) " == *" $w "* ]] && echo "$w"; done
+	for w in $1; do [[ " $long_first " == *" $w "* ]] || echo "$w"; done
+}
+
+# The file-call suites over the shell-command transport (no SFTP); tests
+# that are SFTP by nature skip themselves, one "SKIP file_transport=exec:"
+# line each: more than SHFS_SKIPS_MAX of them fails (a new skip must be looked at).
+SHFS_SUITES="limits hostile debris rw fs args"
+SHFS_SKIPS_MAX=3
+# check-routes: every suite but warm, which tests the route choice itself.
+ROUTES_SKIP="warm"
+# valgrind (~30x slower) runs every suite except those that measure deadlines and timeouts,
+# which run plain and under ASan instead:
+#   pool       waits for a free connection, connect and keepalive deadlines
+#   faults     fault injection through a delaying proxy, per-call deadlines
+#   cli        asp-exec's timeouts and signals
+#   cli_files  asp-exec --read cancelled by a signal
+#   cli_master the master's idle exit, --persist, a killed client's command
+#   deadline   per-call deadlines and cancel
+#   limits     output caps reached under timeouts
+#   interop    an exec timeout against each server and login shell
+#   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
+#   bulk       hundreds of MiB through AES-CTR (hours under valgrind), kills and cancels
+#              timed by what the server has written
+VALGRIND_SKIP="pool faults cli cli_files cli_master deadline limits interop shfs bulk"
+VALGRIND="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
+FUZZ_TARGETS="config hostkey kexinit quote sftp"
+# Harness timeouts (check's test case timeouts and fx_slowdown()) under ASan and valgrind.
+SAN_SLOWDOWN=3
+VALGRIND_SLOWDOWN=6
+
+# Each name in a skip list must still be a suite: a renamed suite fails the run.
+for s in $ROUTES_SKIP $VALGRIND_SKIP $SHFS_SUITES $long_first; do
+	[ -f "tests/integration/test_$s.c" ] ||
+		{ echo "tiers.sh: '$s' is named here, but tests/integration/test_$s.c is gone" >&2; exit 1; }
+done
+
+# One sanitizer report file per process, per job (SAN_LOG.<job>.<pid>): read after the run.
+SAN_LOG=$PWD/$SAN_BUILD/sanitizer
+san_env() {
+	echo "CK_TIMEOUT_MULTIPLIER=$SAN_SLOWDOWN" \
+	     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$SAN_LOG.$1" \
+	     "UBSAN_OPTIONS=print_stacktrace=1:log_path=$SAN_LOG.$1"
+}
+
+job() { printf '%s\t%s\n' "$1" "$2"; }
+
+group_unit() { job unit "./$BUILD/tests/test-unit"; }
+
+group_integration() {
+	local s
+	for s in $(order "$integ"); do
+		job "integration-$s" "CK_EXCLUDE_TAGS=slow ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+	done
+}
+
+group_static() {
+	job makefile "$MAKE_QUIET check-makefile"
+	job meta "BUILD=$BUILD sh tests/meta.sh"
+	job schema "$PYTHON tests/schema_agree.py"
+}
+
+group_fuzz_replay() { job fuzz-replay "$MAKE_QUIET check-fuzz-replay"; }
+group_python() { job python "$MAKE_QUIET check-python"; }
+group_node() { job node "$MAKE_QUIET check-node-binding"; }
+
+group_slow() {
+	local s
+	for s in $(order "$slow_suites"); do
+		job "slow-$s" "CK_INCLUDE_TAGS=slow ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+	done
+}
+
+group_shfs() {
+	local s
+	for s in $(order "$SHFS_SUITES"); do
+		job "shfs-$s" "ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+	done
+}
+
+group_routes() {
+	local s
+	for s in $(order "$integ"); do
+		[[ " $ROUTES_SKIP " == *" $s "* ]] && continue
+		job "routes-$s" "ASP_TEST_ROUTES=far ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+	done
+}
+
+group_san() {
+	local s
+	for s in $(order "$integ"); do
+		job "san-$s" "$(san_env "san-$s") ASP_TEST_SUITE=$s ./$SAN_BUILD/tests/test-integration"
+	done
+	for s in $(order "$SHFS_SUITES"); do
+		job "san-shfs-$s" "$(san_env "san-shfs-$s") ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$s ./$SAN_BUILD/tests/test-integration"
+	done
+	job san-unit "$(san_env san-unit) ./$SAN_BUILD/tests/test-unit"
+	job san-fuzz-replay "$(san_env san-fuzz-replay) $MAKE_QUIET SAN=1 check-fuzz-replay"
+	# Its RSS and heap checks skip themselves under ASan: LeakSanitizer speaks instead.
+	job san-soak "$(san_env san-soak) $MAKE_QUIET SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4"
+}
+
+group_valgrind() {
+	local s
+	for s in $(order "$integ"); do
+		[[ " $VALGRIND_SKIP " == *" $s "* ]] && continue
+		job "valgrind-$s" "CK_TIMEOUT_MULTIPLIER=$VALGRIND_SLOWDOWN ASP_TEST_SUITE=$s $VALGRIND ./$BUILD/tests/test-integration"
+	done
+	job valgrind-unit "CK_FORK=no $VALGRIND ./$BUILD/tests/test-unit"
+	job valgrind-fuzz-replay "$MAKE_QUIET check-fuzz-replay FUZZ_RUNNER='$VALGRIND'"
+	job valgrind-soak "SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $VALGRIND ./$BUILD/tests/soak"
+}
+
+# Podman and Docker end to end, plain then under ASan: one job, so that two
+# runs never share the engines.
+group_provision() {
+	job provision "$MAKE_QUIET check-provision && $(san_env provision) $MAKE_QUIET SAN=1 check-provision"
+}
+
+group_fuzz() {
+	local t
+	for t in $FUZZ_TARGETS; do
+		job "fuzz-$t" "$MAKE_QUIET fuzz FUZZ_TARGETS=$t FUZZ_SECONDS=30"
+	done
+}
+
+group_alloc() { job alloc "$MAKE_QUIET check-alloc"; }
+group_soak() { job soak "$MAKE_QUIET soak SOAK_OPS=3000"; }
+group_wipe() { job wipe "$MAKE_QUIET check-wipe"; }
+group_pi() { job pi "$MAKE_QUIET check-node-pi"; }
+group_bench_smoke() { job bench-smoke "$PYTHON bench/run.py --scale smoke"; }
+
+expand() {
+	case $1 in
+	check) echo unit integration static fuzz-replay python node ;;
+	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke ;;
+	*) echo "$1" ;;
+	esac
+}
+
+groups=()
+for g in "$@"; do
+	for x in $(expand "$g"); do
+		declare -F "group_${x//-/_}" >/dev/null ||
+			{ echo "tiers.sh: no group '$x' (see the head of $0)" >&2; exit 2; }
+		groups+=("$x")
+	done
+done
+
+logdir=$BUILD/logs/$(IFS=-; echo "$*")
+rm -rf "$logdir"
+rm -f "$SAN_LOG".*
+rc=0
+for g in "${groups[@]}"; do "group_${g//-/_}"; done |
+	bash tests/run-jobs.sh -j "$jobs" -l "$logdir" -n "$*" || rc=$?
+
+# After the run: what no single job can judge.
+if [[ " ${groups[*]} " == *" shfs "* ]]; then
+	skips=$(cat "$logdir"/shfs-*.log | grep -c '^SKIP file_transport=exec:' || true)
+	echo "shfs: $skips SFTP-only tests skipped over exec channels (at most $SHFS_SKIPS_MAX)"
+	grep -h '^SKIP file_transport=exec:' "$logdir"/shfs-*.log || true
+	[ "$skips" -le "$SHFS_SKIPS_MAX" ] || { echo "shfs: more skips than $SHFS_SKIPS_MAX"; rc=1; }
+fi
+# A sanitizer report fails the run even when the process that wrote it passed.
+for f in "$SAN_LOG".*; do
+	[ -f "$f" ] || continue
+	echo "==== sanitizer report $f"
+	head -c 8000 "$f"
+	rc=1
+done
+exit $rc
