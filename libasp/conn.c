@@ -519,6 +519,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 	c->keepalive_s = p->keepalive_s;
 	c->files_want = p->file_transport;
 	c->no_sftp = p->no_sftp;
+	c->params = p;
 	if (p->file_transport == ASP_FILES_EXEC)
 		c->file_transport = ASP_FILES_EXEC; /* decided already: SFTP is never opened */
 	if (!(c->where = strchr(cfg->host, ':') ? asp__sprintf("[%s]:%u", cfg->host, cfg->port)

@@ -162,6 +162,10 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
 #endif
 
+/* What asp__exec_stats reports (tests and bench). */
+static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline,
+	stat_rtt, stat_primed, stat_primed_used, stat_primed_closed, stat_primed_unused, stat_side_kills;
+
 typedef struct run {
 	asp_conn *c;
 	const asp_exec_options *o;
@@ -413,7 +417,26 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 	return 0;
 }
 
-/* Drive the kill channel one step; it never blocks. */
+/*
+ * The server refused the kill channel: its session limit (MaxSessions) is
+ * full, as it always is at MaxSessions 1 while the command runs. The
+ * command must not outlive its timeout or cancel for that: kill its group
+ * from a connection of its own, opened for this and closed after. It
+ * blocks, bounded by the kill's deadline; the command's channel then ends.
+ */
+static void kill_elsewhere(run *x)
+{
+	asp_conn *side = NULL;
+	int status;
+
+	if (asp__conn_open(&side, x->c->params, -1, x->kill_deadline, NULL))
+		return;
+	asp__exec_simple(side, (const char *)x->kscript.data, &status, NULL, NULL, NULL);
+	asp__conn_close(side);
+	stat_side_kills++;
+}
+
+/* Drive the kill channel one step; it never blocks (but see kill_elsewhere). */
 static void kill_step(run *x)
 {
 	char sink[1024];
@@ -432,8 +455,11 @@ static void kill_step(run *x)
 	if (x->kill_state == 1) {
 		int failed;
 		if (!(x->kch = kill_open_step(x->c, &x->kill_begun, &failed))) {
-			if (failed)
+			if (failed) {
 				x->kill_state = 4;
+				if (!x->c->dead)
+					kill_elsewhere(x);
+			}
 			return;
 		}
 		x->kill_state = 2;
@@ -617,8 +643,6 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
  * nothing and goes once more on a new channel.
  */
 
-static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline,
-	stat_rtt, stat_primed, stat_primed_used, stat_primed_closed, stat_primed_unused;
 static _Atomic int force_inline;
 
 void asp__exec_force_inline(int on)
@@ -696,6 +720,7 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->primed_used = stat_primed_used;
 	out->primed_closed = stat_primed_closed;
 	out->primed_unused = stat_primed_unused;
+	out->side_kills = stat_side_kills;
 }
 
 static LIBSSH2_CHANNEL *open_step(asp_conn *c)

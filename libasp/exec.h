@@ -32,6 +32,7 @@ typedef struct asp_exec_stats {
 	unsigned long rtt_samples;  /* warm channel confirmations taken as round-trip samples */
 	/* primed shells (exec.c): started, used by a command, found closed before use, told to end unused */
 	unsigned long primed, primed_used, primed_closed, primed_unused;
+	unsigned long side_kills;   /* kills sent on a connection of their own (kill_elsewhere) */
 } asp_exec_stats;
 
 void asp__exec_stats(asp_exec_stats *out);

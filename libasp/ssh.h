@@ -76,6 +76,7 @@ struct asp_conn {
 	asp_cancel *op_cancel;    /* that token (NULL = none), for commands run for the call */
 	unsigned int files_want;  /* asp_conn_params.file_transport; file_transport: decided */
 	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
+	const asp_conn_params *params; /* what it was opened with (the handle's): for a side connection */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */

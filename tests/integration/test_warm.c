@@ -329,22 +329,49 @@ END_TEST
  * The server's session limit: with MaxSessions 2 the SFTP channel, a
  * running command and its warm successor fill it, and a timeout needs a
  * kill channel too; with MaxSessions 1 there is never room for a warm
- * channel. Every call still works; the refused opens are only the warm ones.
+ * channel, nor for a kill channel beside a running command: the kill goes
+ * on a connection of its own. Every call still works, and a command still
+ * stops at its timeout; the refused opens are only the warm ones.
  */
-static void calls_within_limit(const char *extra)
+static void *watch_for(void *needle)
+{
+	for (long long t = fx_now_ms(); fx_now_ms() - t < 10000 * fx_slowdown(); fx_sleep_ms(20))
+		if (find_process(needle))
+			return needle;
+	return NULL;
+}
+
+static void calls_within_limit(const char *extra, int side_kill)
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_stats s0, s1;
 	asp_exec_result *r;
 	asp_sandbox *sb;
+	char cmd[64];
+	void *seen = NULL;
+	pthread_t watcher;
 	int i;
 
 	server_up(extra);
 	sb = sb_open(fx.config);
 	for (i = 0; i < 3; i++)
 		mark(sb, "limit.txt", "exec within the session limit");
+	/* This process's own sleep: other runs of this suite may run at once. */
+	snprintf(cmd, sizeof(cmd), "sleep 30.%06d && echo ran to its end > limit-end.txt", (int)getpid());
+	ck_assert_int_eq(pthread_create(&watcher, NULL, watch_for, cmd), 0);
 	o.timeout_ms = 300;
-	r = run_opts(sb, "sleep 30", &o);
+	s0 = stats();
+	r = run_opts(sb, cmd, &o);
+	s1 = stats();
+	ck_assert_int_eq(pthread_join(watcher, &seen), 0);
+	ck_assert_msg(seen, "`%s` was never seen running in the sandbox", cmd);
 	ck_assert_msg(asp_exec_result_timed_out(r), "the command was not stopped at its timeout");
+	/* Stopped at its timeout, not at its end: gone when the call returns, and never finished. */
+	ck_assert_msg(!find_process(cmd), "`%s` still runs after its timeout", cmd);
+	ck_assert_msg(!lines_in("limit-end.txt"), "`%s` ran to its end: its timeout did not stop it", cmd);
+	ck_assert_msg(s1.side_kills - s0.side_kills == (unsigned long)side_kill,
+		      "kills on a connection of their own: %lu, expected %d",
+		      s1.side_kills - s0.side_kills, side_kill);
 	asp_exec_result_free(r);
 	mark(sb, "limit.txt", "exec after a timeout");
 	ck_assert_int_eq(lines_in("limit.txt"), 4);
@@ -355,7 +382,7 @@ START_TEST(test_warm_max_sessions_2)
 {
 	asp_sandbox *sb;
 
-	calls_within_limit("MaxSessions 2\n");
+	calls_within_limit("MaxSessions 2\n", 0);
 	/* With the SFTP channel open too. */
 	sb = sb_open(fx.config);
 	put(sb, "limit-file.txt", "x");
@@ -369,7 +396,7 @@ END_TEST
 
 START_TEST(test_warm_max_sessions_1)
 {
-	calls_within_limit("MaxSessions 1\n");
+	calls_within_limit("MaxSessions 1\n", 1);
 }
 END_TEST
 
@@ -862,6 +889,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_cut_between_calls);
 	tcase_add_test(tc, test_warm_acknowledged_never_replayed);
 	tcase_add_test(tc, test_warm_max_sessions_2);
+	tcase_add_test(tc, test_warm_max_sessions_1);
 	tcase_add_test(tc, test_warm_stdin_inline);
 	tcase_add_test(tc, test_warm_small_files_over_exec);
 	tcase_add_test(tc, test_warm_rtt_is_the_least_sample);
@@ -872,7 +900,6 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_primed_shell_killed);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "warm-slow", FIXTURE_CHECKED, setup, teardown, 60);
-	tcase_add_test(slow, test_warm_max_sessions_1);
 	tcase_add_test(slow, test_warm_primed_shell_channel_timeout);
 	return s;
 }
