@@ -511,9 +511,10 @@ int asp__config_load_text(asp_config **out, const char *text, const char *origin
 	if (b.len > ASP_CONFIG_MAX_BYTES)
 		return asp__error(err, ASP_ECONFIG, "%s: expected at most %d bytes (1 MiB), got %zu "
 				  "bytes", origin ? origin : "<memory>", ASP_CONFIG_MAX_BYTES, b.len);
-	if (origin)
+	/* An absolute origin is used as it is: the text may outlive its file. */
+	if (origin && origin[0] != '/')
 		return parse_named(out, &b, origin, err);
-	return asp__config_parse(out, text, b.len, NULL, err);
+	return asp__config_parse(out, text, b.len, origin, err);
 }
 
 /* ------------------------------------------------------------ discovery */
