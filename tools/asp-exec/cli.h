@@ -143,7 +143,7 @@ int cli_client_run(const char *config, int config_fd, unsigned int persist_s,
 		   const cli_request *req, int *status);
 
 /* --stop: ask the master for `config` to exit; returns the exit status. */
-int cli_client_stop(const char *config);
+int cli_client_stop(const char *config, int config_fd);
 
 /* asp-exec-core next to this program (malloc'd), or NULL. */
 char *cli_core_path(void);
@@ -158,10 +158,11 @@ typedef struct cli_paths {
 /*
  * The private directory ($XDG_RUNTIME_DIR/asp, else /tmp/asp-<uid>),
  * created 0700 when missing, and the socket and lock names for `config`
- * (an absolute path) in it. -1 with a reason in `why` when the directory
+ * (an absolute path, its content read from config_fd with pread) in it. -1 with a reason in `why` when the directory
  * is not ours or not private, or a name does not fit.
  */
-int cli_master_paths(cli_paths *out, const char *config, char *why, size_t whylen);
+int cli_master_paths(cli_paths *out, const char *config, int config_fd, char *why,
+		     size_t whylen);
 
 /* The directory is a real directory owned by us with no group/other bits. */
 int cli_dir_is_private(const char *dir, char *why, size_t whylen);

@@ -186,11 +186,11 @@ static int exchange(int sock, const cli_request *req, int *status)
 }
 
 /* The master's paths; a refused runtime directory is said here, once per call. */
-static int locate(const char *config, cli_paths *p)
+static int locate(const char *config, int config_fd, cli_paths *p)
 {
 	char why[256];
 
-	if (cli_master_paths(p, config, why, sizeof(why)) == 0)
+	if (cli_master_paths(p, config, config_fd, why, sizeof(why)) == 0)
 		return 0;
 	cli_say(2, "not sharing connections: %s", why);
 	return -1;
@@ -202,7 +202,7 @@ int cli_client_run(const char *config, int config_fd, unsigned int persist_s,
 	cli_paths p;
 	int attempt, rc = 1;
 
-	if (locate(config, &p))
+	if (locate(config, config_fd, &p))
 		return -1;
 	for (attempt = 0; attempt < 2 && rc == 1; attempt++) {
 		int sock;
@@ -219,13 +219,13 @@ int cli_client_run(const char *config, int config_fd, unsigned int persist_s,
 	return rc == 0 ? 0 : -1;
 }
 
-int cli_client_stop(const char *config)
+int cli_client_stop(const char *config, int config_fd)
 {
 	cli_paths p;
 	cli_request *req;
 	int sock, status = CLI_EXIT_FILE;
 
-	if (locate(config, &p))
+	if (locate(config, config_fd, &p))
 		return CLI_EXIT_FAILURE;
 	/* A dead master's socket stays: the next call replaces it under the lock. */
 	if ((sock = try_connect(p.sock)) < 0) {

@@ -54,8 +54,8 @@ static int stop_master(const char *given)
 	char *config = cli_discover(given, &fd);
 
 	if (config) {
+		status = cli_client_stop(config, fd);
 		close(fd);
-		status = cli_client_stop(config);
 		free(config);
 		return status;
 	}

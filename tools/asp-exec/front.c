@@ -36,7 +36,7 @@ static int run(const cli_options *o, char **argv)
 	if (!(config = cli_discover(o->config, &fd)))
 		return run_core(argv); /* libasp finds it, or says why not */
 	if (o->stop)
-		status = cli_client_stop(config);
+		status = cli_client_stop(config, fd);
 	else if (cli_client_run(config, fd, o->persist_s, o->req, &status) != 0)
 		status = -1;
 	close(fd);
