@@ -1004,6 +1004,48 @@ START_TEST(test_find_writable_ancestor)
 }
 END_TEST
 
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Discovery keeps descriptors while it walks: none survives a call, whatever its outcome. */
+START_TEST(test_find_leaves_no_descriptor)
+{
+	char proj[PATH_MAX + 64], file[PATH_MAX + 64], shared[PATH_MAX + 64];
+	asp_error err = { 0 };
+	char *text = NULL, *path = NULL;
+	int before, i, rc;
+
+	AT(shared, "fds/shared");
+	AT(proj, "fds/shared/proj");
+	AT(file, "fds/shared/proj/.asp.json");
+	unsetenv("ASP_CONFIG");
+	make_dirs("fds/shared/proj/empty");
+	write_file(file, good);
+	ck_assert_int_eq(chmod(file, 0644), 0);
+	before = open_fds();
+	for (i = 0; i < 20; i++) {
+		ck_assert_int_eq(asp_config_read(&text, &path, proj, &err), 0);
+		asp_free(text);
+		asp_free(path);
+		ck_assert_int_eq(chmod(shared, 0777), 0);
+		ck_assert_int_eq(asp_config_read(&text, &path, proj, &err), ASP_ECONFIG);
+		ck_assert_ptr_null(text);
+		ck_assert_int_eq(chmod(shared, 0755), 0);
+		ck_assert_ptr_null(find(file, &err, &rc)); /* not a directory */
+	}
+	ck_assert_int_eq(open_fds(), before);
+}
+END_TEST
+
 /* A symlinked .asp.json whose target lies below a directory others can write. */
 START_TEST(test_find_symlink_target_ancestor)
 {
@@ -1215,6 +1257,7 @@ Suite *suite_config(void)
 	tcase_add_test(tc, test_find_writable_dir);
 	tcase_add_test(tc, test_find_writable_ancestor);
 	tcase_add_test(tc, test_find_symlink_target_ancestor);
+	tcase_add_test(tc, test_find_leaves_no_descriptor);
 	tcase_add_test(tc, test_find_symlink_to_foreign);
 	suite_add_tcase(s, tc);
 
