@@ -121,9 +121,9 @@ static int absolute(char *out, size_t outlen, const char *path)
 #define WALK_FLAGS (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
 /*
- * Open path for reading, following symlinks: the fd when it is a regular
- * file; -1 with errno when it cannot be opened; -2 with *mode when it is
- * something else (closed again).
+ * Open path (relative to dirfd) for reading, with extra open flags: the fd
+ * when it is a regular file; -1 with errno when it cannot be opened; -2
+ * with *mode when it is something else (closed again).
  */
 static int open_regular(int dirfd, const char *path, int flags, mode_t *mode)
 {
@@ -450,6 +450,11 @@ static int open_found(int *fd, const found *f, const char *candidate, char *why,
 		    asp__user_text(user, sizeof(user), f->lst.st_uid));
 		return refuse(why, whylen, candidate, reason, f->dir);
 	}
+	/* Not even opened when it leads to a device (opening one may act): the
+	 * descriptor opened next is judged again whatever this saw. */
+	if (is_link && fstatat(f->dirfd, ASP_CONFIG_NAME, &st, 0) == 0 && !S_ISREG(st.st_mode))
+		return say(why, whylen, ASP_ECONFIG, "%s: expected a regular file, got %s", candidate,
+			   asp__file_type(st.st_mode));
 	*fd = open_regular(f->dirfd, ASP_CONFIG_NAME, is_link ? 0 : O_NOFOLLOW, &mode);
 	if (*fd == -1)
 		return say(why, whylen, ASP_ECONFIG, "%s: cannot %s: %s", candidate,
@@ -461,21 +466,20 @@ static int open_found(int *fd, const found *f, const char *candidate, char *why,
 	}
 	if (fstat(*fd, &st) < 0) {
 		say(reason, sizeof(reason), -1, "cannot be checked: %s", strerror(errno));
-	} else if (safe) {
-		return 0;
-	} else if (is_link ? target_reason(reason, sizeof(reason), *fd, &st) :
-		   file_reason(reason, sizeof(reason), &st)) {
-		/* reason says it */
-	} else if (f->bad) {
-		say(reason, sizeof(reason), -1, "%s %s, %s", is_link ? "a symbolic link owned by" :
-		    "owned by", asp__user_text(user, sizeof(user), is_link ? f->lst.st_uid :
-		    st.st_uid), f->reason);
-		close(*fd);
-		*fd = -1;
-		return refuse(why, whylen, candidate, reason, f->bad_dir);
-	} else {
-		return 0;
+		goto refused;
 	}
+	/* In a listed directory the file (or link) passes; the directories above still count. */
+	if (!safe && (is_link ? target_reason(reason, sizeof(reason), *fd, &st) :
+		      file_reason(reason, sizeof(reason), &st)))
+		goto refused;
+	if (!f->bad)
+		return 0;
+	say(reason, sizeof(reason), -1, "%s %s, %s", is_link ? "a symbolic link owned by" : "owned by",
+	    asp__user_text(user, sizeof(user), is_link ? f->lst.st_uid : st.st_uid), f->reason);
+	close(*fd);
+	*fd = -1;
+	return refuse(why, whylen, candidate, reason, f->bad_dir);
+refused:
 	close(*fd);
 	*fd = -1;
 	return refuse(why, whylen, candidate, reason, f->dir);

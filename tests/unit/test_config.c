@@ -963,7 +963,7 @@ END_TEST
  */
 START_TEST(test_find_writable_ancestor)
 {
-	char shared[PATH_MAX + 64], proj[PATH_MAX + 64], file[PATH_MAX + 64];
+	char shared[PATH_MAX + 64], proj[PATH_MAX + 64], file[PATH_MAX + 64], dir[PATH_MAX + 64];
 	char me[128], other[128], reason[PATH_MAX + 512];
 
 	AT(shared, "anc/shared");
@@ -979,6 +979,10 @@ START_TEST(test_find_writable_ancestor)
 	ck_assert_int_eq(chmod(shared, 02775), 0);
 	snprintf(reason, sizeof(reason),
 		 "owned by %s, in %s, which group or others can write (mode 2775)", me, shared);
+	assert_untrusted(proj, file, shared, reason);
+	/* Listing the file's own directory passes it, not the directory above. */
+	AT(dir, "anc/shared/proj");
+	setenv("ASP_SAFE_DIRS", dir, 1);
 	assert_untrusted(proj, file, shared, reason);
 	setenv("ASP_SAFE_DIRS", shared, 1);
 	assert_found(proj, file);
