@@ -119,13 +119,35 @@ ASP_EXTERN(void) asp_free(void *ptr);
  * directory), then each parent up to `/`. *out receives an absolute path to
  * free with asp_free. Returns ASP_ENOCONFIG when nothing is found, and
  * ASP_ECONFIG when a `.asp.json` exists but cannot be used (a directory, a
- * dangling link) or is not trusted: a discovered file must belong, with
- * its directory, to the current user or root and be writable only by its
- * owner, unless its directory is listed in $ASP_SAFE_DIRS (colon-separated
- * absolute directories; "*" trusts all). The search stops there rather
- * than silently using a parent's file.
+ * dangling link) or is not trusted: a discovered file must belong to the
+ * current user or root and be writable only by its owner, and so must
+ * every directory from `/` down to it (a sticky directory such as /tmp
+ * may be writable by others), except what $ASP_SAFE_DIRS lists
+ * (colon-separated absolute directories; "*" trusts all): a listed
+ * directory passes, and so does a .asp.json in it. The search stops there
+ * rather than silently using a parent's file.
+ *
+ * Only a name: opening it again is a second lookup that someone who can
+ * rename a directory above it may win. To use what was judged, call
+ * asp_config_read, or asp_open with start_dir.
  */
 ASP_EXTERN(int) asp_config_find(char **out, const char *start_dir, asp_error *err);
+
+/*
+ * Discovery as asp_config_find, returning what the file holds: the text is
+ * read from the very descriptor that discovery opened and judged, so it is
+ * the file the trust rules accepted even if the directories around it are
+ * renamed meanwhile. (Opening asp_config_find's path again is a second
+ * lookup, which someone who can rename a directory above it can win.) Pass
+ * both to asp_open (asp_open_options.config_text and .config_path) to open
+ * what was judged.
+ *
+ * *text: the content, NUL-terminated (asp_free); a file holding a NUL byte
+ * is ASP_ECONFIG. *path (optional, may be NULL): its absolute name, for
+ * messages and as config_path (asp_free). Errors as asp_config_find, and
+ * ASP_ECONFIG for a file over 1 MiB or unreadable.
+ */
+ASP_EXTERN(int) asp_config_read(char **text, char **path, const char *start_dir, asp_error *err);
 
 /*
  * Load and strictly validate a configuration file, including the syntax of
@@ -160,7 +182,8 @@ typedef enum asp_file_transport {
 
 typedef struct asp_open_options {
 	unsigned int version;
-	/* Configuration file to use; NULL means discovery (asp_config_find). */
+	/* Configuration file to use; NULL means discovery (asp_config_read:
+	 * the file judged is the file read). */
 	const char *config_path;
 	/* Where discovery starts; NULL means the current directory. */
 	const char *start_dir;
@@ -198,10 +221,17 @@ typedef struct asp_open_options {
 	/* An asp_file_transport value; 0 (ASP_FILES_AUTO) means SFTP when the
 	 * server has it, else shell commands. Other values are ASP_EINVAL. */
 	unsigned int file_transport;
+	/* (Version 2.) The configuration's content (NUL-terminated JSON),
+	 * used instead of reading a file: nothing is opened or searched for.
+	 * config_path, when set, names it in messages and is where relative
+	 * identity paths resolve. Like config_path it is the caller's choice
+	 * and is not judged; asp_config_read gives the text of a discovered
+	 * file that was. NULL: read config_path, or discover. */
+	const char *config_text;
 } asp_open_options;
 
-#define ASP_OPEN_OPTIONS_VERSION 1
-#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define ASP_OPEN_OPTIONS_VERSION 2
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL }
 
 /* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);

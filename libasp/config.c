@@ -444,59 +444,129 @@ static int read_limited(asp_buf *b, int fd, const char *path, off_t size, asp_er
 	}
 }
 
+/* Read the regular file open as fd (named path in messages). */
+static int read_config_fd(asp_buf *b, int fd, const char *path, asp_error *err)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return asp__error(err, ASP_ECONFIG, "%s: cannot stat: %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return asp__error(err, ASP_ECONFIG, "%s: expected a regular file, got %s", path,
+				  asp__file_type(st.st_mode));
+	return read_limited(b, fd, path, st.st_size, err);
+}
+
 /*
  * Only a regular file is read. O_NONBLOCK keeps open() from hanging on a
  * FIFO, which is then refused like a directory.
  */
 static int read_config_file(asp_buf *b, const char *path, asp_error *err)
 {
-	struct stat st;
 	int fd, rc;
 
-	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)) < 0)
+	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
 		return asp__error(err, ASP_ECONFIG, "%s: cannot open: %s", path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		rc = asp__error(err, ASP_ECONFIG, "%s: cannot stat: %s", path, strerror(errno));
-	} else if (!S_ISREG(st.st_mode)) {
-		rc = asp__error(err, ASP_ECONFIG, "%s: expected a regular file, got %s", path,
-				asp__file_type(st.st_mode));
-	} else {
-		rc = read_limited(b, fd, path, st.st_size, err);
-	}
+	rc = read_config_fd(b, fd, path, err);
 	close(fd);
+	return rc;
+}
+
+/* Parse text read from path (made absolute, so that cfg->dir is absolute too). */
+static int parse_named(asp_config **out, const asp_buf *text, const char *path, asp_error *err)
+{
+	char *abs = NULL;
+	int rc;
+
+	if (!(rc = absolute_path(&abs, path, err)))
+		rc = asp__config_parse(out, text->data ? (const char *)text->data : "", text->len,
+				       abs, err);
+	asp__free(abs);
 	return rc;
 }
 
 int asp__config_load(asp_config **out, const char *path, asp_error *err)
 {
 	asp_buf text = { 0 };
-	char *abs = NULL;
 	int rc;
 
 	ASP_ASSERT_ARG(out);
 	*out = NULL;
 	ASP_ASSERT_ARG(path && *path);
-	/* Parsing under the absolute name also makes cfg->dir absolute. */
-	if (!(rc = read_config_file(&text, path, err)) && !(rc = absolute_path(&abs, path, err)))
-		rc = asp__config_parse(out, text.data ? (const char *)text.data : "", text.len, abs,
-				       err);
-	asp__free(abs);
+	if (!(rc = read_config_file(&text, path, err)))
+		rc = parse_named(out, &text, path, err);
 	asp__buf_free(&text);
 	return rc;
 }
 
+int asp__config_load_text(asp_config **out, const char *text, const char *origin, asp_error *err)
+{
+	asp_buf b = { 0 };
+
+	ASP_ASSERT_ARG(out);
+	*out = NULL;
+	ASP_ASSERT_ARG(text);
+	b.data = (unsigned char *)(uintptr_t)text;
+	b.len = strlen(text);
+	if (b.len > ASP_CONFIG_MAX_BYTES)
+		return asp__error(err, ASP_ECONFIG, "%s: expected at most %d bytes (1 MiB), got %zu "
+				  "bytes", origin ? origin : "<memory>", ASP_CONFIG_MAX_BYTES, b.len);
+	/* An absolute origin is used as it is: the text may outlive its file. */
+	if (origin && origin[0] != '/')
+		return parse_named(out, &b, origin, err);
+	return asp__config_parse(out, text, b.len, origin, err);
+}
+
 /* ------------------------------------------------------------ discovery */
 
-/* The search and the trust rules live in discover.c, which asp-exec's front shares. */
-int asp__config_find(char **out, const char *start_dir, asp_error *err)
+/*
+ * The search and the trust rules live in discover.c, which asp-exec's
+ * front shares; the content comes from the descriptor discovery judged.
+ * *path (asp__free) names it.
+ */
+static int discover_read(asp_buf *text, char **path, const char *start_dir, asp_error *err)
 {
-	char path[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX];
+	char found[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX];
+	int fd, rc;
+
+	*path = NULL;
+	if ((rc = asp__discover(&fd, found, sizeof(found), start_dir, why, sizeof(why))))
+		return asp__error(err, rc, "%s", why);
+	rc = read_config_fd(text, fd, found, err);
+	close(fd);
+	if (!rc && !(*path = asp__strdup(found)))
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	if (rc)
+		asp__buf_free(text);
+	return rc;
+}
+
+int asp__config_discover(asp_config **out, const char *start_dir, asp_error *err)
+{
+	asp_buf text = { 0 };
+	char *path = NULL;
 	int rc;
 
 	ASP_ASSERT_ARG(out);
 	*out = NULL;
-	if ((rc = asp__discover(path, sizeof(path), start_dir, why, sizeof(why))))
+	if (!(rc = discover_read(&text, &path, start_dir, err)))
+		rc = asp__config_parse(out, text.data ? (const char *)text.data : "", text.len, path,
+				       err);
+	asp__free(path);
+	asp__buf_free(&text);
+	return rc;
+}
+
+int asp__config_find(char **out, const char *start_dir, asp_error *err)
+{
+	char path[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX];
+	int fd, rc;
+
+	ASP_ASSERT_ARG(out);
+	*out = NULL;
+	if ((rc = asp__discover(&fd, path, sizeof(path), start_dir, why, sizeof(why))))
 		return asp__error(err, rc, "%s", why);
+	close(fd);
 	if (!(*out = asp__strdup(path)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	return 0;
@@ -507,6 +577,35 @@ int asp__config_find(char **out, const char *start_dir, asp_error *err)
 int asp_config_find(char **out, const char *start_dir, asp_error *err)
 {
 	return asp__config_find(out, start_dir, err);
+}
+
+int asp_config_read(char **text, char **path, const char *start_dir, asp_error *err)
+{
+	asp_buf b = { 0 };
+	char *found = NULL;
+	int rc;
+
+	ASP_ASSERT_ARG(text);
+	*text = NULL;
+	if (path)
+		*path = NULL;
+	if ((rc = discover_read(&b, &found, start_dir, err)))
+		return rc;
+	if (memchr(b.data, '\0', b.len)) {
+		rc = asp__error(err, ASP_ECONFIG, "%s: expected JSON text, got a NUL byte", found);
+	} else if (!(*text = asp__malloc(b.len + 1))) {
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	} else {
+		if (b.len)
+			memcpy(*text, b.data, b.len);
+		(*text)[b.len] = '\0';
+	}
+	if (!rc && path)
+		*path = found;
+	else
+		asp__free(found);
+	asp__buf_free(&b);
+	return rc;
 }
 
 int asp__config_pin(asp_pin *out, const asp_config *cfg, asp_error *err)

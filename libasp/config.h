@@ -25,7 +25,9 @@ typedef struct asp_config {
  * Discovery: $ASP_CONFIG, else .asp.json in start_dir (NULL: cwd) then each
  * parent, used only when trusted (asp__discover in discover.h). *out is an
  * absolute path (asp__free). ASP_ENOCONFIG when none; ASP_ECONFIG when the
- * first one found cannot be used or is not trusted.
+ * first one found cannot be used or is not trusted. Only a name: a caller
+ * that opens it again may read another file than the one judged
+ * (asp__config_discover reads the judged one).
  */
 int asp__config_find(char **out, const char *start_dir, asp_error *err);
 
@@ -40,6 +42,18 @@ int asp__config_parse(asp_config **out, const char *text, size_t len, const char
 
 /* Read the file at path (made absolute) and parse it. */
 int asp__config_load(asp_config **out, const char *path, asp_error *err);
+
+/*
+ * Parse NUL-terminated text: origin (may be NULL) names it in messages and
+ * its directory is where relative identity paths resolve. Opens nothing.
+ */
+int asp__config_load_text(asp_config **out, const char *text, const char *origin, asp_error *err);
+
+/*
+ * Discovery (as asp__config_find) and the parse of the very file that was
+ * judged: the content is read from discovery's descriptor, never by path.
+ */
+int asp__config_discover(asp_config **out, const char *start_dir, asp_error *err);
 
 void asp__config_free(asp_config *cfg);
 

@@ -14,11 +14,21 @@
  * ($ASP_CONFIG, asp_open_options.config_path, asp-exec --config) is the
  * caller's choice and is not judged.
  *
+ * What is judged is what is read (CVE-2022-24765's lesson, one step on):
+ * the walk from / opens each directory with O_NOFOLLOW and judges it with
+ * fstat, the file is opened relative to its judged directory and judged
+ * with fstat too, and the caller reads that descriptor. Judging a path and
+ * then opening it again let a user who can rename an ancestor's entries
+ * swap their own project in between. For the same reason every directory
+ * from / down to the file counts, not only the file's own: one that others
+ * can write (and is not sticky) lets them move whole subtrees around.
+ *
  * libc only, no allocation: asp-exec's front compiles this file too.
  */
 #include "discover.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pwd.h>
 #include <stdarg.h>
@@ -105,21 +115,62 @@ static int absolute(char *out, size_t outlen, const char *path)
 	return 0;
 }
 
-/* $ASP_CONFIG must name an existing regular file; it is never searched for. */
-static int from_env(char *out, size_t outlen, const char *value, char *why, size_t whylen)
+/* A file to read: O_NONBLOCK keeps a FIFO from hanging the open. */
+#define READ_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+/* One step of the walk: a directory, never a symlink; search permission is enough. */
+#define WALK_FLAGS (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+
+/*
+ * Open path (relative to dirfd) for reading, with extra open flags: the fd
+ * when it is a regular file; -1 with errno when it cannot be opened; -2
+ * with *mode when it is something else (closed again).
+ */
+static int open_regular(int dirfd, const char *path, int flags, mode_t *mode)
 {
 	struct stat st;
+	int fd = openat(dirfd, path, READ_FLAGS | flags), saved;
 
-	if (stat(value, &st) < 0)
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		saved = errno;
+		close(fd);
+		errno = saved;
+		return -1;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		*mode = st.st_mode;
+		return -2;
+	}
+	return fd;
+}
+
+/* $ASP_CONFIG must name an existing regular file; it is never searched for. */
+static int from_env(int *fd, char *out, size_t outlen, const char *value, char *why,
+		    size_t whylen)
+{
+	mode_t mode = 0;
+	int rc;
+
+	*fd = open_regular(AT_FDCWD, value, 0, &mode);
+	if (*fd == -1)
 		return say(why, whylen, ASP_ENOCONFIG, "ASP_CONFIG=%s: %s", value, strerror(errno));
-	if (!S_ISREG(st.st_mode))
+	if (*fd == -2) {
+		*fd = -1;
 		return say(why, whylen, ASP_ENOCONFIG, "ASP_CONFIG=%s: expected a regular file, got %s",
-			   value, asp__file_type(st.st_mode));
-	if (absolute(out, outlen, value))
-		return say(why, whylen, ASP_ECONFIG, "%s: cannot resolve directory: %s", value,
-			   strerror(errno));
+			   value, asp__file_type(mode));
+	}
+	if (absolute(out, outlen, value)) {
+		rc = say(why, whylen, ASP_ECONFIG, "%s: cannot resolve directory: %s", value,
+			 strerror(errno));
+		close(*fd);
+		*fd = -1;
+		return rc;
+	}
 	return 0;
 }
+
 
 /* ------------------------------------------------------------ trust */
 
@@ -161,46 +212,101 @@ static int is_safe_dir(const char *dir)
 }
 
 /*
- * Does dir keep others from replacing an entry we own? Ours or root's, and
- * writable by its owner only or sticky. 0 yes; else -1 with the reason in r.
+ * Does the directory open as dfd (canonical name dir) keep others from
+ * replacing an entry in it? Listed in $ASP_SAFE_DIRS, or ours or root's
+ * and writable by its owner only or sticky (a sticky directory, like /tmp,
+ * lets others add names but not rename ours). 0 yes; else -1 with the
+ * reason in r.
  */
-static int dir_reason(char *r, size_t n, const char *dir)
+static int dir_reason(char *r, size_t n, int dfd, const char *dir)
 {
 	char user[USER_MAX];
 	struct stat st;
 
-	if (stat(dir, &st) < 0) {
-		say(r, n, -1, "cannot check its directory %s: %s", dir, strerror(errno));
-		return -1;
-	}
-	if (!owner_ok(st.st_uid)) {
-		say(r, n, -1, "in %s, owned by %s", dir, asp__user_text(user, sizeof(user), st.st_uid));
-		return -1;
-	}
-	if (others_can_write(st.st_mode) && !(st.st_mode & S_ISVTX)) {
-		say(r, n, -1, "in %s, which group or others can write (mode %04o)", dir,
-			 (unsigned int)(st.st_mode & 07777));
-		return -1;
-	}
+	if (is_safe_dir(dir))
+		return 0;
+	if (fstat(dfd, &st) < 0)
+		return say(r, n, -1, "cannot check its directory %s: %s", dir, strerror(errno));
+	if (!owner_ok(st.st_uid))
+		return say(r, n, -1, "in %s, owned by %s", dir,
+			   asp__user_text(user, sizeof(user), st.st_uid));
+	if (others_can_write(st.st_mode) && !(st.st_mode & S_ISVTX))
+		return say(r, n, -1, "in %s, which group or others can write (mode %04o)", dir,
+			   (unsigned int)(st.st_mode & 07777));
 	return 0;
 }
 
-/* Is the regular file st (in dir) trusted? 0 yes; else -1 with the reason in r. */
-static int file_reason(char *r, size_t n, const struct stat *st, const char *dir)
-{
-	char user[USER_MAX], sub[REASON_MAX];
+/*
+ * A walk from / down a canonical directory path, one component at a time
+ * with O_NOFOLLOW, judging each directory on the descriptor it opened. The
+ * first directory that does not protect its entries is kept (bad, reason).
+ */
+typedef struct walk {
+	int fd;              /* the directory reached */
+	char dir[PATH_MAX];  /* its canonical name */
+	const char *rest;    /* what is left of the path */
+	int bad;             /* a directory on the way does not protect its entries */
+	char bad_dir[PATH_MAX];
+	char reason[REASON_MAX];
+} walk;
 
-	asp__user_text(user, sizeof(user), st->st_uid);
-	if (!owner_ok(st->st_uid))
-		say(r, n, -1, "owned by %s", user);
-	else if (others_can_write(st->st_mode))
-		say(r, n, -1, "owned by %s and writable by group or others (mode %04o)", user,
-			 (unsigned int)(st->st_mode & 07777));
-	else if (dir_reason(sub, sizeof(sub), dir))
-		say(r, n, -1, "owned by %s, %s", user, sub);
-	else
+static void walk_judge(walk *w)
+{
+	if (!w->bad && dir_reason(w->reason, sizeof(w->reason), w->fd, w->dir)) {
+		w->bad = 1;
+		snprintf(w->bad_dir, sizeof(w->bad_dir), "%s", w->dir);
+	}
+}
+
+/* At /, judged. -1 with errno on failure. */
+static int walk_start(walk *w, const char *path)
+{
+	memset(w, 0, sizeof(*w));
+	if ((w->fd = open("/", WALK_FLAGS)) < 0)
+		return -1;
+	strcpy(w->dir, "/");
+	w->rest = path;
+	while (*w->rest == '/')
+		w->rest++;
+	walk_judge(w);
+	return 0;
+}
+
+/* One level down, judged: 1; at the end of the path: 0; -1 with errno (w->dir names the step). */
+static int walk_next(walk *w)
+{
+	const char *end;
+	size_t len, have = strlen(w->dir);
+	char name[NAME_MAX + 1];
+	int next;
+
+	if (!*w->rest)
 		return 0;
-	return -1;
+	end = strchr(w->rest, '/');
+	len = end ? (size_t)(end - w->rest) : strlen(w->rest);
+	if (len > NAME_MAX || have + len + 2 > sizeof(w->dir)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(name, w->rest, len);
+	name[len] = '\0';
+	snprintf(w->dir + have, sizeof(w->dir) - have, "%s%s", have > 1 ? "/" : "", name);
+	w->rest += len;
+	while (*w->rest == '/')
+		w->rest++;
+	if ((next = openat(w->fd, name, WALK_FLAGS)) < 0)
+		return -1;
+	close(w->fd);
+	w->fd = next;
+	walk_judge(w);
+	return 1;
+}
+
+static void walk_end(walk *w)
+{
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
 }
 
 /* "/a/b" -> "/a", "/a" -> "/". */
@@ -214,127 +320,228 @@ static void to_parent(char *dir)
 		*slash = '\0';
 }
 
-/* A symlinked .asp.json: the link and its directory, then the file it names and that file's directory. */
-static int link_reason(char *r, size_t n, const char *link, const struct stat *lst, const char *dir)
+/* The regular file fd: ours or root's and writable by its owner only? 0 yes; else -1 with the reason. */
+static int file_reason(char *r, size_t n, const struct stat *st)
 {
-	char user[USER_MAX], sub[REASON_MAX], target[PATH_MAX], tdir[PATH_MAX];
-	struct stat st;
+	char user[USER_MAX];
 
-	asp__user_text(user, sizeof(user), lst->st_uid);
-	if (!owner_ok(lst->st_uid)) {
-		say(r, n, -1, "a symbolic link owned by %s", user);
+	asp__user_text(user, sizeof(user), st->st_uid);
+	if (!owner_ok(st->st_uid))
+		return say(r, n, -1, "owned by %s", user);
+	if (others_can_write(st->st_mode))
+		return say(r, n, -1, "owned by %s and writable by group or others (mode %04o)", user,
+			   (unsigned int)(st->st_mode & 07777));
+	return 0;
+}
+
+/*
+ * The file fd is open on is where a symlink led: is it trusted, and so is
+ * every directory above it? Its name comes from /proc/self/fd; a walk to
+ * that name without following symlinks must reach the same file, so that
+ * the directories judged are the ones holding what we read.
+ */
+static int target_reason(char *r, size_t n, int fd, const struct stat *st)
+{
+	char link[64], target[PATH_MAX], dir[PATH_MAX], sub[REASON_MAX];
+	const char *base;
+	struct stat there;
+	ssize_t len;
+	walk w;
+	int rc;
+
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	if ((len = readlink(link, target, sizeof(target) - 1)) < 0 || len == 0 || target[0] != '/')
+		return say(r, n, -1, "a symbolic link whose target cannot be named (%s)",
+			   len < 0 ? strerror(errno) : "no /proc");
+	target[len] = '\0';
+	if (file_reason(sub, sizeof(sub), st))
+		return say(r, n, -1, "a symbolic link to %s, %s", target, sub);
+	memcpy(dir, target, sizeof(dir));
+	to_parent(dir);
+	base = target + strlen(dir) + (strcmp(dir, "/") ? 1 : 0);
+	if (walk_start(&w, dir) < 0)
+		return say(r, n, -1, "a symbolic link to %s, which cannot be checked: %s", target,
+			   strerror(errno));
+	while ((rc = walk_next(&w)) == 1)
+		;
+	if (rc < 0)
+		say(r, n, -1, "a symbolic link to %s, which cannot be checked: %s: %s", target, w.dir,
+		    strerror(errno));
+	else if (w.bad)
+		say(r, n, -1, "a symbolic link to %s, owned by %s, %s", target,
+		    asp__user_text(sub, sizeof(sub), st->st_uid), w.reason);
+	else if (fstatat(w.fd, base, &there, AT_SYMLINK_NOFOLLOW) < 0 || there.st_dev != st->st_dev ||
+		 there.st_ino != st->st_ino)
+		rc = say(r, n, -1, "a symbolic link to %s, which changed while it was checked",
+			 target);
+	walk_end(&w);
+	return rc < 0 || w.bad ? -1 : 0;
+}
+
+/*
+ * The refusal: what is wrong, then how to trust it. The remedy comes
+ * before the rule, so a long path cuts the rule.
+ */
+static int refuse(char *why, size_t whylen, const char *candidate, const char *reason,
+		  const char *remedy_dir)
+{
+	char me[USER_MAX];
+
+	return say(why, whylen, ASP_ECONFIG,
+		   "%s: not trusted: %s; to use it, name it explicitly (ASP_CONFIG, asp-exec --config "
+		   "or the config_path option) or add %s to ASP_SAFE_DIRS (a discovered .asp.json "
+		   "must belong to root or the current user, %s, and only its owner may write it and "
+		   "every directory above it)",
+		   candidate, reason, remedy_dir, asp__user_text(me, sizeof(me), geteuid()));
+}
+
+/* ------------------------------------------------------------ the search */
+
+/* What the walk found: the deepest .asp.json, as lstat saw it, and where. */
+typedef struct found {
+	int dirfd;             /* its directory, -1 when none yet */
+	char dir[PATH_MAX];    /* that directory's canonical name */
+	struct stat lst;
+	int bad;               /* a directory from / to dir does not protect its entries */
+	char bad_dir[PATH_MAX];
+	char reason[REASON_MAX];
+} found;
+
+/* Note a .asp.json in the walk's directory, if there is one: 0, or -1 with errno. */
+static int probe(found *f, const walk *w)
+{
+	struct stat lst;
+
+	if (fstatat(w->fd, ASP_CONFIG_NAME, &lst, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -1;
+	if (f->dirfd >= 0)
+		close(f->dirfd);
+	if ((f->dirfd = fcntl(w->fd, F_DUPFD_CLOEXEC, 0)) < 0)
 		return -1;
-	}
-	if (dir_reason(sub, sizeof(sub), dir)) {
-		say(r, n, -1, "a symbolic link owned by %s, %s", user, sub);
-		return -1;
-	}
-	if (!realpath(link, target) || stat(target, &st) < 0) {
-		say(r, n, -1, "a symbolic link that cannot be followed: %s", strerror(errno));
-		return -1;
-	}
-	memcpy(tdir, target, sizeof(tdir));
-	to_parent(tdir);
-	if (file_reason(sub, sizeof(sub), &st, tdir)) {
-		say(r, n, -1, "a symbolic link to %s, %s", target, sub);
-		return -1;
+	f->lst = lst;
+	memcpy(f->dir, w->dir, sizeof(f->dir));
+	f->bad = w->bad;
+	if (w->bad) {
+		memcpy(f->bad_dir, w->bad_dir, sizeof(f->bad_dir));
+		memcpy(f->reason, w->reason, sizeof(f->reason));
 	}
 	return 0;
 }
 
 /*
- * May the .asp.json found at candidate (in the canonical directory dir,
- * lstat'ed as lst) be used? 0, or ASP_ECONFIG saying why not and how to
- * trust it. The remedy comes before the rule, so a long path cuts the rule.
- */
-static int judge(const char *candidate, const char *dir, const struct stat *lst, char *why,
-		 size_t whylen)
-{
-	char reason[REASON_MAX], me[USER_MAX];
-	int bad;
-
-	if (is_safe_dir(dir))
-		return 0;
-	if (S_ISLNK(lst->st_mode))
-		bad = link_reason(reason, sizeof(reason), candidate, lst, dir);
-	else
-		bad = file_reason(reason, sizeof(reason), lst, dir);
-	if (!bad)
-		return 0;
-	return say(why, whylen, ASP_ECONFIG,
-		   "%s: not trusted: %s; to use it, name it explicitly (ASP_CONFIG, asp-exec --config "
-		   "or the config_path option) or add %s to ASP_SAFE_DIRS (a discovered .asp.json "
-		   "must belong to root or the current user, %s, and only its owner may write it and "
-		   "its directory)",
-		   candidate, reason, dir, asp__user_text(me, sizeof(me), geteuid()));
-}
-
-/* ------------------------------------------------------------ the search */
-
-/*
- * Is there a .asp.json at candidate? 1 yes (lst filled), 0 nothing there,
- * or an error. Something named .asp.json that cannot be used (a directory,
- * a dangling symlink) stops the search with ASP_ECONFIG: skipping it would
+ * Open and judge the .asp.json f found (named candidate): *fd, or an
+ * error. Something named .asp.json that cannot be used (a directory, a
+ * dangling symlink) stops the search with ASP_ECONFIG: skipping it would
  * silently pick up a parent directory's file, which may name another
  * sandbox.
  */
-static int probe(const char *candidate, struct stat *lst, char *why, size_t whylen)
+static int open_found(int *fd, const found *f, const char *candidate, char *why, size_t whylen)
 {
+	char reason[REASON_MAX], user[USER_MAX];
+	int is_link = S_ISLNK(f->lst.st_mode), safe = is_safe_dir(f->dir);
+	mode_t mode = f->lst.st_mode;
 	struct stat st;
 
-	if (lstat(candidate, lst) < 0) {
-		if (errno == ENOENT || errno == ENOTDIR)
-			return 0;
-		return say(why, whylen, ASP_ECONFIG, "%s: cannot check: %s", candidate,
-			   strerror(errno));
+	if (!is_link && !S_ISREG(mode))
+		return say(why, whylen, ASP_ECONFIG, "%s: expected a regular file, got %s", candidate,
+			   asp__file_type(mode));
+	if (is_link && !safe && !owner_ok(f->lst.st_uid)) {
+		say(reason, sizeof(reason), -1, "a symbolic link owned by %s",
+		    asp__user_text(user, sizeof(user), f->lst.st_uid));
+		return refuse(why, whylen, candidate, reason, f->dir);
 	}
-	if (stat(candidate, &st) < 0)
-		return say(why, whylen, ASP_ECONFIG, "%s: cannot follow: %s", candidate,
-			   strerror(errno));
-	if (!S_ISREG(st.st_mode))
+	/* Not even opened when it leads to a device (opening one may act): the
+	 * descriptor opened next is judged again whatever this saw. */
+	if (is_link && fstatat(f->dirfd, ASP_CONFIG_NAME, &st, 0) == 0 && !S_ISREG(st.st_mode))
 		return say(why, whylen, ASP_ECONFIG, "%s: expected a regular file, got %s", candidate,
 			   asp__file_type(st.st_mode));
-	return 1;
+	*fd = open_regular(f->dirfd, ASP_CONFIG_NAME, is_link ? 0 : O_NOFOLLOW, &mode);
+	if (*fd == -1)
+		return say(why, whylen, ASP_ECONFIG, "%s: cannot %s: %s", candidate,
+			   is_link ? "follow" : "open", strerror(errno));
+	if (*fd == -2) {
+		*fd = -1;
+		return say(why, whylen, ASP_ECONFIG, "%s: expected a regular file, got %s", candidate,
+			   asp__file_type(mode));
+	}
+	if (fstat(*fd, &st) < 0) {
+		say(reason, sizeof(reason), -1, "cannot be checked: %s", strerror(errno));
+		goto refused;
+	}
+	/* In a listed directory the file (or link) passes; the directories above still count. */
+	if (!safe && (is_link ? target_reason(reason, sizeof(reason), *fd, &st) :
+		      file_reason(reason, sizeof(reason), &st)))
+		goto refused;
+	if (!f->bad)
+		return 0;
+	say(reason, sizeof(reason), -1, "%s %s, %s", is_link ? "a symbolic link owned by" : "owned by",
+	    asp__user_text(user, sizeof(user), is_link ? f->lst.st_uid : st.st_uid), f->reason);
+	close(*fd);
+	*fd = -1;
+	return refuse(why, whylen, candidate, reason, f->bad_dir);
+refused:
+	close(*fd);
+	*fd = -1;
+	return refuse(why, whylen, candidate, reason, f->dir);
 }
 
-static int find_upward(char *out, size_t outlen, const char *start, char *why, size_t whylen)
+static int find_upward(int *fd, char *out, size_t outlen, const char *start, char *why,
+		       size_t whylen)
 {
-	char real[PATH_MAX], dir[PATH_MAX], candidate[PATH_MAX + sizeof(ASP_CONFIG_NAME) + 1];
-	struct stat st;
+	char real[PATH_MAX], candidate[PATH_MAX + sizeof(ASP_CONFIG_NAME) + 1];
+	found f;
+	walk w;
 	int rc;
 
 	if (!realpath(start, real))
 		return say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: %s",
 			   ASP_CONFIG_NAME, start, strerror(errno));
-	if (stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
-		return say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: not a directory",
-			   ASP_CONFIG_NAME, start);
-	memcpy(dir, real, sizeof(dir));
-	for (;;) {
-		snprintf(candidate, sizeof(candidate), "%s/%s", strcmp(dir, "/") ? dir : "",
-			 ASP_CONFIG_NAME);
-		if ((rc = probe(candidate, &st, why, whylen)) < 0)
-			return rc;
-		if (rc == 1)
-			break;
-		if (!strcmp(dir, "/"))
-			return say(why, whylen, ASP_ENOCONFIG,
-				   "no %s in %s or any parent directory (set ASP_CONFIG to name one)",
-				   ASP_CONFIG_NAME, real);
-		to_parent(dir);
+	memset(&f, 0, sizeof(f));
+	f.dirfd = -1;
+	if (walk_start(&w, real) < 0)
+		return say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: /: %s",
+			   ASP_CONFIG_NAME, start, strerror(errno));
+	do {
+		if (probe(&f, &w) < 0) {
+			rc = say(why, whylen, ASP_ECONFIG, "%s%s%s: cannot check: %s", w.dir,
+				 strcmp(w.dir, "/") ? "/" : "", ASP_CONFIG_NAME, strerror(errno));
+			goto out;
+		}
+	} while ((rc = walk_next(&w)) == 1);
+	if (rc < 0) {
+		rc = say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: %s: %s",
+			 ASP_CONFIG_NAME, start, w.dir, strerror(errno));
+		goto out;
 	}
-	if ((rc = judge(candidate, dir, &st, why, whylen)))
-		return rc;
-	if ((size_t)snprintf(out, outlen, "%s", candidate) >= outlen)
-		return say(why, whylen, ASP_ECONFIG, "%s: path too long", candidate);
-	return 0;
+	if (f.dirfd < 0) {
+		rc = say(why, whylen, ASP_ENOCONFIG,
+			 "no %s in %s or any parent directory (set ASP_CONFIG to name one)",
+			 ASP_CONFIG_NAME, real);
+		goto out;
+	}
+	snprintf(candidate, sizeof(candidate), "%s/%s", strcmp(f.dir, "/") ? f.dir : "",
+		 ASP_CONFIG_NAME);
+	if ((rc = open_found(fd, &f, candidate, why, whylen)))
+		goto out;
+	if ((size_t)snprintf(out, outlen, "%s", candidate) >= outlen) {
+		rc = say(why, whylen, ASP_ECONFIG, "%s: path too long", candidate);
+		close(*fd);
+		*fd = -1;
+	}
+out:
+	walk_end(&w);
+	if (f.dirfd >= 0)
+		close(f.dirfd);
+	return rc;
 }
 
-int asp__discover(char *out, size_t outlen, const char *start_dir, char *why, size_t whylen)
+int asp__discover(int *fd, char *out, size_t outlen, const char *start_dir, char *why,
+		  size_t whylen)
 {
 	const char *env = getenv("ASP_CONFIG");
 
+	*fd = -1;
 	if (env && *env)
-		return from_env(out, outlen, env, why, whylen);
-	return find_upward(out, outlen, start_dir ? start_dir : ".", why, whylen);
+		return from_env(fd, out, outlen, env, why, whylen);
+	return find_upward(fd, out, outlen, start_dir ? start_dir : ".", why, whylen);
 }

@@ -114,18 +114,12 @@ int asp_sandbox_info_init(asp_sandbox_info *out, unsigned int version)
 
 static int load_config(asp_sandbox *sb, const asp_open_options *o, asp_error *err)
 {
-	char *path = NULL;
-	int rc;
-
+	if (o->config_text)
+		return asp__config_load_text(&sb->cfg, o->config_text, o->config_path, err);
 	if (o->config_path)
-		path = asp__strdup(o->config_path);
-	else if ((rc = asp__config_find(&path, o->start_dir, err)))
-		return rc;
-	if (!path)
-		return asp__error(err, ASP_ENOMEM, "out of memory");
-	rc = asp__config_load(&sb->cfg, path, err);
-	asp__free(path);
-	return rc;
+		return asp__config_load(&sb->cfg, o->config_path, err);
+	/* The file discovery judged is the file read: no second lookup of its name. */
+	return asp__config_discover(&sb->cfg, o->start_dir, err);
 }
 
 static int prepare_trust(asp_sandbox *sb, const asp_open_options *o, asp_error *err)

@@ -43,8 +43,17 @@ export declare class AspError extends Error {
 export type CString = string | Uint8Array;
 
 export interface OpenOptions {
-	/** The .asp.json to use; default: discovery ($ASP_CONFIG, then startDir and its parents). */
+	/**
+	 * The .asp.json to use; default: discovery ($ASP_CONFIG, then startDir and its parents),
+	 * which parses the very file it judged.
+	 */
 	config?: CString;
+	/**
+	 * The configuration's content, used instead of reading a file; `config` then only names it
+	 * (messages, relative identity paths). Not judged: readConfig() gives a discovered file's
+	 * judged text.
+	 */
+	configText?: CString;
 	/** Where discovery starts; default: process.cwd(). */
 	startDir?: CString;
 	/** Trust-on-first-use store; default $ASP_KNOWN_HOSTS, else $XDG_CONFIG_HOME/asp/known_hosts. */
@@ -221,6 +230,11 @@ export declare class Sandbox {
 export declare function open(options?: OpenOptions): Promise<Sandbox>;
 /** Discovery only: the absolute path of the .asp.json that open() would use. */
 export declare function findConfig(startDir?: CString): Promise<string>;
+/**
+ * Discovery returning the judged file's content, read from the descriptor discovery judged:
+ * pass both to open({ config: path, configText: text }) to open exactly that file.
+ */
+export declare function readConfig(startDir?: CString): Promise<{ path: string; text: string }>;
 /** Load and validate a configuration file without connecting. */
 export declare function checkConfig(path: CString): Promise<void>;
 /** The running library's version, e.g. '0.1.0'. */

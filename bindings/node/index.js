@@ -23,7 +23,7 @@ const ASP_STDOUT = 1; // asp_stream: an enum, int-sized on every supported ABI, 
 const ASP_STDERR = 2;
 const ASP_MKDIR_PARENTS = 0x1;
 const ASP_REMOVE_RECURSIVE = 0x1;
-const OPEN_OPTIONS_VERSION = 1;
+const OPEN_OPTIONS_VERSION = 2;
 const WRITE_OPTIONS_VERSION = 1;
 const CALL_OPTIONS_VERSION = 1;
 const EXEC_OPTIONS_VERSION = 1;
@@ -156,6 +156,7 @@ function bind(handle) {
 		max_output: 'size_t',
 		max_list_entries: 'uint',
 		file_transport: 'uint',
+		config_text: 'const char *', // version 2
 	});
 	t.callOptions = koffi.struct('asp_call_options', {
 		version: 'uint',
@@ -219,6 +220,7 @@ function bind(handle) {
 		errorName: f('const char *asp_error_name(int code)'),
 		free: f('void asp_free(void *ptr)'),
 		findConfig: f('int asp_config_find(_Out_ void **out, const char *start_dir, void *err)'),
+		readConfig: f('int asp_config_read(_Out_ void **text, _Out_ void **path, const char *start_dir, void *err)'),
 		checkConfig: f('int asp_config_check(const char *path, void *err)'),
 		open: f('int asp_open(_Out_ asp_sandbox **out, const asp_open_options *opts, void *err)'),
 		close: f('void asp_close(asp_sandbox *sb)'),
@@ -946,6 +948,7 @@ async function open(opts = {}) {
 		max_output: uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER),
 		max_list_entries: uint(opts.maxListEntries, 'maxListEntries'),
 		file_transport: fileTransport(opts.fileTransport),
+		config_text: optCstr(opts.configText, 'configText'),
 	};
 	const out = [null];
 	const err = newErr();
@@ -971,6 +974,30 @@ async function findConfig(startDir) {
 	}
 }
 
+/**
+ * Discovery returning what the file holds: { path, text }. The text is read
+ * from the very descriptor discovery opened and judged, so it is the file
+ * the trust rules accepted even if the directories around it are renamed
+ * meanwhile; open({ config: path, configText: text }) opens what was judged
+ * (opening findConfig's path again is a second lookup).
+ */
+async function readConfig(startDir) {
+	load();
+	const dir = optCstr(startDir, 'startDir');
+	const text = [null];
+	const path = [null];
+	const err = newErr();
+	const rc = await callAsync(lib.readConfig, text, path, dir, err);
+	if (rc)
+		throw errorFrom(rc, err);
+	try {
+		return { path: koffi.decode(path[0], 'char', -1), text: koffi.decode(text[0], 'char', -1) };
+	} finally {
+		lib.free(text[0]);
+		lib.free(path[0]);
+	}
+}
+
 /** Load and validate a configuration file without connecting. */
 async function checkConfig(file) {
 	load();
@@ -984,6 +1011,7 @@ async function checkConfig(file) {
 module.exports = {
 	open,
 	findConfig,
+	readConfig,
 	checkConfig,
 	AspError,
 	Sandbox,

@@ -168,6 +168,21 @@ static int run_find_config(asp_error *e)
 	return rc;
 }
 
+/* The judged content: what asp_open's discovery parses. */
+static int run_read_config(asp_error *e)
+{
+	char start[300], *text = NULL, *path = NULL;
+	int rc;
+
+	snprintf(start, sizeof(start), "%s/sub/dir", tmpdir);
+	rc = asp_config_read(&text, &path, start, e);
+	if (rc == ASP_OK && (!text || !path || strcmp(path, cfg_good) != 0 || !strstr(text, "workspace")))
+		rc = 999;
+	asp_free(text);
+	asp_free(path);
+	return rc;
+}
+
 /* -- asp_open */
 
 static asp_sandbox *opened;
@@ -560,6 +575,7 @@ static const scenario scenarios[] = {
 	{ "check_config", ASP_OK, NULL, run_check_config, check_nothing },
 	{ "check_config_invalid", ASP_ECONFIG, NULL, run_check_bad_config, check_nothing },
 	{ "find_config", ASP_OK, NULL, run_find_config, check_nothing },
+	{ "read_config", ASP_OK, NULL, run_read_config, check_nothing },
 	{ "open", ASP_OK, NULL, run_open, check_open },
 	{ "open_tofu", ASP_OK, prepare_tofu, run_open_tofu, check_open_tofu },
 	{ "read", ASP_OK, NULL, run_read, check_read },

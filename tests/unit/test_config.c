@@ -955,6 +955,128 @@ START_TEST(test_find_writable_dir)
 }
 END_TEST
 
+/*
+ * Every directory above the file counts, not only its own: one that others
+ * can write (and is not sticky) lets them rename the project away and put
+ * theirs in its place. The message names that directory and the remedy
+ * lists it; listing it in ASP_SAFE_DIRS passes it (and only it).
+ */
+START_TEST(test_find_writable_ancestor)
+{
+	char shared[PATH_MAX + 64], proj[PATH_MAX + 64], file[PATH_MAX + 64], dir[PATH_MAX + 64];
+	char me[128], other[128], reason[PATH_MAX + 512];
+
+	AT(shared, "anc/shared");
+	AT(proj, "anc/shared/proj/deep");
+	AT(file, "anc/shared/proj/.asp.json");
+	unsetenv("ASP_CONFIG");
+	make_dirs("anc/shared/proj/deep");
+	write_file(file, good);
+	ck_assert_int_eq(chmod(file, 0644), 0);
+	user_text(me, sizeof(me), geteuid());
+	assert_found(proj, file);
+
+	ck_assert_int_eq(chmod(shared, 02775), 0);
+	snprintf(reason, sizeof(reason),
+		 "owned by %s, in %s, which group or others can write (mode 2775)", me, shared);
+	assert_untrusted(proj, file, shared, reason);
+	/* Listing the file's own directory passes it, not the directory above. */
+	AT(dir, "anc/shared/proj");
+	setenv("ASP_SAFE_DIRS", dir, 1);
+	assert_untrusted(proj, file, shared, reason);
+	setenv("ASP_SAFE_DIRS", shared, 1);
+	assert_found(proj, file);
+	unsetenv("ASP_SAFE_DIRS");
+
+	/* Sticky: others may add names there but not rename ours. */
+	ck_assert_int_eq(chmod(shared, 01777), 0);
+	assert_found(proj, file);
+	ck_assert_int_eq(chmod(shared, 0755), 0);
+	assert_found(proj, file);
+
+	/* A directory of another user above it. */
+	if (!can_chown("test_find_writable_ancestor"))
+		return;
+	ck_assert_int_eq(chown(shared, uid_of("asp-test"), (gid_t)-1), 0);
+	user_text(other, sizeof(other), uid_of("asp-test"));
+	snprintf(reason, sizeof(reason), "owned by %s, in %s, owned by %s", me, shared, other);
+	assert_untrusted(proj, file, shared, reason);
+	setenv("ASP_SAFE_DIRS", shared, 1);
+	assert_found(proj, file);
+	unsetenv("ASP_SAFE_DIRS");
+	ck_assert_int_eq(chown(shared, 0, (gid_t)-1), 0);
+}
+END_TEST
+
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* Discovery keeps descriptors while it walks: none survives a call, whatever its outcome. */
+START_TEST(test_find_leaves_no_descriptor)
+{
+	char proj[PATH_MAX + 64], file[PATH_MAX + 64], shared[PATH_MAX + 64];
+	asp_error err = { 0 };
+	char *text = NULL, *path = NULL;
+	int before, i, rc;
+
+	AT(shared, "fds/shared");
+	AT(proj, "fds/shared/proj");
+	AT(file, "fds/shared/proj/.asp.json");
+	unsetenv("ASP_CONFIG");
+	make_dirs("fds/shared/proj/empty");
+	write_file(file, good);
+	ck_assert_int_eq(chmod(file, 0644), 0);
+	before = open_fds();
+	for (i = 0; i < 20; i++) {
+		ck_assert_int_eq(asp_config_read(&text, &path, proj, &err), 0);
+		asp_free(text);
+		asp_free(path);
+		ck_assert_int_eq(chmod(shared, 0777), 0);
+		ck_assert_int_eq(asp_config_read(&text, &path, proj, &err), ASP_ECONFIG);
+		ck_assert_ptr_null(text);
+		ck_assert_int_eq(chmod(shared, 0755), 0);
+		ck_assert_ptr_null(find(file, &err, &rc)); /* not a directory */
+	}
+	ck_assert_int_eq(open_fds(), before);
+}
+END_TEST
+
+/* A symlinked .asp.json whose target lies below a directory others can write. */
+START_TEST(test_find_symlink_target_ancestor)
+{
+	char work[PATH_MAX + 64], link[PATH_MAX + 64], target[PATH_MAX + 64], top[PATH_MAX + 64];
+	char reason[PATH_MAX + 256];
+
+	AT(work, "symanc/work");
+	AT(link, "symanc/work/.asp.json");
+	AT(target, "symanc/open/inner/sandbox.json");
+	AT(top, "symanc/open");
+	unsetenv("ASP_CONFIG");
+	make_dirs("symanc/work");
+	make_dirs("symanc/open/inner");
+	write_file(target, good);
+	ck_assert_int_eq(chmod(target, 0644), 0);
+	ck_assert_int_eq(symlink("../open/inner/sandbox.json", link), 0);
+	assert_found(work, link);
+	ck_assert_int_eq(chmod(top, 0777), 0);
+	snprintf(reason, sizeof(reason), "a symbolic link to %s, owned by ", target);
+	assert_untrusted(work, link, work, reason);
+	snprintf(reason, sizeof(reason), "in %s, which group or others can write (mode 0777)", top);
+	assert_untrusted(work, link, work, reason);
+	ck_assert_int_eq(chmod(top, 0755), 0);
+	assert_found(work, link);
+}
+END_TEST
+
 /* A symlinked .asp.json: judged by the link and its directory, and by the file it names and its directory. */
 START_TEST(test_find_symlink_to_foreign)
 {
@@ -1137,6 +1259,9 @@ Suite *suite_config(void)
 	tcase_add_test(tc, test_find_foreign_owner);
 	tcase_add_test(tc, test_find_writable_file);
 	tcase_add_test(tc, test_find_writable_dir);
+	tcase_add_test(tc, test_find_writable_ancestor);
+	tcase_add_test(tc, test_find_symlink_target_ancestor);
+	tcase_add_test(tc, test_find_leaves_no_descriptor);
 	tcase_add_test(tc, test_find_symlink_to_foreign);
 	suite_add_tcase(s, tc);
 

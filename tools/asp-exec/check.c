@@ -220,22 +220,23 @@ static int check(const char *config)
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox *sb = NULL;
 	asp_error e = { 0 };
-	char *found = NULL;
+	char *found = NULL, *text = NULL;
 	double t0;
 	int rc;
 
-	if (!config && (rc = asp_config_find(&found, NULL, &e)))
+	/* A discovered file is opened from what discovery read and judged. */
+	if (!config && (rc = asp_config_read(&text, &found, NULL, &e)))
 		return failed(rc, &e);
 	o.config_path = config ? config : found;
+	o.config_text = text;
 	fact("config:", "config", o.config_path);
 	fflush(stdout);
-	if ((rc = asp_config_check(o.config_path, &e))) {
-		asp_free(found);
+	if (config && (rc = asp_config_check(config, &e)))
 		return failed(rc, &e);
-	}
 	t0 = now_ms();
 	rc = asp_open(&sb, &o, &e);
 	asp_free(found);
+	asp_free(text);
 	if (rc)
 		return failed(rc, &e);
 	fact("workspace:", "workspace", asp_sandbox_workspace(sb));

@@ -86,6 +86,7 @@ typedef struct cli_options {
 	unsigned int persist_s;
 	const char *master_socket; /* hidden --master SOCKET: run as the master */
 	int ready_fd;              /* hidden --ready-fd N: the master's ready pipe */
+	int config_fd;             /* hidden --config-fd N: the master's configuration, open */
 } cli_options;
 
 /*
@@ -107,11 +108,14 @@ void cli_say(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
  * The configuration libasp would use, as an absolute path (malloc'd):
  * realpath(given) for --config, else what libasp's discovery finds
  * ($ASP_CONFIG, else the first .asp.json from the current directory up,
- * when trusted). NULL when there is none to use (nothing found, an
- * unusable or untrusted candidate, an error): then asp-exec-core runs the
- * call and libasp reports the problem.
+ * when trusted). *fd is the file open for reading (close-on-exec): for a
+ * discovered file, the very descriptor discovery judged. What the path
+ * names may change after the judging; the master is handed *fd, never the
+ * path to open. NULL (and *fd -1) when there is none to use (nothing
+ * found, an unusable or untrusted candidate, an error): then
+ * asp-exec-core runs the call and libasp reports the problem.
  */
-char *cli_discover(const char *given);
+char *cli_discover(const char *given, int *fd);
 
 /* ---------------------------------------------------------------- signals */
 
@@ -130,15 +134,16 @@ int cli_signals_received(void);
 
 /*
  * Run the request through the master for `config` (absolute), starting one
- * (persist_s idle seconds) if none answers. Returns 0 with *status set when
- * the master ran it, -1 when no master could be used (then run directly:
- * nothing has run yet).
+ * (persist_s idle seconds) if none answers; a master started here reads
+ * its configuration from config_fd (cli_discover's), not from the path.
+ * Returns 0 with *status set when the master ran it, -1 when no master
+ * could be used (then run directly: nothing has run yet).
  */
-int cli_client_run(const char *config, unsigned int persist_s, const cli_request *req,
-		   int *status);
+int cli_client_run(const char *config, int config_fd, unsigned int persist_s,
+		   const cli_request *req, int *status);
 
 /* --stop: ask the master for `config` to exit; returns the exit status. */
-int cli_client_stop(const char *config);
+int cli_client_stop(const char *config, int config_fd);
 
 /* asp-exec-core next to this program (malloc'd), or NULL. */
 char *cli_core_path(void);
@@ -153,10 +158,11 @@ typedef struct cli_paths {
 /*
  * The private directory ($XDG_RUNTIME_DIR/asp, else /tmp/asp-<uid>),
  * created 0700 when missing, and the socket and lock names for `config`
- * (an absolute path) in it. -1 with a reason in `why` when the directory
+ * (an absolute path, its content read from config_fd with pread) in it. -1 with a reason in `why` when the directory
  * is not ours or not private, or a name does not fit.
  */
-int cli_master_paths(cli_paths *out, const char *config, char *why, size_t whylen);
+int cli_master_paths(cli_paths *out, const char *config, int config_fd, char *why,
+		     size_t whylen);
 
 /* The directory is a real directory owned by us with no group/other bits. */
 int cli_dir_is_private(const char *dir, char *why, size_t whylen);
@@ -193,8 +199,13 @@ void cli_io_cancel(cli_io *io, int sig);
 /* Run the request; returns asp-exec's exit status. Messages go to io->err. */
 int cli_run(asp_sandbox *sb, const cli_request *req, cli_io *io);
 
-/* Open the sandbox lazily (the first operation connects), as both modes do. */
-int cli_open(asp_sandbox **out, const char *config, unsigned int max_connections, asp_error *err);
+/*
+ * Open the sandbox lazily (the first operation connects), as both modes
+ * do. text (may be NULL): the configuration's content, named config; else
+ * config is read (NULL: libasp's discovery, which reads what it judged).
+ */
+int cli_open(asp_sandbox **out, const char *config, const char *text,
+	     unsigned int max_connections, asp_error *err);
 
 /* The exit status for an asp_error_code. */
 int cli_exit_for_error(int code);
@@ -232,8 +243,12 @@ void cli_progress_end(cli_progress *p, int ok);
 /* --check: describe the connection (one JSON object with json); returns the exit status. */
 int cli_check(const char *config, int json);
 
-/* The hidden `--master SOCKET` mode; ready_fd gets one byte once it listens. */
-int cli_master_main(const char *config, const char *socket_path, unsigned int persist_s,
-		    int ready_fd);
+/*
+ * The hidden `--master SOCKET` mode; ready_fd gets one byte once it
+ * listens. The configuration is read from config_fd (the file its client
+ * judged), config only names it: the master never opens that path.
+ */
+int cli_master_main(const char *config, int config_fd, const char *socket_path,
+		    unsigned int persist_s, int ready_fd);
 
 #endif

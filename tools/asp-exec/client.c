@@ -24,6 +24,7 @@
 
 #define MASTER_START_MS 5000
 #define READY_FD 3
+#define CONFIG_FD 4
 
 char *cli_core_path(void)
 {
@@ -59,10 +60,10 @@ static int try_connect(const char *path)
 }
 
 /* In the grandchild: become the master, detached from our session and descriptors. */
-static void exec_master(const cli_paths *p, const char *config, unsigned int persist_s,
-			int ready)
+static void exec_master(const cli_paths *p, const char *config, int config_fd,
+			unsigned int persist_s, int ready)
 {
-	char persist[16], fd_text[8], *core = cli_core_path();
+	char persist[16], fd_text[8], config_text[8], *core = cli_core_path();
 	int null = open("/dev/null", O_RDWR);
 	sigset_t none;
 
@@ -71,17 +72,23 @@ static void exec_master(const cli_paths *p, const char *config, unsigned int per
 		_exit(127);
 	/* Only the ready pipe survives: a harness's pipe inherited by a long-lived
 	 * master would never see EOF. */
+	if (config_fd == READY_FD && (config_fd = fcntl(config_fd, F_DUPFD_CLOEXEC, CONFIG_FD + 1)) < 0)
+		_exit(127);
 	if (ready == READY_FD ? fcntl(READY_FD, F_SETFD, 0) < 0 : dup2(ready, READY_FD) < 0)
 		_exit(127);
-	close_range(READY_FD + 1, ~0U, 0);
+	/* ... and the configuration the client judged: the master reads it, never its path. */
+	if (config_fd == CONFIG_FD ? fcntl(CONFIG_FD, F_SETFD, 0) < 0 : dup2(config_fd, CONFIG_FD) < 0)
+		_exit(127);
+	close_range(CONFIG_FD + 1, ~0U, 0);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGTERM, SIG_DFL);
 	snprintf(persist, sizeof(persist), "%u", persist_s);
 	snprintf(fd_text, sizeof(fd_text), "%d", READY_FD);
+	snprintf(config_text, sizeof(config_text), "%d", CONFIG_FD);
 	if (core)
-		execl(core, "asp-exec", "--master", p->sock, "--config", config, "--persist",
-		      persist, "--ready-fd", fd_text, (char *)NULL);
+		execl(core, "asp-exec", "--master", p->sock, "--config", config, "--config-fd",
+		      config_text, "--persist", persist, "--ready-fd", fd_text, (char *)NULL);
 	_exit(127);
 }
 
@@ -98,17 +105,18 @@ static int wait_ready(int fd, int ms)
 }
 
 /* Start a master (double fork: it is nobody's child) and wait until it listens. */
-static int start_master(const cli_paths *p, const char *config, unsigned int persist_s)
+static int start_master(const cli_paths *p, const char *config, int config_fd,
+			unsigned int persist_s)
 {
 	int ready[2], ok;
 	pid_t pid;
 
-	if (pipe2(ready, O_CLOEXEC) < 0)
+	if (config_fd < 0 || pipe2(ready, O_CLOEXEC) < 0)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
 		if (fork() == 0)
-			exec_master(p, config, persist_s, ready[1]);
+			exec_master(p, config, config_fd, persist_s, ready[1]);
 		_exit(0);
 	}
 	close(ready[1]);
@@ -121,7 +129,8 @@ static int start_master(const cli_paths *p, const char *config, unsigned int per
 }
 
 /* Under the lock, so that two clients do not both start a master. */
-static int connect_or_start(const cli_paths *p, const char *config, unsigned int persist_s)
+static int connect_or_start(const cli_paths *p, const char *config, int config_fd,
+			    unsigned int persist_s)
 {
 	int fd = try_connect(p->sock), lock;
 
@@ -138,7 +147,7 @@ static int connect_or_start(const cli_paths *p, const char *config, unsigned int
 	fd = try_connect(p->sock);
 	if (fd < 0 && (errno == ENOENT || errno == ECONNREFUSED)) {
 		unlink(p->sock); /* a dead master's socket, if any */
-		if (start_master(p, config, persist_s) == 0)
+		if (start_master(p, config, config_fd, persist_s) == 0)
 			fd = try_connect(p->sock);
 	}
 	close(lock);
@@ -177,23 +186,23 @@ static int exchange(int sock, const cli_request *req, int *status)
 }
 
 /* The master's paths; a refused runtime directory is said here, once per call. */
-static int locate(const char *config, cli_paths *p)
+static int locate(const char *config, int config_fd, cli_paths *p)
 {
 	char why[256];
 
-	if (cli_master_paths(p, config, why, sizeof(why)) == 0)
+	if (cli_master_paths(p, config, config_fd, why, sizeof(why)) == 0)
 		return 0;
 	cli_say(2, "not sharing connections: %s", why);
 	return -1;
 }
 
-int cli_client_run(const char *config, unsigned int persist_s, const cli_request *req,
-		   int *status)
+int cli_client_run(const char *config, int config_fd, unsigned int persist_s,
+		   const cli_request *req, int *status)
 {
 	cli_paths p;
 	int attempt, rc = 1;
 
-	if (locate(config, &p))
+	if (locate(config, config_fd, &p))
 		return -1;
 	for (attempt = 0; attempt < 2 && rc == 1; attempt++) {
 		int sock;
@@ -202,7 +211,7 @@ int cli_client_run(const char *config, unsigned int persist_s, const cli_request
 			*status = 128 + cli_signals_received();
 			return 0;
 		}
-		if ((sock = connect_or_start(&p, config, persist_s)) < 0)
+		if ((sock = connect_or_start(&p, config, config_fd, persist_s)) < 0)
 			break;
 		rc = exchange(sock, req, status);
 		close(sock);
@@ -210,13 +219,13 @@ int cli_client_run(const char *config, unsigned int persist_s, const cli_request
 	return rc == 0 ? 0 : -1;
 }
 
-int cli_client_stop(const char *config)
+int cli_client_stop(const char *config, int config_fd)
 {
 	cli_paths p;
 	cli_request *req;
 	int sock, status = CLI_EXIT_FILE;
 
-	if (locate(config, &p))
+	if (locate(config, config_fd, &p))
 		return CLI_EXIT_FAILURE;
 	/* A dead master's socket stays: the next call replaces it under the lock. */
 	if ((sock = try_connect(p.sock)) < 0) {

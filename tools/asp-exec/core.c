@@ -4,6 +4,7 @@
  * --check, and starts it as the master (--master SOCKET).
  */
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -32,7 +33,7 @@ static int run_direct(const char *config, const cli_request *req)
 	atomic_store(&running, &io);
 	if (cli_signals_received()) /* one that came before */
 		cli_io_cancel(&io, cli_signals_received());
-	if ((rc = cli_open(&sb, config, 0, &e))) {
+	if ((rc = cli_open(&sb, config, NULL, 0, &e))) {
 		cli_say(2, "%s", e.message);
 		status = cli_exit_for_error(rc);
 	} else {
@@ -47,12 +48,14 @@ static int run_direct(const char *config, const cli_request *req)
 /* Masters are only started for configurations cli_discover finds. */
 static int stop_master(const char *given)
 {
-	char *config = cli_discover(given), *found = NULL;
+	char *found = NULL;
 	asp_error e = { 0 };
-	int status;
+	int status, fd;
+	char *config = cli_discover(given, &fd);
 
 	if (config) {
-		status = cli_client_stop(config);
+		status = cli_client_stop(config, fd);
+		close(fd);
 		free(config);
 		return status;
 	}
@@ -68,7 +71,8 @@ static int stop_master(const char *given)
 static int run(const cli_options *o)
 {
 	if (o->master_socket)
-		return cli_master_main(o->config, o->master_socket, o->persist_s, o->ready_fd);
+		return cli_master_main(o->config, o->config_fd, o->master_socket, o->persist_s,
+				       o->ready_fd);
 	if (o->check)
 		return cli_check(o->config, o->req->json);
 	if (o->stop)

@@ -28,17 +28,18 @@ static int run_core(char **argv)
 static int run(const cli_options *o, char **argv)
 {
 	char *config;
-	int status;
+	int status, fd;
 
 	if (o->master_socket || o->check || o->no_master)
 		return run_core(argv);
 	cli_signals_install(NULL);
-	if (!(config = cli_discover(o->config)))
+	if (!(config = cli_discover(o->config, &fd)))
 		return run_core(argv); /* libasp finds it, or says why not */
 	if (o->stop)
-		status = cli_client_stop(config);
-	else if (cli_client_run(config, o->persist_s, o->req, &status) != 0)
+		status = cli_client_stop(config, fd);
+	else if (cli_client_run(config, fd, o->persist_s, o->req, &status) != 0)
 		status = -1;
+	close(fd);
 	free(config);
 	return status >= 0 ? status : run_core(argv);
 }

@@ -30,6 +30,8 @@
 #define MASTER_CONNECTIONS 8
 #define REQUEST_READ_TIMEOUT_S 10
 #define HOUSEKEEPING_MS 1000
+/* More than libasp takes (1 MiB), so that libasp is the one to say it is too large. */
+#define MASTER_CONFIG_MAX ((size_t)2 << 20)
 
 typedef struct master {
 	asp_sandbox *sb;
@@ -320,12 +322,50 @@ static void serve(master *m)
 	pthread_mutex_unlock(&m->mu);
 }
 
-int cli_master_main(const char *config, const char *socket_path, unsigned int persist_s,
-		    int ready_fd)
+/*
+ * The configuration its client judged, from the descriptor it handed over
+ * (malloc'd, NUL-terminated), or NULL. Reading the path instead would read
+ * whatever is there now, which may no longer be what was judged.
+ */
+static char *read_config(int fd)
+{
+	size_t len = 0, cap = 0;
+	char *text = NULL, *grown;
+	ssize_t n;
+
+	if (fd < 0)
+		return NULL;
+	for (;;) {
+		if (cap - len < 4096) {
+			if (cap >= MASTER_CONFIG_MAX || !(grown = realloc(text, cap + 65536))) {
+				close(fd);
+				break;
+			}
+			text = grown;
+			cap += 65536;
+		}
+		n = read(fd, text + len, cap - len - 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			close(fd);
+			if (n < 0 || memchr(text, '\0', len))
+				break;
+			text[len] = '\0';
+			return text;
+		}
+		len += (size_t)n;
+	}
+	free(text);
+	return NULL;
+}
+
+int cli_master_main(const char *config, int config_fd, const char *socket_path,
+		    unsigned int persist_s, int ready_fd)
 {
 	master m;
 	asp_error e;
-	char b = 'R';
+	char b = 'R', *text = read_config(config_fd);
 	int rc = CLI_EXIT_FAILURE;
 
 	memset(&m, 0, sizeof(m));
@@ -341,7 +381,7 @@ int cli_master_main(const char *config, const char *socket_path, unsigned int pe
 	pthread_cond_init(&m.done, NULL);
 	/* A failure here closes ready_fd unwritten: the client then runs
 	 * directly and reports the problem itself. */
-	if (cli_open(&m.sb, config, MASTER_CONNECTIONS, &e) == 0 && chdir("/") == 0 &&
+	if (text && cli_open(&m.sb, config, text, MASTER_CONNECTIONS, &e) == 0 && chdir("/") == 0 &&
 	    pipe2(m.wake, O_CLOEXEC) == 0 && listen_on(&m) == 0 && write(ready_fd, &b, 1) == 1) {
 		close(ready_fd);
 		serve(&m);
@@ -350,5 +390,6 @@ int cli_master_main(const char *config, const char *socket_path, unsigned int pe
 		unlink_if_ours(&m);
 	}
 	asp_close(m.sb);
+	free(text);
 	return rc;
 }

@@ -4,18 +4,21 @@
  * configuration they name or discovery finds.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "discover.h"
 
 enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
-       OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET };
+       OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET,
+       OPT_CONFIG_FD };
 
 static const struct option long_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
@@ -35,6 +38,7 @@ static const struct option long_options[] = {
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "master", required_argument, NULL, OPT_MASTER },
 	{ "ready-fd", required_argument, NULL, OPT_READY_FD },
+	{ "config-fd", required_argument, NULL, OPT_CONFIG_FD },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -183,6 +187,8 @@ static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 		return 0;
 	case OPT_READY_FD:
 		return parse_uint(arg, 0, (unsigned int *)&o->ready_fd, "--ready-fd: bad value '%s'");
+	case OPT_CONFIG_FD:
+		return parse_uint(arg, 0, (unsigned int *)&o->config_fd, "--config-fd: bad value '%s'");
 	default:
 		return usage_error("%s", "unknown option or missing argument");
 	}
@@ -219,6 +225,7 @@ int cli_parse(cli_options *o, int argc, char **argv)
 	memset(o, 0, sizeof(*o));
 	o->persist_s = CLI_DEFAULT_PERSIST_S;
 	o->ready_fd = -1;
+	o->config_fd = -1;
 	if (!(o->req = cli_request_new()))
 		return -1;
 	o->req->mode = CLI_EXEC;
@@ -258,15 +265,25 @@ void cli_options_free(cli_options *o)
  * agree. Whenever it cannot answer, NULL sends the call to asp-exec-core,
  * where libasp searches again and reports the problem.
  */
-char *cli_discover(const char *given)
+char *cli_discover(const char *given, int *fd)
 {
-	char path[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX];
+	char path[PATH_MAX], why[ASP_ERROR_MESSAGE_MAX], *out;
 	struct stat st;
 
-	if (given) /* already absolute when it exists (cli_parse) */
-		return given[0] == '/' && stat(given, &st) == 0 && S_ISREG(st.st_mode) ?
-			       strdup(given) : NULL;
-	if (asp__discover(path, sizeof(path), NULL, why, sizeof(why)))
-		return NULL;
-	return strdup(path);
+	*fd = -1;
+	if (given) { /* already absolute when it exists (cli_parse) */
+		if (given[0] != '/' ||
+		    (*fd = open(given, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
+			return NULL;
+		if (fstat(*fd, &st) == 0 && S_ISREG(st.st_mode) && (out = strdup(given)))
+			return out;
+	} else {
+		if (asp__discover(fd, path, sizeof(path), NULL, why, sizeof(why)))
+			return NULL;
+		if ((out = strdup(path)))
+			return out;
+	}
+	close(*fd);
+	*fd = -1;
+	return NULL;
 }

@@ -50,11 +50,13 @@ int cli_exit_for_error(int code)
 	}
 }
 
-int cli_open(asp_sandbox **out, const char *config, unsigned int max_connections, asp_error *err)
+int cli_open(asp_sandbox **out, const char *config, const char *text,
+	     unsigned int max_connections, asp_error *err)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 
 	o.config_path = config;
+	o.config_text = text;
 	o.max_connections = max_connections;
 	o.flags = ASP_OPEN_LAZY;
 	return asp_open(out, &o, err);

@@ -68,16 +68,25 @@ static int make_dir(char *out, size_t outlen, char *why, size_t whylen)
 	return cli_dir_is_private(out, why, whylen);
 }
 
-static char *read_config(const char *path, size_t *len)
+/*
+ * The configuration from the descriptor cli_discover judged (pread: the
+ * master it may start reads the same descriptor from the start), never
+ * from its path, which may name another file by now.
+ */
+static char *read_config(int fd, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
 	char *buf = malloc(MAX_CONFIG_BYTES);
+	ssize_t n;
 
 	*len = 0;
-	if (f && buf)
-		*len = fread(buf, 1, MAX_CONFIG_BYTES, f);
-	if (f)
-		fclose(f);
+	while (buf && *len < MAX_CONFIG_BYTES) {
+		n = pread(fd, buf + *len, MAX_CONFIG_BYTES - *len, (off_t)*len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		*len += (size_t)n;
+	}
 	return buf;
 }
 
@@ -108,13 +117,13 @@ static const char *identity_from_env(const char *json, size_t len)
 	return value;
 }
 
-static void config_name(char out[NAME_HEX + 1], const char *config)
+static void config_name(char out[NAME_HEX + 1], const char *config, int config_fd)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char md[32];
 	cli_sha256 s;
 	size_t len;
-	char *text = read_config(config, &len), size[32];
+	char *text = read_config(config_fd, &len), size[32];
 
 	cli_sha256_init(&s);
 	cli_sha256_update(&s, "asp-exec master\0", 16);
@@ -136,13 +145,14 @@ static void config_name(char out[NAME_HEX + 1], const char *config)
 	out[NAME_HEX] = '\0';
 }
 
-int cli_master_paths(cli_paths *out, const char *config, char *why, size_t whylen)
+int cli_master_paths(cli_paths *out, const char *config, int config_fd, char *why,
+		     size_t whylen)
 {
 	char name[NAME_HEX + 1];
 
 	if (make_dir(out->dir, sizeof(out->dir), why, whylen))
 		return -1;
-	config_name(name, config);
+	config_name(name, config, config_fd);
 	snprintf(out->sock, sizeof(out->sock), "%s/%s.sock", out->dir, name);
 	snprintf(out->lock, sizeof(out->lock), "%s/%s.lock", out->dir, name);
 	return 0;

@@ -22,7 +22,8 @@ package, then ../../build/ of a libasp checkout, then the system.
 
 from ._lib import path as library_path
 from ._core import (STDERR, STDOUT, Cancel, Entry, ExecResult, FileType, Sandbox, Stat,
-                    check_config, error_name, find_config, open, strerror, version)
+                    check_config, error_name, find_config, open, read_config, strerror,
+                    version)
 from .errors import (AccessError, AspError, AspTimeout, AuthError, Cancelled, ConfigError,
                      ConnectError, ConnectionLost, ErrorCode, Exists, HostKeyError,
                      InvalidArgument, IsADirectory, NoConfigError, NoSpace, NotADirectory,
@@ -42,7 +43,7 @@ def __getattr__(name):
 
 __all__ = [
     "open", "Sandbox", "Cancel", "ExecResult", "Stat", "Entry", "FileType",
-    "find_config", "check_config", "version", "strerror", "error_name", "library_path",
+    "find_config", "read_config", "check_config", "version", "strerror", "error_name", "library_path",
     "STDOUT", "STDERR", "ErrorCode", "exception_class",
     "AspError", "InvalidArgument", "OutOfMemory", "ConfigError", "NoConfigError",
     "HostKeyError", "AuthError", "ConnectError", "AspTimeout", "ConnectionLost", "Cancelled",

@@ -244,6 +244,27 @@ def find_config(start_dir=None):
         lib.asp_free(out)
 
 
+def read_config(start_dir=None):
+    """Discovery, returning what the file holds -> (path, text).
+
+    The text is read from the very descriptor discovery opened and judged,
+    so it is the file the trust rules accepted, even if the directories
+    around it are renamed meanwhile; open(config=path, config_text=text)
+    then opens what was judged. (Opening find_config's path again is a
+    second lookup.) Raises NoConfigError when nothing is found.
+    """
+    start = None if start_dir is None else _path(start_dir, "start_dir")
+    text = ctypes.c_void_p()
+    path = ctypes.c_void_p()
+    err = _lib.asp_error()
+    _check(lib.asp_config_read(byref(text), byref(path), start, byref(err)), err)
+    try:
+        return _decode(ctypes.string_at(path)), _decode(ctypes.string_at(text))
+    finally:
+        lib.asp_free(text)
+        lib.asp_free(path)
+
+
 def check_config(path):
     """Load and strictly validate a configuration file without connecting (ConfigError if bad)."""
     p = _path(path, "config")
@@ -899,11 +920,16 @@ def _result(r):
 def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
          connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False,
          op_timeout=None, max_read_bytes=None, max_output=None, max_list_entries=None,
-         file_transport="auto"):
+         file_transport="auto", config_text=None):
     """Open a sandbox -> Sandbox.
 
     config: the .asp.json to use; None means discovery ($ASP_CONFIG, else
-        .asp.json in start_dir (default: cwd) and each parent).
+        .asp.json in start_dir (default: cwd) and each parent). Discovery
+        parses the very file it judged (no second lookup of its name).
+    config_text: the configuration's content (str or bytes), used instead
+        of reading a file; config then only names it (messages, relative
+        identity paths). Not judged: read_config gives a discovered file's
+        judged text.
     known_hosts: trust-on-first-use store (default $ASP_KNOWN_HOSTS, else
         ~/.config/asp/known_hosts).
     max_connections: connections kept to the sandbox (default 4).
@@ -926,6 +952,8 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
     _check(lib.asp_open_options_init(byref(opts), _lib.ASP_OPEN_OPTIONS_VERSION), err)
     if config is not None:
         opts.config_path = _path(config, "config")
+    if config_text is not None:
+        opts.config_text = _to_bytes(config_text, "config_text", allow_pathlike=False)
     if start_dir is not None:
         opts.start_dir = _path(start_dir, "start_dir")
     if known_hosts is not None:

@@ -24,7 +24,7 @@ ABI_MAJOR = 0
 
 ASP_ERROR_MESSAGE_MAX = 512
 ASP_OPEN_LAZY = 0x1
-ASP_OPEN_OPTIONS_VERSION = 1
+ASP_OPEN_OPTIONS_VERSION = 2
 ASP_WRITE_OPTIONS_VERSION = 1
 ASP_CALL_OPTIONS_VERSION = 1
 ASP_EXEC_OPTIONS_VERSION = 1
@@ -91,6 +91,7 @@ class asp_open_options(Structure):
         ("max_output", c_size_t),
         ("max_list_entries", c_uint),
         ("file_transport", c_uint),
+        ("config_text", c_char_p),  # version 2
     ]
 
 
@@ -168,6 +169,7 @@ PROTOTYPES = {
     "asp_error_name": (c_char_p, [c_int]),
     "asp_free": (None, [c_void_p]),
     "asp_config_find": (c_int, [POINTER(c_void_p), c_char_p, error_p]),
+    "asp_config_read": (c_int, [POINTER(c_void_p), POINTER(c_void_p), c_char_p, error_p]),
     "asp_config_check": (c_int, [c_char_p, error_p]),
     "asp_open_options_init": (c_int, [POINTER(asp_open_options), c_uint]),
     "asp_open": (c_int, [POINTER(sandbox_p), POINTER(asp_open_options), error_p]),

@@ -246,8 +246,9 @@ class TestLibrary(unittest.TestCase):
 
     def test_options_defaults_come_from_c(self):
         o = _lib.asp_open_options()
-        self.assertEqual(_lib.lib.asp_open_options_init(ctypes.byref(o), 1), 0)
-        self.assertEqual(o.version, 1)
+        self.assertEqual(_lib.lib.asp_open_options_init(ctypes.byref(o),
+                                                         _lib.ASP_OPEN_OPTIONS_VERSION), 0)
+        self.assertEqual((o.version, o.config_text), (2, None))
         e = _lib.asp_exec_options()
         self.assertEqual(_lib.lib.asp_exec_options_init(ctypes.byref(e), 1), 0)
         self.assertEqual((e.version, e.stdin_fd, e.flags, e.timeout_ms), (1, 0, 0, 0))

@@ -12,7 +12,8 @@
 import assert from 'node:assert/strict';
 
 import asp, {
-	AspError, READ_ALL, Sandbox, checkConfig, codes, findConfig, libraryPath, load, open, version,
+	AspError, READ_ALL, Sandbox, checkConfig, codes, findConfig, libraryPath, load, open, readConfig,
+	version,
 } from 'libasp';
 import type {
 	AspErrorCode, CString, CallOptions, DirEntry, ExecOptions, ExecResult, FileType, MkdirOptions,
@@ -32,7 +33,7 @@ const SANDBOX_INFO = {
 	kex: true, cipher: true, mac: true, serverBanner: true, fileTransport: true,
 } satisfies Keys<SandboxInfo>;
 const MODULE = {
-	open: true, findConfig: true, checkConfig: true, AspError: true, Sandbox: true, READ_ALL: true,
+	open: true, findConfig: true, readConfig: true, checkConfig: true, AspError: true, Sandbox: true, READ_ALL: true,
 	version: true, libraryPath: true, codes: true, load: true,
 } satisfies Keys<typeof asp>;
 const SANDBOX_METHODS = {
@@ -48,7 +49,7 @@ const SANDBOX_METHODS = {
 const BAD_OPEN = {
 	config: 5, startDir: 5, knownHosts: 5, maxConnections: -1, connectTimeout: -1, ioTimeout: -1,
 	keepalive: -1, idleClose: -1, lazy: null, opTimeout: -1, maxReadBytes: -1, maxOutput: -1,
-	maxListEntries: -1, fileTransport: 'ftp',
+	maxListEntries: -1, fileTransport: 'ftp', configText: 5,
 } satisfies Record<keyof OpenOptions, unknown>;
 const BAD_CALL = { signal: 'abort', timeout: -1 } satisfies Record<keyof CallOptions, unknown>;
 const BAD_READ = { ...BAD_CALL, offset: -1, limit: -1 } satisfies Record<keyof ReadOptions, unknown>;
@@ -85,6 +86,8 @@ async function main(config: string): Promise<void> {
 	assert.equal(typeof limit, 'bigint');
 	const found: string = await findConfig(config.slice(0, config.lastIndexOf('/')));
 	assert.equal(found, config);
+	const judged: { path: string; text: string } = await readConfig(config.slice(0, config.lastIndexOf('/')));
+	assert.equal(judged.path, config);
 	await checkConfig(config);
 	const made = new AspError(-12);
 	const code: AspErrorCode | (string & {}) = made.code;
@@ -98,7 +101,7 @@ async function main(config: string): Promise<void> {
 		config, startDir: '/', knownHosts: Buffer.from('/nonexistent-known-hosts'), maxConnections: 2,
 		connectTimeout: 10_000, ioTimeout: 30_000, keepalive: 15, idleClose: 300, lazy: true,
 		opTimeout: 300_000, maxReadBytes: 1n << 28n, maxOutput: 1 << 20, maxListEntries: 1000,
-		fileTransport: 'auto',
+		fileTransport: 'auto', configText: judged.text,
 	};
 	const sb: Sandbox = await open(opts);
 	try {
