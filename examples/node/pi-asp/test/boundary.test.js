@@ -129,12 +129,19 @@ describe('what a real pi session shows the model', () => {
 		const cwd = harnessDir();
 		const tmp = tempDir('pi-asp-tmp');
 		const tag = `small-${crypto.randomInt(1e6, 1e7)}`;
-		const r = await piSession([{ tool: 'bash', args: { command: `echo ${tag}; ls /tmp | grep -c pi-bash- || true` } }],
-			{ cwd, tmp, env: { ASP_CONFIG: fx.config } });
+		const r = await piSession([{ tool: 'bash', args: { command: `echo ${tag}` } }], { cwd, tmp, env: { ASP_CONFIG: fx.config } });
 		assert.equal(r.code, 0, r.stderr);
-		assert.match(r.model.toolResults()[0], new RegExp(`^${tag}\n`));
+		assert.deepEqual(r.model.toolResults(), [`${tag}\n`]);
 		assert.deepEqual(outputFiles(tmp), []);
-		assert.match(r.model.toolResults()[0], new RegExp(`^${tag}\n0\n$`));
+		/* The sandbox's /tmp (this machine's here) keeps no copy either. */
+		const left = outputFiles('/tmp').filter((n) => {
+			try {
+				return fs.readFileSync(path.join('/tmp', n), 'utf8').includes(tag);
+			} catch {
+				return false;
+			}
+		});
+		assert.deepEqual(left, []);
 	});
 
 	for (const [what, over] of [
