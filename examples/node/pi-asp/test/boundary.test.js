@@ -108,7 +108,7 @@ describe('what a real pi session shows the model', () => {
 		], { cwd, tmp, env: { ASP_CONFIG: fx.config } });
 		assert.equal(r.code, 0, r.stderr);
 		const [bash, read] = r.model.toolResults();
-		assert.match(bash, /\n100000\n\n\[Showing lines \d+-100001 of 100001\. Full output: \S+\]$/, bash);
+		assert.match(bash, /\n100000\n\n\n\[Showing lines \d+-100001 of 100001\. Full output: \S+\]$/, bash);
 		assert.ok(given, bash);
 		/* The model's read of that path finds the whole output there. */
 		assert.equal(read, '99999\n100000\n');

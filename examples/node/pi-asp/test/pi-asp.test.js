@@ -537,7 +537,7 @@ describe('extension wiring (a stand-in for pi\'s ExtensionAPI)', () => {
 	it('rewrites the working directory in the system prompt, serves user_bash, closes on shutdown', async () => {
 		const p = fakePi();
 		await createPiAspExtension({ config: fx.config, startDir: '/some/local/dir' })(p);
-		const out = p.handlers.before_agent_start({ systemPrompt: 'x\nCurrent working directory: /some/local/dir' });
+		const out = await p.handlers.before_agent_start({ systemPrompt: 'x\nCurrent working directory: /some/local/dir', systemPromptOptions: {} });
 		/* As if local: the sandbox's working directory, and not a word about how it is reached. */
 		assert.equal(out.systemPrompt, `x\nCurrent working directory: ${fx.workspace}`);
 		const { operations } = p.handlers.user_bash({ command: 'echo hi', cwd: '/some/local/dir' });
