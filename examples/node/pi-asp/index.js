@@ -893,16 +893,19 @@ const SURELY_WHOLE_BYTES = Math.floor(DEFAULT_MAX_BYTES / 3);
  * The command, run so that its whole output (stdout and stderr, as pi
  * merges them) is also written to `file` in the sandbox, created 0600 and
  * never over an existing one; its exit status is the command's. The file
- * is removed when the output is surely too small to be truncated.
+ * is removed when the output is surely too small to be truncated, also
+ * when a timeout or cancel ends the command.
  */
 function bashInSandbox(command, file) {
 	const q = shq(command);
 	return `_pi_f=${shq(file)}; ` +
+		`_pi_c() { [ "$(wc -c < "$_pi_f")" -le ${SURELY_WHOLE_BYTES} ] && [ "$(wc -l < "$_pi_f")" -lt ${DEFAULT_MAX_LINES} ] && rm -f "$_pi_f"; }; ` +
 		`if ( umask 077; set -C; : > "$_pi_f" ) 2>/dev/null; then ` +
-		`{ _pi_s=$( { { ( unset _pi_f; eval ' '${q} ) 4>&- 5>&-; echo $? >&4; } 2>&1 | tee "$_pi_f" >&5 4>&-; } 4>&1 ); } 5>&1; ` +
-		`[ "$(wc -c < "$_pi_f")" -le ${SURELY_WHOLE_BYTES} ] && [ "$(wc -l < "$_pi_f")" -lt ${DEFAULT_MAX_LINES} ] && rm -f "$_pi_f"; ` +
-		`unset _pi_f; exit "\${_pi_s:-1}"; ` +
-		`else unset _pi_f; eval ' '${q}; fi`;
+		/* A timeout or cancel (SIGTERM to the group) still removes a small file; the command's subshell has no trap. */
+		`trap '_pi_c; exit 143' TERM; ` +
+		`{ _pi_s=$( { { ( unset _pi_f; unset -f _pi_c; eval ' '${q} ) 4>&- 5>&-; echo $? >&4; } 2>&1 | tee "$_pi_f" >&5 4>&-; } 4>&1 ); } 5>&1; ` +
+		`_pi_c; exit "\${_pi_s:-1}"; ` +
+		`else unset _pi_f; unset -f _pi_c; eval ' '${q}; fi`;
 }
 
 /*
@@ -949,14 +952,18 @@ export function createAspBashToolDefinition(sandbox, workspace, ops) {
 			};
 			if (onUpdate)
 				onUpdate({ content: [], details: undefined });
-			const finish = () => {
+			const finish = (ended) => {
 				output.finish();
 				clearTimeout(timer);
 				timer = undefined;
 				emit();
 				const t = output.snapshot();
-				/* A file the wrapper kept (or left, when killed) that the model is not told of goes. */
-				if (!t.truncated)
+				/*
+				 * A file the model is not told of goes: one the wrapper kept (it
+				 * could not tell) or could not remove (a timeout killed it). Not
+				 * after an abort: that may be pi shutting down.
+				 */
+				if (!t.truncated && !signal?.aborted && (!ended || output.totalRawBytes > SURELY_WHOLE_BYTES))
 					sb().then((s) => s.exec(`rm -f ${shq(fullOutputPath)}`)).catch(() => {});
 				return t;
 			};
@@ -986,7 +993,7 @@ export function createAspBashToolDefinition(sandbox, workspace, ops) {
 					timeout,
 				}));
 			} catch (err) {
-				const text = format(finish(), '');
+				const text = format(finish(false), '');
 				if (err instanceof Error && err.message === 'aborted')
 					throw modelSafe(new Error(withStatus(text, 'Command aborted')));
 				if (err instanceof Error && err.message.startsWith('timeout:'))
@@ -995,7 +1002,7 @@ export function createAspBashToolDefinition(sandbox, workspace, ops) {
 			} finally {
 				clearTimeout(timer);
 			}
-			const t = finish();
+			const t = finish(true);
 			const text = format(t);
 			if (exitCode !== 0 && exitCode !== null)
 				throw modelSafe(new Error(withStatus(text, `Command exited with code ${exitCode}`)));

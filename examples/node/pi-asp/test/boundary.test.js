@@ -67,6 +67,17 @@ function outputFiles(dir) {
 	return fs.readdirSync(dir).filter((n) => n.startsWith('pi-bash-'));
 }
 
+/* Output files in the sandbox's /tmp (this machine's here) that hold tag. */
+function sandboxOutputFilesWith(tag) {
+	return outputFiles('/tmp').filter((n) => {
+		try {
+			return fs.readFileSync(path.join('/tmp', n), 'utf8').includes(tag);
+		} catch {
+			return false;
+		}
+	});
+}
+
 /* Processes (not zombies) whose command line holds tag. */
 function processesWith(tag) {
 	const r = spawnSync('ps', ['-eo', 'stat=,args='], { encoding: 'utf8' });
@@ -129,19 +140,16 @@ describe('what a real pi session shows the model', () => {
 		const cwd = harnessDir();
 		const tmp = tempDir('pi-asp-tmp');
 		const tag = `small-${crypto.randomInt(1e6, 1e7)}`;
-		const r = await piSession([{ tool: 'bash', args: { command: `echo ${tag}` } }], { cwd, tmp, env: { ASP_CONFIG: fx.config } });
+		/* Small, and 30 KB (too large for the wrapper to know it will not be truncated; 50 KB is the limit). */
+		const r = await piSession([
+			{ tool: 'bash', args: { command: `echo ${tag}` } },
+			{ tool: 'bash', args: { command: `head -c 30000 /dev/zero | tr '\\0' y; echo; echo ${tag}` } },
+		], { cwd, tmp, env: { ASP_CONFIG: fx.config } });
 		assert.equal(r.code, 0, r.stderr);
-		assert.deepEqual(r.model.toolResults(), [`${tag}\n`]);
+		assert.deepEqual(r.model.toolResults(), [`${tag}\n`, `${'y'.repeat(30000)}\n${tag}\n`]);
 		assert.deepEqual(outputFiles(tmp), []);
 		/* The sandbox's /tmp (this machine's here) keeps no copy either. */
-		const left = outputFiles('/tmp').filter((n) => {
-			try {
-				return fs.readFileSync(path.join('/tmp', n), 'utf8').includes(tag);
-			} catch {
-				return false;
-			}
-		});
-		assert.deepEqual(left, []);
+		assert.deepEqual(sandboxOutputFilesWith(tag), []);
 	});
 
 	for (const [what, over] of [
@@ -180,7 +188,7 @@ describe('what a real pi session shows the model', () => {
 		it(`${signal} while a tool runs: pi exits, and the remote command is killed`, { timeout: 60_000 }, async () => {
 			const cwd = harnessDir();
 			const tag = `3600.${crypto.randomInt(1e6, 1e7)}`;
-			const model = await startModel([{ tool: 'bash', args: { command: `echo started; sleep ${tag}` } }]);
+			const model = await startModel([{ tool: 'bash', args: { command: `echo started-${tag}; sleep ${tag}` } }]);
 			const agentDir = makeAgentDir(model.url);
 			cleanup.push(agentDir);
 			try {
@@ -192,6 +200,8 @@ describe('what a real pi session shows the model', () => {
 				const r = await done;
 				assert.ok(r.code !== 0 || r.signal, JSON.stringify(r));
 				assert.deepEqual(processesWith(tag), []);
+				/* The killed command's output file in the sandbox went with it. */
+				assert.deepEqual(sandboxOutputFilesWith(`started-${tag}`), []);
 			} finally {
 				await model.close();
 			}
