@@ -35,10 +35,14 @@ function harnessDir() {
 }
 
 /* pi once, with a scripted model; what it sent the model, and how it ended. */
-async function piSession(steps, { cwd, env, tmp }) {
+async function piSession(steps, { cwd, env, tmp, agentFiles = {} }) {
 	const model = await startModel(steps);
 	const agentDir = makeAgentDir(model.url);
 	cleanup.push(agentDir);
+	for (const [name, text] of Object.entries(agentFiles)) {
+		fs.mkdirSync(path.dirname(path.join(agentDir, name)), { recursive: true });
+		fs.writeFileSync(path.join(agentDir, name), text);
+	}
 	try {
 		const { done } = runPi({ cwd, agentDir, env: { TMPDIR: tmp ?? tempDir('pi-asp-tmp'), ...env } });
 		const r = await done;
@@ -172,7 +176,12 @@ describe('what a real pi session shows the model', () => {
 		const cwd = harnessDir();
 		fs.writeFileSync(path.join(fx.workspace, 'AGENTS.md'), 'SANDBOX-CONTEXT\n');
 		try {
-			const r = await piSession([{ text: 'ok' }], { cwd, env: { ASP_CONFIG: fx.config } });
+			/* The user's global context file and a skill: files on the harness, under harness paths. */
+			const agentFiles = {
+				'AGENTS.md': 'HARNESS-ONLY-CONTEXT (global)\n',
+				'skills/harness-skill/SKILL.md': '---\nname: harness-skill\ndescription: A skill whose file is on the harness.\n---\nHARNESS-ONLY-CONTEXT\n',
+			};
+			const r = await piSession([{ text: 'ok' }], { cwd, agentFiles, env: { ASP_CONFIG: fx.config } });
 			assert.equal(r.code, 0, r.stderr);
 			const prompt = r.model.systemPrompt();
 			assert.ok(prompt.includes(`## ${fx.workspace}/AGENTS.md\n\nSANDBOX-CONTEXT\n`), prompt);
