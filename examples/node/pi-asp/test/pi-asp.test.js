@@ -101,7 +101,12 @@ function snapshot(dir) {
 	return out;
 }
 
+/* Full-output files that pi's bash tools named (the local one's and the sandbox's), removed after the tests. */
+const outputLogs = new Set();
+
 function normalize(value) {
+	for (const m of JSON.stringify(value ?? null).matchAll(/\/tmp\/pi-bash-[0-9a-f]+\.log/g))
+		outputLogs.add(m[0]);
 	return JSON.parse(JSON.stringify(value ?? null)
 		.replaceAll(fx.workspace, '<CWD>')
 		.replaceAll(localDir, '<CWD>')
@@ -214,6 +219,8 @@ after(async () => {
 		/* best effort */
 	}
 	delete process.env.ASP_CONFIG;
+	for (const f of outputLogs)
+		fs.rmSync(f, { force: true });
 	if (localDir)
 		fs.rmSync(localDir, { recursive: true, force: true });
 	if (agentDir)
