@@ -15,9 +15,10 @@
  * errors naming sandbox paths, or "the environment is unavailable"). What
  * libasp said in full goes to the user (pi's notifications, else stderr).
  *
- * Without a .asp.json the extension does nothing and pi stays local. With
- * one that cannot be used (including an $ASP_CONFIG that names no file), the
- * tools fail: they never fall back to the local machine.
+ * Without a .asp.json the extension does nothing and pi stays local (it says
+ * so once on stderr). With one that cannot be used (including an $ASP_CONFIG
+ * that names no file, or is set but empty), the tools fail: they never fall
+ * back to the local machine.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
