@@ -15,12 +15,14 @@
  * errors naming sandbox paths, or "the environment is unavailable"). What
  * libasp said in full goes to the user (pi's notifications, else stderr).
  *
- * Without a .asp.json the extension does nothing and pi stays local. With
- * one that cannot be used (including an $ASP_CONFIG that names no file), the
- * tools fail: they never fall back to the local machine.
+ * Without a .asp.json the extension does nothing and pi stays local (it says
+ * so once on stderr). With one that cannot be used (including an $ASP_CONFIG
+ * that names no file, or is set but empty), the tools fail: they never fall
+ * back to the local machine.
  */
 
 import { AsyncLocalStorage } from 'node:async_hooks';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,8 +36,11 @@ import {
 	createReadToolDefinition,
 	createWriteToolDefinition,
 	DEFAULT_MAX_BYTES,
+	DEFAULT_MAX_LINES,
 	formatSize,
+	formatSkillsForPrompt,
 	truncateHead,
+	truncateTail,
 	truncateLine,
 } from '@mariozechner/pi-coding-agent';
 import { fileTypeFromBuffer } from 'file-type';
@@ -150,6 +155,14 @@ function report(e) {
 	const store = callContext.getStore();
 	const message = e instanceof Error ? e.message : String(e);
 	(store?.report ?? defaultReporter)(message, store?.ctx);
+}
+
+/* signal, and the shutdown signal `stop()` (createPiAspExtension aborts it when pi ends). */
+function withStop(signal, stop) {
+	const s = stop?.();
+	if (!s)
+		return signal;
+	return signal ? AbortSignal.any([signal, s]) : s;
 }
 
 /* Resolve when `p` settles, or reject as soon as `signal` aborts (for a binding that ignores it). */
@@ -282,6 +295,7 @@ export function createAspOperations(sandbox, options = {}) {
 	const bash = {
 		/* The contract of pi's BashOperations.exec (pi: dist/core/tools/bash.js, createLocalBashOperations). */
 		async exec(command, cwd, { onData, signal, timeout }) {
+			signal = withStop(signal, options.stop);
 			const env = {};
 			for (const name of forward)
 				if (process.env[name] !== undefined)
@@ -787,6 +801,221 @@ export function createAspGrepToolDefinition(sandbox, workspace, options = {}) {
 }
 
 /*
+ * pi's bash output, kept as pi's OutputAccumulator keeps it (pi:
+ * dist/core/tools/output-accumulator.js) but without its local temp file:
+ * only totals and a bounded tail live on the harness. The full output is
+ * written in the sandbox by the command's wrapper (bashInSandbox).
+ */
+class OutputTail {
+	constructor() {
+		this.maxLines = DEFAULT_MAX_LINES;
+		this.maxBytes = DEFAULT_MAX_BYTES;
+		this.maxRollingBytes = Math.max(this.maxBytes * 2, 1);
+		this.decoder = new TextDecoder();
+		this.tailText = '';
+		this.tailBytes = 0;
+		this.tailStartsAtLineBoundary = true;
+		this.totalRawBytes = 0;
+		this.totalDecodedBytes = 0;
+		this.totalLines = 1;
+		this.currentLineBytes = 0;
+		this.finished = false;
+	}
+
+	append(data) {
+		this.totalRawBytes += data.length;
+		this.appendDecoded(this.decoder.decode(data, { stream: true }));
+	}
+
+	finish() {
+		if (!this.finished)
+			this.appendDecoded(this.decoder.decode());
+		this.finished = true;
+	}
+
+	appendDecoded(text) {
+		if (!text.length)
+			return;
+		const bytes = Buffer.byteLength(text);
+		this.totalDecodedBytes += bytes;
+		this.tailText += text;
+		this.tailBytes += bytes;
+		if (this.tailBytes > this.maxRollingBytes * 2) {
+			const buffer = Buffer.from(this.tailText);
+			let start = buffer.length - this.maxRollingBytes;
+			while (start < buffer.length && (buffer[start] & 0xc0) === 0x80)
+				start++;
+			this.tailStartsAtLineBoundary = buffer[start - 1] === 0x0a;
+			this.tailText = buffer.subarray(start).toString();
+			this.tailBytes = Buffer.byteLength(this.tailText);
+		}
+		let newlines = 0;
+		let last = -1;
+		for (let i = text.indexOf('\n'); i !== -1; i = text.indexOf('\n', i + 1)) {
+			newlines++;
+			last = i;
+		}
+		if (newlines === 0) {
+			this.currentLineBytes += bytes;
+		} else {
+			this.totalLines += newlines;
+			this.currentLineBytes = Buffer.byteLength(text.slice(last + 1));
+		}
+	}
+
+	get truncated() {
+		return this.totalLines > this.maxLines || this.totalDecodedBytes > this.maxBytes;
+	}
+
+	snapshot() {
+		let text = this.tailText;
+		if (!this.tailStartsAtLineBoundary) {
+			const nl = text.indexOf('\n');
+			text = nl === -1 ? text : text.slice(nl + 1);
+		}
+		const tail = truncateTail(text, { maxLines: this.maxLines, maxBytes: this.maxBytes });
+		const truncated = this.truncated;
+		return {
+			...tail,
+			truncated,
+			truncatedBy: truncated ? (tail.truncatedBy ?? (this.totalDecodedBytes > this.maxBytes ? 'bytes' : 'lines')) : null,
+			totalLines: this.totalLines,
+			totalBytes: this.totalDecodedBytes,
+			maxLines: this.maxLines,
+			maxBytes: this.maxBytes,
+		};
+	}
+}
+
+/* Raw output up to this cannot be truncated (a byte decodes to at most 3): the wrapper removes its file. */
+const SURELY_WHOLE_BYTES = Math.floor(DEFAULT_MAX_BYTES / 3);
+
+/*
+ * The command, run so that its whole output (stdout and stderr, as pi
+ * merges them) is also written to `file` in the sandbox, created 0600 and
+ * never over an existing one; its exit status is the command's. The file
+ * is removed when the output is surely too small to be truncated, also
+ * when a timeout or cancel ends the command.
+ */
+function bashInSandbox(command, file) {
+	const q = shq(command);
+	return `_pi_f=${shq(file)}; ` +
+		`_pi_c() { [ "$(wc -c < "$_pi_f")" -le ${SURELY_WHOLE_BYTES} ] && [ "$(wc -l < "$_pi_f")" -lt ${DEFAULT_MAX_LINES} ] && rm -f "$_pi_f"; }; ` +
+		`if ( umask 077; set -C; : > "$_pi_f" ) 2>/dev/null; then ` +
+		/* A timeout or cancel (SIGTERM to the group) still removes a small file; the command's subshell has no trap. */
+		`trap '_pi_c; exit 143' TERM; ` +
+		`{ _pi_s=$( { { ( unset _pi_f; unset -f _pi_c; eval ' '${q} ) 4>&- 5>&-; echo $? >&4; } 2>&1 | tee "$_pi_f" >&5 4>&-; } 4>&1 ); } 5>&1; ` +
+		`_pi_c; exit "\${_pi_s:-1}"; ` +
+		`else unset _pi_f; unset -f _pi_c; eval ' '${q}; fi`;
+}
+
+/*
+ * pi's bash tool (schema, description, rendering, output format and
+ * messages: pi dist/core/tools/bash.js), with the full output of a
+ * truncated command in the sandbox, at the path the model is given. The
+ * harness keeps a bounded tail and writes no file.
+ */
+export function createAspBashToolDefinition(sandbox, workspace, ops) {
+	const sb = typeof sandbox === 'function' ? sandbox : () => sandbox;
+	const base = createBashToolDefinition(workspace, { operations: ops });
+	return {
+		...base,
+		async execute(_toolCallId, { command, timeout }, signal, onUpdate) {
+			const fullOutputPath = `/tmp/pi-bash-${crypto.randomBytes(8).toString('hex')}.log`;
+			const output = new OutputTail();
+			let timer;
+			let dirty = false;
+			let lastAt = 0;
+			const details = (truncation) => (truncation.truncated ? { truncation, fullOutputPath } : undefined);
+			const emit = () => {
+				if (!onUpdate || !dirty)
+					return;
+				dirty = false;
+				lastAt = Date.now();
+				const t = output.snapshot();
+				onUpdate({ content: [{ type: 'text', text: t.content || '' }], details: { truncation: t.truncated ? t : undefined, fullOutputPath: t.truncated ? fullOutputPath : undefined } });
+			};
+			const schedule = () => {
+				if (!onUpdate)
+					return;
+				dirty = true;
+				const delay = BASH_UPDATE_THROTTLE_MS - (Date.now() - lastAt);
+				if (delay <= 0) {
+					clearTimeout(timer);
+					timer = undefined;
+					emit();
+					return;
+				}
+				timer ??= setTimeout(() => {
+					timer = undefined;
+					emit();
+				}, delay);
+			};
+			if (onUpdate)
+				onUpdate({ content: [], details: undefined });
+			const finish = (ended) => {
+				output.finish();
+				clearTimeout(timer);
+				timer = undefined;
+				emit();
+				const t = output.snapshot();
+				/*
+				 * A file the model is not told of goes: one the wrapper kept (it
+				 * could not tell) or could not remove (a timeout killed it). Not
+				 * after an abort: that may be pi shutting down.
+				 */
+				if (!t.truncated && !signal?.aborted && (!ended || output.totalRawBytes > SURELY_WHOLE_BYTES))
+					sb().then((s) => s.exec(`rm -f ${shq(fullOutputPath)}`)).catch(() => {});
+				return t;
+			};
+			const format = (t, emptyText = '(no output)') => {
+				let text = t.content || emptyText;
+				if (t.truncated) {
+					const startLine = t.totalLines - t.outputLines + 1;
+					const endLine = t.totalLines;
+					if (t.lastLinePartial)
+						text += `\n\n[Showing last ${formatSize(t.outputBytes)} of line ${endLine} (line is ${formatSize(output.currentLineBytes)}). Full output: ${fullOutputPath}]`;
+					else if (t.truncatedBy === 'lines')
+						text += `\n\n[Showing lines ${startLine}-${endLine} of ${t.totalLines}. Full output: ${fullOutputPath}]`;
+					else
+						text += `\n\n[Showing lines ${startLine}-${endLine} of ${t.totalLines} (${formatSize(DEFAULT_MAX_BYTES)} limit). Full output: ${fullOutputPath}]`;
+				}
+				return text;
+			};
+			const withStatus = (text, status) => `${text ? `${text}\n\n` : ''}${status}`;
+			let exitCode;
+			try {
+				({ exitCode } = await ops.exec(bashInSandbox(command, fullOutputPath), workspace, {
+					onData: (data) => {
+						output.append(data);
+						schedule();
+					},
+					signal,
+					timeout,
+				}));
+			} catch (err) {
+				const text = format(finish(false), '');
+				if (err instanceof Error && err.message === 'aborted')
+					throw modelSafe(new Error(withStatus(text, 'Command aborted')));
+				if (err instanceof Error && err.message.startsWith('timeout:'))
+					throw modelSafe(new Error(withStatus(text, `Command timed out after ${err.message.split(':')[1]} seconds`)));
+				throw err;
+			} finally {
+				clearTimeout(timer);
+			}
+			const t = finish(true);
+			const text = format(t);
+			if (exitCode !== 0 && exitCode !== null)
+				throw modelSafe(new Error(withStatus(text, `Command exited with code ${exitCode}`)));
+			return { content: [{ type: 'text', text }], details: details(t) };
+		},
+	};
+}
+
+/* pi's throttle for streaming bash updates (pi: dist/core/tools/bash.js). */
+const BASH_UPDATE_THROTTLE_MS = 100;
+
+/*
  * Harness details that must never reach the model, from the config file
  * (its path, the host, host:port, the identity file). A tool error that
  * still holds one is replaced (defence in depth behind modelError).
@@ -815,10 +1044,11 @@ function harnessSecrets(configPath) {
  * and pi context reach the operations, and the error that comes back holds
  * nothing of the harness.
  */
-function guarded(def, { home, secrets, reporter }) {
+function guarded(def, { home, secrets, reporter, stop }) {
 	return {
 		...def,
 		async execute(toolCallId, params, signal, onUpdate, ctx) {
+			signal = withStop(signal, stop);
 			return callContext.run({ signal, ctx, report: reporter }, async () => {
 				try {
 					const p = params?.path;
@@ -861,11 +1091,11 @@ export function createAspToolDefinitions(sandbox, options = {}) {
 		createReadToolDefinition(workspace, { operations: ops.read }),
 		createWriteToolDefinition(workspace, { operations: ops.write }),
 		createEditToolDefinition(workspace, { operations: ops.edit }),
-		createBashToolDefinition(workspace, { operations: ops.bash }),
+		createAspBashToolDefinition(sb, workspace, ops.bash),
 		createAspGrepToolDefinition(sb, workspace, options),
 		createFindToolDefinition(workspace, { operations: ops.find }),
 		createLsToolDefinition(workspace, { operations: ops.ls }),
-	].map((def) => guarded(def, { home, secrets, reporter: options.report }));
+	].map((def) => guarded(def, { home, secrets, reporter: options.report, stop: options.stop }));
 }
 
 /* pi's tools, failing: the sandbox cannot be used, and pi must not act locally instead. */
@@ -899,6 +1129,123 @@ function defaultReport(message, ctx) {
 		process.stderr.write(`pi-asp: ${message}\n`);
 }
 
+/* pi's context file names, in its order of preference (pi: dist/core/resource-loader.js). */
+const CONTEXT_FILE_NAMES = ['AGENTS.md', 'AGENTS.MD', 'CLAUDE.md', 'CLAUDE.MD'];
+/* A context file from the sandbox is cut here: nothing unbounded crosses from it. */
+export const CONTEXT_FILE_MAX_BYTES = 256 * 1024;
+
+/*
+ * The context files pi would load for the workspace, from the sandbox: in
+ * each directory from / down to the workspace, the first of AGENTS.md,
+ * AGENTS.MD, CLAUDE.md, CLAUDE.MD, named by its sandbox path.
+ */
+export async function sandboxContextFiles(sandbox, workspace, { signal } = {}) {
+	const dirs = [];
+	for (let d = workspace; ; d = path.posix.dirname(d)) {
+		dirs.unshift(d);
+		if (path.posix.dirname(d) === d)
+			break;
+	}
+	const out = [];
+	for (const dir of dirs) {
+		for (const name of CONTEXT_FILE_NAMES) {
+			const file = path.posix.join(dir, name);
+			try {
+				const data = await sandbox.read(file, { limit: CONTEXT_FILE_MAX_BYTES, ...(signal ? { signal } : {}) });
+				out.push({ path: file, content: data.toString() });
+				break;
+			} catch (e) {
+				if (e instanceof asp.AspError && ['ASP_ENOENT', 'ASP_EACCES', 'ASP_EISDIR', 'ASP_ENOTDIR'].includes(e.code))
+					continue;
+				throw e;
+			}
+		}
+	}
+	return out;
+}
+
+function contextSection(files) {
+	if (!files?.length)
+		return '';
+	return '\n\n# Project Context\n\nProject-specific instructions and guidelines:\n\n' +
+		files.map((f) => `## ${f.path}\n\n${f.content}\n\n`).join('');
+}
+
+/*
+ * pi's system prompt as the sandbox would have it: the working directory is
+ * the workspace; the context files are the sandbox's (pi loaded the
+ * harness's, under harness paths); and what names harness files the model
+ * could not read anyway is left out: pi's documentation paths (its
+ * node_modules) and the skills list (skill files on the harness).
+ */
+export function sandboxSystemPrompt(systemPrompt, options, workspace, contextFiles) {
+	let p = systemPrompt;
+	const cut = (text) => {
+		if (text)
+			p = p.split(text).join('');
+	};
+	cut(contextSection(options?.contextFiles));
+	cut(options?.skills?.length ? formatSkillsForPrompt(options.skills) : '');
+	p = p.replace(/\n\nPi documentation \(read only when[^\n]*(?:\n- [^\n]*)*/, '');
+	const date = p.lastIndexOf('\nCurrent date: ');
+	const at = date >= 0 ? date : p.length;
+	p = p.slice(0, at) + contextSection(contextFiles) + p.slice(at);
+	const cwdLine = /\nCurrent working directory: [^\n]*$/;
+	const line = `\nCurrent working directory: ${workspace}`;
+	return cwdLine.test(p) ? p.replace(cwdLine, () => line) : p + line;
+}
+
+/*
+ * The workspace a config names, when it cannot be opened (host key,
+ * sandbox down): a lazy open validates it without connecting; a config
+ * that is not valid names none, and "/" stands in.
+ */
+async function configWorkspace(configPath) {
+	if (!configPath)
+		return '/';
+	try {
+		const s = await asp.open({ config: configPath, lazy: true });
+		const w = s.workspace;
+		await s.close();
+		return w;
+	} catch {
+		return '/';
+	}
+}
+
+/* pi's --no-context-files: the sandbox's context files are not loaded either. */
+const noContextFiles = () => process.argv.includes('--no-context-files') || process.argv.includes('-nc');
+
+/*
+ * Shutdown: a signal that ends pi must not wait for remote commands. Every
+ * live instance's calls are aborted at once (libasp kills their remote
+ * process groups). SIGTERM and SIGHUP: pi's own handler then disposes the
+ * session (session_shutdown closes the sandbox) and exits; where pi has none,
+ * and always for SIGINT (print mode leaves it to Node), the sandboxes are
+ * closed and the process exits as a shell reports a signal's death (128 + n).
+ */
+const liveInstances = new Set();
+let signalsInstalled = false;
+function installSignalHandlers() {
+	if (signalsInstalled)
+		return;
+	signalsInstalled = true;
+	for (const sig of ['SIGTERM', 'SIGHUP', 'SIGINT']) {
+		const handler = () => {
+			const alone = process.listenerCount(sig) === 1;
+			for (const inst of liveInstances)
+				inst.abort();
+			if (sig !== 'SIGINT' && !alone)
+				return;
+			Promise.allSettled([...liveInstances].map((inst) => inst.close())).finally(() =>
+				process.exit(128 + os.constants.signals[sig]));
+		};
+		process.on(sig, handler);
+	}
+}
+
+let toldNoConfig = false;
+
 /**
  * The pi extension. options (for embedding and tests): startDir (default
  * process.cwd()), config (an explicit .asp.json), open (extra asp.open
@@ -911,10 +1258,15 @@ export function createPiAspExtension(options = {}) {
 		const reporter = options.report ?? defaultReport;
 		defaultReporter = reporter;
 
-		/* The sandbox cannot be used: say why to the user, and let no tool run locally. */
-		const refuse = (e) => {
+		/*
+		 * The sandbox cannot be used: say why to the user, and let no tool
+		 * run locally. The model still sees the workspace as its working
+		 * directory, and nothing of the harness.
+		 */
+		const refuse = async (e, configPath) => {
 			const message = `the sandbox cannot be used, so every tool will fail: ${e.message}`;
-			for (const def of failClosed(startDir, reporter, message))
+			const workspace = await configWorkspace(configPath);
+			for (const def of failClosed(workspace, reporter, message))
 				pi.registerTool(def);
 			let told = false;
 			pi.on('session_start', (_event, ctx) => {
@@ -922,17 +1274,28 @@ export function createPiAspExtension(options = {}) {
 					reporter(message, ctx);
 				told = true;
 			});
+			pi.on('before_agent_start', (event) =>
+				({ systemPrompt: sandboxSystemPrompt(event.systemPrompt, event.systemPromptOptions, workspace, []) }));
 		};
 
 		let configPath = options.config;
 		if (!configPath) {
+			/* A set $ASP_CONFIG is the user's intent, even empty: never the local machine instead. */
+			if (process.env.ASP_CONFIG === '') {
+				await refuse(new Error('ASP_CONFIG is set but empty: unset it, or name a .asp.json'));
+				return;
+			}
 			try {
 				configPath = await asp.findConfig(startDir);
 			} catch (e) {
-				/* No .asp.json anywhere: pi stays local. An $ASP_CONFIG that names none is a broken config. */
-				if (e instanceof asp.AspError && e.code === 'ASP_ENOCONFIG' && !process.env.ASP_CONFIG)
+				/* No .asp.json anywhere: pi stays local (said once, so a user notices). An $ASP_CONFIG that names none is a broken config. */
+				if (e instanceof asp.AspError && e.code === 'ASP_ENOCONFIG' && process.env.ASP_CONFIG === undefined) {
+					if (!toldNoConfig)
+						process.stderr.write(`pi-asp: no .asp.json in ${startDir} or its parents, and ASP_CONFIG is not set: pi's tools run on this machine\n`);
+					toldNoConfig = true;
 					return;
-				refuse(e);
+				}
+				await refuse(e, process.env.ASP_CONFIG);
 				return;
 			}
 		}
@@ -954,12 +1317,33 @@ export function createPiAspExtension(options = {}) {
 		try {
 			first = await open();
 		} catch (e) {
-			refuse(e);
+			await refuse(e, configPath);
 			return;
 		}
 		const workspace = first.workspace;
 		const current = () => (sandbox ? Promise.resolve(sandbox) : open());
-		const toolOptions = { workspace, env: options.env, grep: options.grep, config: configPath, report: reporter };
+		/* Aborted at shutdown: every call in flight ends, and its remote process group with it. */
+		let stopAll = new AbortController();
+		const toolOptions = {
+			workspace, env: options.env, grep: options.grep, config: configPath, report: reporter,
+			stop: () => stopAll.signal,
+		};
+		const closeSandbox = async () => {
+			const s = sandbox;
+			sandbox = null;
+			opening = null;
+			if (s)
+				await s.close();
+		};
+		const instance = {
+			abort() {
+				stopAll.abort();
+				stopAll = new AbortController();
+			},
+			close: closeSandbox,
+		};
+		liveInstances.add(instance);
+		installSignalHandlers();
 
 		for (const def of createAspToolDefinitions(current, toolOptions))
 			pi.registerTool(def);
@@ -968,20 +1352,28 @@ export function createPiAspExtension(options = {}) {
 		/* `!cmd` and `!!cmd` typed by the user run in the sandbox too. */
 		pi.on('user_bash', () => ({ operations: ops.bash }));
 
-		/* The model sees the sandbox's working directory as its own, and nothing of how it is reached. */
-		pi.on('before_agent_start', (event) => {
-			const local = `Current working directory: ${startDir.replace(/\\/g, '/')}`;
-			if (event.systemPrompt.includes(local))
-				return { systemPrompt: event.systemPrompt.replace(local, `Current working directory: ${workspace}`) };
-			return undefined;
+		/*
+		 * The model sees the sandbox's working directory as its own, the
+		 * sandbox's context files, and nothing of the harness. Context files
+		 * are read once a session.
+		 */
+		let context = null;
+		pi.on('before_agent_start', async (event) => {
+			if (!noContextFiles()) {
+				context ??= current().then((s) => sandboxContextFiles(s, workspace)).catch((e) => {
+					report(e);
+					context = null;
+					return [];
+				});
+			}
+			const files = noContextFiles() ? [] : await context;
+			return { systemPrompt: sandboxSystemPrompt(event.systemPrompt, event.systemPromptOptions, workspace, files) };
 		});
 
 		pi.on('session_shutdown', async () => {
-			const s = sandbox;
-			sandbox = null;
-			opening = null;
-			if (s)
-				await s.close();
+			instance.abort();
+			context = null;
+			await closeSandbox();
 		});
 	};
 }

@@ -101,7 +101,12 @@ function snapshot(dir) {
 	return out;
 }
 
+/* Full-output files that pi's bash tools named (the local one's and the sandbox's), removed after the tests. */
+const outputLogs = new Set();
+
 function normalize(value) {
+	for (const m of JSON.stringify(value ?? null).matchAll(/\/tmp\/pi-bash-[0-9a-f]+\.log/g))
+		outputLogs.add(m[0]);
 	return JSON.parse(JSON.stringify(value ?? null)
 		.replaceAll(fx.workspace, '<CWD>')
 		.replaceAll(localDir, '<CWD>')
@@ -214,6 +219,8 @@ after(async () => {
 		/* best effort */
 	}
 	delete process.env.ASP_CONFIG;
+	for (const f of outputLogs)
+		fs.rmSync(f, { force: true });
 	if (localDir)
 		fs.rmSync(localDir, { recursive: true, force: true });
 	if (agentDir)
@@ -537,7 +544,7 @@ describe('extension wiring (a stand-in for pi\'s ExtensionAPI)', () => {
 	it('rewrites the working directory in the system prompt, serves user_bash, closes on shutdown', async () => {
 		const p = fakePi();
 		await createPiAspExtension({ config: fx.config, startDir: '/some/local/dir' })(p);
-		const out = p.handlers.before_agent_start({ systemPrompt: 'x\nCurrent working directory: /some/local/dir' });
+		const out = await p.handlers.before_agent_start({ systemPrompt: 'x\nCurrent working directory: /some/local/dir', systemPromptOptions: {} });
 		/* As if local: the sandbox's working directory, and not a word about how it is reached. */
 		assert.equal(out.systemPrompt, `x\nCurrent working directory: ${fx.workspace}`);
 		const { operations } = p.handlers.user_bash({ command: 'echo hi', cwd: '/some/local/dir' });
