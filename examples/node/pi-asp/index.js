@@ -1020,12 +1020,12 @@ const BASH_UPDATE_THROTTLE_MS = 100;
  * (its path, the host, host:port, the identity file). A tool error that
  * still holds one is replaced (defence in depth behind modelError).
  */
-function harnessSecrets(configPath) {
+function harnessSecrets(configPath, configText) {
 	const out = [];
 	if (configPath)
 		out.push(configPath);
 	try {
-		const c = JSON.parse(fs.readFileSync(configPath, 'utf8')).connection || {};
+		const c = JSON.parse(configText ?? fs.readFileSync(configPath, 'utf8')).connection || {};
 		if (typeof c.host === 'string' && c.host) {
 			out.push(c.host);
 			if (c.port !== undefined)
@@ -1086,7 +1086,7 @@ export function createAspToolDefinitions(sandbox, options = {}) {
 		return homeDir;
 	};
 	let secretList = null;
-	const secrets = () => (secretList ??= options.config ? harnessSecrets(options.config) : []);
+	const secrets = () => (secretList ??= options.config ? harnessSecrets(options.config, options.configText) : []);
 	return [
 		createReadToolDefinition(workspace, { operations: ops.read }),
 		createWriteToolDefinition(workspace, { operations: ops.write }),
@@ -1200,11 +1200,11 @@ export function sandboxSystemPrompt(systemPrompt, options, workspace, contextFil
  * sandbox down): a lazy open validates it without connecting; a config
  * that is not valid names none, and "/" stands in.
  */
-async function configWorkspace(configPath) {
+async function configWorkspace(configPath, configText) {
 	if (!configPath)
 		return '/';
 	try {
-		const s = await asp.open({ config: configPath, lazy: true });
+		const s = await asp.open({ config: configPath, configText, lazy: true });
 		const w = s.workspace;
 		await s.close();
 		return w;
@@ -1263,9 +1263,9 @@ export function createPiAspExtension(options = {}) {
 		 * run locally. The model still sees the workspace as its working
 		 * directory, and nothing of the harness.
 		 */
-		const refuse = async (e, configPath) => {
+		const refuse = async (e, configPath, configText) => {
 			const message = `the sandbox cannot be used, so every tool will fail: ${e.message}`;
-			const workspace = await configWorkspace(configPath);
+			const workspace = await configWorkspace(configPath, configText);
 			for (const def of failClosed(workspace, reporter, message))
 				pi.registerTool(def);
 			let told = false;
@@ -1278,7 +1278,13 @@ export function createPiAspExtension(options = {}) {
 				({ systemPrompt: sandboxSystemPrompt(event.systemPrompt, event.systemPromptOptions, workspace, []) }));
 		};
 
+		/*
+		 * A discovered .asp.json is judged and read through one descriptor
+		 * (readConfig): the text is what every open below uses, never the
+		 * path again, which another user could have swapped meanwhile.
+		 */
 		let configPath = options.config;
+		let configText;
 		if (!configPath) {
 			/* A set $ASP_CONFIG is the user's intent, even empty: never the local machine instead. */
 			if (process.env.ASP_CONFIG === '') {
@@ -1286,7 +1292,7 @@ export function createPiAspExtension(options = {}) {
 				return;
 			}
 			try {
-				configPath = await asp.findConfig(startDir);
+				({ path: configPath, text: configText } = await asp.readConfig(startDir));
 			} catch (e) {
 				/* No .asp.json anywhere: pi stays local (said once, so a user notices). An $ASP_CONFIG that names none is a broken config. */
 				if (e instanceof asp.AspError && e.code === 'ASP_ENOCONFIG' && process.env.ASP_CONFIG === undefined) {
@@ -1304,7 +1310,7 @@ export function createPiAspExtension(options = {}) {
 		let sandbox = null;
 		let opening = null;
 		const open = () => {
-			opening ??= asp.open({ ...(options.open || {}), config: configPath }).then((s) => {
+			opening ??= asp.open({ ...(options.open || {}), config: configPath, configText }).then((s) => {
 				sandbox = s;
 				return s;
 			}, (e) => {
@@ -1317,7 +1323,7 @@ export function createPiAspExtension(options = {}) {
 		try {
 			first = await open();
 		} catch (e) {
-			await refuse(e, configPath);
+			await refuse(e, configPath, configText);
 			return;
 		}
 		const workspace = first.workspace;
@@ -1325,7 +1331,7 @@ export function createPiAspExtension(options = {}) {
 		/* Aborted at shutdown: every call in flight ends, and its remote process group with it. */
 		let stopAll = new AbortController();
 		const toolOptions = {
-			workspace, env: options.env, grep: options.grep, config: configPath, report: reporter,
+			workspace, env: options.env, grep: options.grep, config: configPath, configText, report: reporter,
 			stop: () => stopAll.signal,
 		};
 		const closeSandbox = async () => {
