@@ -1630,6 +1630,17 @@ START_TEST(agent_files_owned_by_no_account)
 		ck_assert_msg(getgrgid(st.st_gid) == NULL, "%s has the group of a host group (gid %d)", path,
 			      (int)st.st_gid);
 	}
+	/* Another sandbox at the same time gets an id of its own (no sharing of files between them). */
+	{
+		char other[64], ws2[256];
+		sandbox_name(other, sizeof(other), "nobody2");
+		make_dir(ws2, sizeof(ws2), "ws-nobody2");
+		ck_assert_msg(asf(&r, "up", "--name", other, "--workspace", ws2, SRC, "--runtime", "runc", "--ingress",
+				  "exec") == 0, "up: %s", r.err);
+		ck_assert_int_ne(state_uid(other), state_uid(name));
+		ck_assert_ptr_null(getpwuid((uid_t)state_uid(other)));
+		down_clean(other);
+	}
 	/* libasp's discovery refuses it: not owned by the harness's user (or root). */
 	{
 		char *found = NULL;
@@ -1934,7 +1945,7 @@ static void dockerd_stop(void)
 /* ------------------------------------------------------------------ setup */
 
 static const char *const suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan", "swap", "plant",
-					"outdir", "stws", "unl", "dns", "nobody", "setid", "acct" };
+					"outdir", "stws", "unl", "dns", "nobody", "nobody2", "setid", "acct" };
 
 /* Remove every sandbox a test of the current engine may have left. */
 static void cleanup_engine(void)
