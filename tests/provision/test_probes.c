@@ -564,6 +564,7 @@ START_TEST(each_break_fails_its_check)
 	char name[64], ws[256], ctr[96], gw[64], key[PATH_MAX], resolv[PATH_MAX], saved[4096], pids[PATH_MAX];
 	char dir[512], vol[600], nft[PATH_MAX], out[300], cfg[8192], cat[300];
 	static char orig_key[8192], new_key[8192], sshd_cfg[8192];
+	char agent_uid[32];
 	time_t t0 = time(NULL);
 	run_out r;
 	long pid;
@@ -648,7 +649,17 @@ START_TEST(each_break_fails_its_check)
 	 * control is an error, not a fail (nothing leaks; the probes are blind),
 	 * and every probe that relies on it becomes an error too: never a pass.
 	 */
-	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "skuid", "1000",
+	{
+		/* The sandbox user's uid, as up chose it. */
+		char stp[PATH_MAX], text[16384];
+		cJSON *stj;
+		snprintf(stp, sizeof(stp), "%s/state.json", dir);
+		read_text(stp, text, sizeof(text));
+		ck_assert_ptr_nonnull(stj = cJSON_Parse(text));
+		snprintf(agent_uid, sizeof(agent_uid), "%.0f", cJSON_GetNumberValue(cJSON_GetObjectItem(stj, "uid")));
+		cJSON_Delete(stj);
+	}
+	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "skuid", agent_uid,
 			       "ip", "daddr", "127.0.0.1", "tcp", "dport", "2222", "reject"), 0);
 	verify_break_errors(name, "", "probe.control,egress.host_gateway,egress.host_loopback,egress.public,egress.private",
 		      "control probe blocked");

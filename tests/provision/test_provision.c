@@ -30,9 +30,11 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -280,8 +282,12 @@ static int sb_exec(asp_sandbox *sb, const char *command, char *out, size_t n, un
 	return code;
 }
 
-/* read, write and exec through the config, as a harness would. */
-static void use_sandbox(const char *config, const char *ws_host)
+/*
+ * read, write and exec through the config, as a harness would. account:
+ * the host account the sandbox user was allowed to be
+ * (--allow-host-account-uid), or NULL: it is nobody on the host.
+ */
+static void use_sandbox_as(const char *config, const char *ws_host, const struct passwd *account)
 {
 	asp_sandbox *sb = open_config(config);
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
@@ -313,10 +319,22 @@ static void use_sandbox(const char *config, const char *ws_host)
 	}
 	ck_assert_str_eq(onhost, text);
 	ck_assert_int_eq(stat(path, &st), 0);
-	ck_assert_int_eq(st.st_uid, 1000);
+	/* ...whose id no host account has, and not the caller's. */
+	if (account) {
+		ck_assert_uint_eq(st.st_uid, account->pw_uid);
+	} else {
+		ck_assert_msg(getpwuid(st.st_uid) == NULL, "%s is owned on the host by account %s (uid %d)", path,
+			      getpwuid(st.st_uid)->pw_name, (int)st.st_uid);
+		ck_assert_uint_ne(st.st_uid, getuid());
+	}
 	/* A root-only operation fails: the agent is not root and cannot become it. */
 	ck_assert_int_ne(sb_exec(sb, "cat /etc/asf/ssh_host_ed25519_key", out, sizeof(out), 10000, NULL), 0);
 	asp_close(sb);
+}
+
+static void use_sandbox(const char *config, const char *ws_host)
+{
+	use_sandbox_as(config, ws_host, NULL);
 }
 
 /* A TCP listener we own on addr; its port in *port. */
@@ -1499,6 +1517,7 @@ END_TEST
 START_TEST(kube_podman_end_to_end)
 {
 	char name[64], ws[256], cfg[512], pod[96], want[256], path[600];
+	struct passwd *account, acct;
 	run_out r;
 	cJSON *c;
 
@@ -1508,9 +1527,22 @@ START_TEST(kube_podman_end_to_end)
 	snprintf(pod, sizeof(pod), "asf-%s", name);
 	make_dir(ws, sizeof(ws), "ws-kpod");
 	snprintf(cfg, sizeof(cfg), "%s/kpod.asp.json", top);
+	/* The image's agent is uid 1000: where that is an account here, up refuses unless forced. */
+	if ((account = getpwuid(1000))) {
+		acct = *account; /* getpwuid's storage is reused by later calls */
+		account = &acct;
+		asf(&r, "up", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", image,
+		    "--runtime", "runc", "--out", cfg);
+		ck_assert_msg(r.status == 2 && strstr(r.err, account->pw_name) &&
+			      strstr(r.err, "--allow-host-account-uid"), "uid 1000 is %s: up %d: %s", account->pw_name,
+			      r.status, r.err);
+		assert_nothing_left(name);
+		fprintf(stderr, "kube_podman_end_to_end: uid 1000 is account %s here: the rest runs with "
+			"--allow-host-account-uid\n", account->pw_name);
+	}
 	ck_assert_msg(asf(&r, "up", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", image,
-			  "--runtime", "runc", "--memory", "512m", "--pids", "256", "--out", cfg, "--json") == 0,
-		      "up: %s", r.err);
+			  "--runtime", "runc", "--memory", "512m", "--pids", "256", "--out", cfg, "--json",
+			  account ? "--allow-host-account-uid" : "--json") == 0, "up: %s", r.err);
 	c = parse_json(r.out);
 	ck_assert_str_eq(jstr(c, "phase"), "ready");
 	ck_assert_str_eq(jstr(c, "backend"), "kubernetes");
@@ -1522,7 +1554,7 @@ START_TEST(kube_podman_end_to_end)
 	cJSON_Delete(c);
 	ck_assert_int_eq(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
 
-	use_sandbox(cfg, ws);
+	use_sandbox_as(cfg, ws, account);
 	verify_passes(name, 18);
 	ck_assert_int_eq(asf(&r, "status", name), 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "running"));
@@ -1537,6 +1569,239 @@ START_TEST(kube_podman_end_to_end)
 	ck_assert_int_ne(access(cfg, F_OK), 0);
 	ck_assert_int_eq(asf(&r, "down", name), 0);
 	ck_assert_ptr_null(strstr(r.out, "removed"));
+}
+END_TEST
+
+/* ------------------------------------------------ the sandbox user is nobody on the host */
+
+/* The state's record of the sandbox user's uid. */
+static long state_uid(const char *name)
+{
+	char path[PATH_MAX];
+	cJSON *st;
+	long uid;
+
+	snprintf(path, sizeof(path), "%s/%s/state.json", state, name);
+	st = parse_json(slurp(path));
+	uid = (long)cJSON_GetNumberValue(cJSON_GetObjectItem(st, "uid"));
+	cJSON_Delete(st);
+	return uid;
+}
+
+/*
+ * The attack: the agent writes an .asp.json (a proxy command is a host
+ * command) into the workspace, where a harness started in src/ would trust
+ * it if its owner were the harness's user; and every file it makes is owned
+ * on the host by its uid. That uid is no host account and not the caller.
+ */
+START_TEST(agent_files_owned_by_no_account)
+{
+	char name[64], ws[256], cfg[512], path[600], out[4096];
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	const char planted[] = "{\"version\":\"0\",\"transport\":\"ssh\",\"connection\":{\"host\":\"x\","
+			       "\"proxyCommand\":\"touch /tmp/pwned\"},\"workspace\":\"/\"}\n";
+	const char *const made[] = { "src/.asp.json", "src/by-exec", "src" };
+	asp_error err = { 0 };
+	asp_sandbox *sb;
+	struct stat st;
+	run_out r;
+	size_t i;
+
+	sandbox_name(name, sizeof(name), "nobody");
+	make_dir(ws, sizeof(ws), "ws-nobody");
+	snprintf(cfg, sizeof(cfg), "%s/nobody.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--ingress", "exec",
+			  "--out", cfg) == 0, "up: %s", r.err);
+	sb = open_config(cfg);
+	wo.mkdirs = 1;
+	ck_assert_msg(asp_write(sb, "src/.asp.json", planted, strlen(planted), &wo, &err) == 0, "asp_write: %s",
+		      err.message);
+	ck_assert_int_eq(sb_exec(sb, "echo x > src/by-exec && id -u", out, sizeof(out), 10000, NULL), 0);
+	ck_assert_int_eq(atol(out), state_uid(name));
+	asp_close(sb);
+	for (i = 0; i < sizeof(made) / sizeof(made[0]); i++) {
+		struct passwd *pw;
+		snprintf(path, sizeof(path), "%s/%s", ws, made[i]);
+		ck_assert_msg(lstat(path, &st) == 0, "%s: %s", path, strerror(errno));
+		pw = getpwuid(st.st_uid);
+		ck_assert_msg(pw == NULL, "%s (made by the agent) is owned on the host by account %s (uid %d)", path,
+			      pw ? pw->pw_name : "", (int)st.st_uid);
+		ck_assert_msg(st.st_uid != getuid() && st.st_uid != geteuid(), "%s is owned by the caller", path);
+		ck_assert_msg(getgrgid(st.st_gid) == NULL, "%s has the group of a host group (gid %d)", path,
+			      (int)st.st_gid);
+	}
+	/* Another sandbox at the same time gets an id of its own (no sharing of files between them). */
+	{
+		char other[64], ws2[256];
+		sandbox_name(other, sizeof(other), "nobody2");
+		make_dir(ws2, sizeof(ws2), "ws-nobody2");
+		ck_assert_msg(asf(&r, "up", "--name", other, "--workspace", ws2, SRC, "--runtime", "runc", "--ingress",
+				  "exec") == 0, "up: %s", r.err);
+		ck_assert_int_ne(state_uid(other), state_uid(name));
+		ck_assert_ptr_null(getpwuid((uid_t)state_uid(other)));
+		down_clean(other);
+	}
+	/* libasp's discovery refuses it: not owned by the harness's user (or root). */
+	{
+		char *found = NULL;
+		snprintf(path, sizeof(path), "%s/src", ws);
+		ck_assert_int_ne(asp_config_find(&found, path, &err), 0);
+		asp_free(found);
+	}
+	down_clean(name);
+}
+END_TEST
+
+/*
+ * The other attack: a setuid (and a setgid) copy of a shell, made by the
+ * agent in the workspace. Inside, the bit is inert (nosuid mount). On the
+ * host, another unprivileged user who runs it gets no account's uid (nor
+ * the harness's); `down` reports both files and clears the bits, so after
+ * it the copy grants nothing at all.
+ */
+START_TEST(setuid_copy_grants_no_account)
+{
+	char name[64], ws[256], cfg[512], sbash[600], sgbash[600], out[4096], mounts[8192];
+	struct passwd *other = getpwnam("nobody");
+	asp_sandbox *sb;
+	struct stat st;
+	run_out r;
+	long agent, euid;
+
+	ck_assert_msg(other != NULL && other->pw_uid != 0, "no unprivileged user \"nobody\" on this host");
+	sandbox_name(name, sizeof(name), "setid");
+	make_dir(ws, sizeof(ws), "ws-setid");
+	snprintf(cfg, sizeof(cfg), "%s/setid.asp.json", top);
+	snprintf(sbash, sizeof(sbash), "%s/sbash", ws);
+	snprintf(sgbash, sizeof(sgbash), "%s/sub/sgbash", ws);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--ingress", "exec",
+			  "--out", cfg) == 0, "up: %s", r.err);
+	agent = state_uid(name);
+	sb = open_config(cfg);
+	ck_assert_int_eq(sb_exec(sb, "cp /bin/bash sbash && chmod 4755 sbash && mkdir sub && cp /bin/bash sub/sgbash "
+				 "&& chmod 2755 sub/sgbash && stat -c %a sbash sub/sgbash", out, sizeof(out), 10000,
+				 NULL), 0);
+	ck_assert_str_eq(out, "4755\n2755");
+	/* Inert inside: the copy runs as the agent, whatever its bit says. */
+	ck_assert_int_eq(sb_exec(sb, "./sbash -p -c 'id -u; id -g' && sub/sgbash -p -c 'id -g'", out, sizeof(out),
+				 10000, NULL), 0);
+	snprintf(mounts, sizeof(mounts), "%ld\n%ld\n%ld", agent, agent, agent);
+	ck_assert_str_eq(out, mounts);
+	/* The workspace is nosuid,nodev inside (Docker cannot mount a writable bind so: no_new_privs only). */
+	ck_assert_int_eq(sb_exec(sb, "cat /proc/self/mountinfo", mounts, sizeof(mounts), 10000, NULL), 0);
+	if (strcmp(engine, "docker")) {
+		char *line = strstr(mounts, " /workspace ");
+		ck_assert_msg(line != NULL, "no /workspace mount: %s", mounts);
+		*strchrnul(line, '\n') = '\0';
+		ck_assert_msg(strstr(line, "nosuid") && strstr(line, "nodev"), "/workspace: %s", line);
+	} else {
+		fprintf(stderr, "setuid_copy_grants_no_account: docker: /workspace is not nosuid (a documented limit of "
+			"docker's bind mounts); the bit is inert through no-new-privileges, checked above\n");
+	}
+	asp_close(sb);
+
+	/* On the host, as another user: the euid it gets is nobody's account and not ours. */
+	ck_assert_int_eq(stat(sbash, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 04755);
+	ck_assert_int_eq(st.st_uid, agent);
+	{
+		char reuid[32], regid[32];
+		snprintf(reuid, sizeof(reuid), "--reuid=%d", (int)other->pw_uid);
+		snprintf(regid, sizeof(regid), "--regid=%d", (int)other->pw_gid);
+		ck_assert_msg(cmd(&r, "setpriv", reuid, regid, "--clear-groups", sbash, "-p", "-c", "id -u",
+				  (char *)NULL) == 0, "setpriv %s: %s", sbash, r.err);
+		euid = atol(r.out);
+		ck_assert_msg(euid != (long)getuid() && euid != 0, "the setuid copy gave %s euid %ld (the caller's)",
+			      other->pw_name, euid);
+		ck_assert_msg(euid == (long)other->pw_uid || getpwuid((uid_t)euid) == NULL,
+			      "the setuid copy gave %s the euid of account %s (%ld)", other->pw_name,
+			      getpwuid((uid_t)euid)->pw_name, euid);
+
+		/* down says what it found and clears the bits. */
+		ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+		ck_assert_msg(strstr(r.out, sbash) && strstr(r.out, sgbash), "down does not report the files: %s", r.out);
+		ck_assert_msg(strstr(r.out, "setuid") && strstr(r.out, "setgid"), "down: %s", r.out);
+		ck_assert_int_eq(stat(sbash, &st), 0);
+		ck_assert_int_eq(st.st_mode & 07777, 0755);
+		ck_assert_int_eq(stat(sgbash, &st), 0);
+		ck_assert_int_eq(st.st_mode & 07777, 0755);
+		ck_assert_int_eq(cmd(&r, "setpriv", reuid, regid, "--clear-groups", sbash, "-p", "-c", "id -u",
+				     (char *)NULL), 0);
+		ck_assert_int_eq(atol(r.out), other->pw_uid);
+	}
+	assert_nothing_left(name);
+}
+END_TEST
+
+/* --uid naming a host account is refused, naming it and the flag that forces it. */
+START_TEST(uid_of_account_refused)
+{
+	char name[64], ws[256], uid[32];
+	struct passwd *pw, found = { 0 };
+	char pw_name[64] = "";
+	run_out r;
+
+	/* An account with a uid --uid accepts: the first of 1000.., else any but root. */
+	setpwent();
+	while ((pw = getpwent()))
+		if (pw->pw_uid > 0 && pw->pw_uid <= 60000 && (!pw_name[0] || (found.pw_uid < 1000 && pw->pw_uid >= 1000))) {
+			found = *pw;
+			snprintf(pw_name, sizeof(pw_name), "%s", pw->pw_name);
+		}
+	endpwent();
+	ck_assert_msg(pw_name[0], "no account with uid 1..60000 on this host");
+	sandbox_name(name, sizeof(name), "acct");
+	make_dir(ws, sizeof(ws), "ws-acct");
+	snprintf(uid, sizeof(uid), "%d", (int)found.pw_uid);
+	asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--ingress", "exec", "--uid", uid);
+	refused(name, &r, 2, "--allow-host-account-uid");
+	ck_assert_msg(strstr(r.err, pw_name) != NULL, "the message does not name account %s: %s", pw_name, r.err);
+	/* Someone's subordinate ids (their rootless containers run as those) are refused the same way. */
+	{
+		FILE *f = fopen("/etc/subuid", "r");
+		char line[512], owner[256], sub[32];
+		unsigned long start, count;
+		if (f && fgets(line, sizeof(line), f) && sscanf(line, "%255[^:]:%lu:%lu", owner, &start, &count) == 3 &&
+		    count > 1 && start + 1 <= 2147483646) {
+			snprintf(sub, sizeof(sub), "%lu", start + 1);
+			asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--ingress", "exec",
+			    "--uid", sub);
+			refused(name, &r, 2, "--allow-host-account-uid");
+			ck_assert_msg(strstr(r.err, "subordinate id of") && strstr(r.err, owner), "--uid %s: %s", sub,
+				      r.err);
+		} else {
+			fprintf(stderr, "uid_of_account_refused: no /etc/subuid range here: that refusal not tried\n");
+		}
+		if (f)
+			fclose(f);
+	}
+	/* Forced: it runs, as that account's uid. */
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--ingress", "exec",
+			  "--uid", uid, "--allow-host-account-uid") == 0, "up --allow-host-account-uid: %s", r.err);
+	ck_assert_int_eq(state_uid(name), found.pw_uid);
+	/* verify says whose the files are; without the recorded permission, its workspace check fails. */
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 0);
+	ck_assert_msg(strstr(r.out, pw_name) && strstr(r.out, "allowed by --allow-host-account-uid"), "verify: %s",
+		      r.out);
+	{
+		char path[PATH_MAX], *text, *p;
+		snprintf(path, sizeof(path), "%s/%s/state.json", state, name);
+		text = slurp(path);
+		ck_assert_ptr_nonnull(p = strstr(text, "\"allow_host_account_uid\""));
+		memcpy(p + 1, "x", 1); /* renamed: the permission is gone */
+		write_text(path, text);
+	}
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 1);
+	{
+		cJSON *rep = parse_json(r.out), *c;
+		cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+			const char *want = strcmp(jstr(c, "check"), "workspace") ? "pass" : "fail";
+			ck_assert_msg(!strcmp(jstr(c, "status"), want), "%s is %s: %s", jstr(c, "check"),
+				      jstr(c, "status"), jstr(c, "evidence"));
+		}
+		cJSON_Delete(rep);
+	}
+	down_clean(name);
 }
 END_TEST
 
@@ -1680,7 +1945,7 @@ static void dockerd_stop(void)
 /* ------------------------------------------------------------------ setup */
 
 static const char *const suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan", "swap", "plant",
-					"outdir", "stws", "unl", "dns" };
+					"outdir", "stws", "unl", "dns", "nobody", "nobody2", "setid", "acct" };
 
 /* Remove every sandbox a test of the current engine may have left. */
 static void cleanup_engine(void)
@@ -1912,7 +2177,7 @@ static TCase *make_tcase(const char *name, void (*setup)(void), const TTest *con
 /* The same tests for each engine. */
 static TCase *engine_tcase(const char *name, void (*setup)(void))
 {
-	static const TTest *all[12];
+	static const TTest *all[15];
 
 	all[0] = publish_end_to_end;
 	all[1] = exec_ingress_end_to_end;
@@ -1926,7 +2191,10 @@ static TCase *engine_tcase(const char *name, void (*setup)(void))
 	all[9] = out_in_shared_directory_refused;
 	all[10] = state_dir_in_workspace_refused;
 	all[11] = down_leaves_unlabelled_alone;
-	return make_tcase(name, setup, all, 12);
+	all[12] = agent_files_owned_by_no_account;
+	all[13] = setuid_copy_grants_no_account;
+	all[14] = uid_of_account_refused;
+	return make_tcase(name, setup, all, 15);
 }
 
 /* --backend kubernetes: the manifest, and its Pod under podman kube play. */

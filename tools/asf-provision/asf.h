@@ -216,7 +216,8 @@ typedef struct asf_up_opts {
 	const char *backend;     /* "container" (default) or "kubernetes" */
 	const char *namespace_;  /* kubernetes: default "default" */
 	const char *manifest;    /* kubernetes: where the manifest goes (default STATE/NAME/kubernetes.yaml) */
-	unsigned int uid;        /* the sandbox user's uid/gid */
+	unsigned int uid;        /* the sandbox user's uid/gid; 0: up chooses one no host account has */
+	int allow_host_uid;      /* --allow-host-account-uid: a uid that is someone's is not refused */
 	int manifest_only;       /* `manifest`: write the manifest and the .asp.json, apply nothing */
 	int replace;
 	int json;
@@ -236,6 +237,13 @@ int cmd_verify(const char *name, const char *report, int json);
  * Returns the number of failures. Used by `down` and by up's rollback.
  */
 int teardown(const char *name, cJSON *report);
+
+/* up.c: who on this host has id (an account, the caller, a group, and with subids someone's
+ * subordinate ids) into who; 0 when nobody. */
+int id_owner(unsigned int id, int subids, char *who, size_t n);
+/* The first id up chooses from, and how many it tries (ids no host account has). */
+#define ASF_UID_FIRST 1879048192u /* 0x70000000: above systemd's container range, below 2^31 */
+#define ASF_UID_COUNT 65536u
 
 /* manage.c: one {object, name, result[, detail]} in a `down` report (report may be NULL). */
 void asf_note(cJSON *report, const char *object, const char *name, const char *result, const char *detail);

@@ -21,7 +21,7 @@ static void usage(FILE *f)
 	      "     [--runtime runc|crun|krun] [--ingress publish|exec]\n"
 	      "     [--egress none | --egress allow=HOST[:PORT][,...] [--proxy-hosts FILE]]\n"
 	      "     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
-	      "     [--uid 1000] [--out FILE.asp.json] [--replace] [--json]\n"
+	      "     [--uid UID [--allow-host-account-uid]] [--out FILE.asp.json] [--replace] [--json]\n"
 	      "  up|manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
 	      "     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
 	      "     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n"
@@ -69,7 +69,7 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 	int i;
 
 	memset(&o, 0, sizeof(o));
-	o.uid = 1000;
+	o.uid = 0; /* up chooses an id no host account has */
 	o.manifest_only = manifest_only;
 	for (i = 0; i < argc; i++) {
 		if ((v = optval(argc, argv, &i, "--name"))) o.name = v;
@@ -91,12 +91,13 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		else if ((v = optval(argc, argv, &i, "--uid"))) {
 			char *end;
 			unsigned long u = strtoul(v, &end, 10);
-			if (*end || !*v || u > 60000) {
-				fprintf(stderr, "asf-provision: up: --uid %s: expected 1..60000\n", v);
+			if (*end || !*v || *v == '-' || u < 1 || u > 2147483646) {
+				fprintf(stderr, "asf-provision: up: --uid %s: expected 1..2147483646 (not root)\n", v);
 				return 2;
 			}
 			o.uid = (unsigned int)u;
 		}
+		else if (!strcmp(argv[i], "--allow-host-account-uid")) o.allow_host_uid = 1;
 		else if (!strcmp(argv[i], "--replace")) o.replace = 1;
 		else if (!strcmp(argv[i], "--json")) o.json = 1;
 		else return bad_arg(manifest_only ? "manifest" : "up", argv[i]);

@@ -6,7 +6,10 @@
  * reports every object as removed, absent or failed, re-scans by label
  * afterwards, and can be run again at any time (it is idempotent).
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +85,142 @@ static int remove_kind(const char *kind, const char *name, const char *expected,
 	}
 	strv_free(v, n);
 	return failed;
+}
+
+/*
+ * The setuid and setgid bits of the regular files in the workspace, cleared
+ * and reported once the sandbox is gone: a copy of a shell the agent marked
+ * setuid would otherwise hand its owner's uid to anyone on the host who can
+ * reach it, long after `down`. Walked from the workspace with openat, never
+ * following a link, never leaving its filesystem; each file is changed
+ * through the descriptor that was checked.
+ */
+#define SETID_NOTES 200
+#define SETID_DEPTH 256
+
+typedef struct setid_walk {
+	cJSON *report;
+	dev_t dev;
+	int rootless;
+	unsigned int found, failed;
+} setid_walk;
+
+static void setid_note(setid_walk *w, const char *path, mode_t mode, uid_t uid, const char *result, const char *why)
+{
+	char detail[512];
+
+	if (++w->found > SETID_NOTES)
+		return;
+	str_fmt(detail, sizeof(detail), "mode %04o -> %04o, owner uid %d%s%s", (unsigned int)(mode & 07777),
+		(unsigned int)(mode & 01777), (int)uid, why ? ": " : "", why ? why : "");
+	asf_note(w->report, (mode & 06000) == 06000 ? "setuid+setgid" : (mode & 04000) ? "setuid file" : "setgid file",
+		 path, result, detail);
+}
+
+static void setid_clear(setid_walk *w, int dfd, const char *name, const char *path, const struct stat *sb)
+{
+	struct stat now;
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+
+	if (fd >= 0 && (fstat(fd, &now) || now.st_ino != sb->st_ino || now.st_dev != sb->st_dev ||
+			!S_ISREG(now.st_mode))) {
+		close(fd);
+		setid_note(w, path, sb->st_mode, sb->st_uid, "failed", "changed while looked at: left alone");
+		w->failed++;
+		return;
+	}
+	if (fd >= 0 && fchmod(fd, now.st_mode & 01777) == 0) {
+		close(fd);
+		setid_note(w, path, sb->st_mode, sb->st_uid, "cleared", NULL);
+		return;
+	}
+	if (fd >= 0)
+		close(fd);
+	if (w->rootless) {
+		/* A subordinate uid's file: changed as the namespace's root (the agent is gone). */
+		asf_err e;
+		asf_out o;
+		if (podman(&o, &e, "unshare", "chmod", "ug-s", "--", path, (char *)NULL) == 0) {
+			out_free(&o);
+			setid_note(w, path, sb->st_mode, sb->st_uid, "cleared", NULL);
+			return;
+		}
+	}
+	setid_note(w, path, sb->st_mode, sb->st_uid, "failed", strerror(errno));
+	w->failed++;
+}
+
+static void setid_dir(setid_walk *w, int dfd, const char *path, int depth)
+{
+	int fd = dup(dfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	struct dirent *de;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		asf_note(w->report, "workspace", path, "failed", "cannot read the directory for setuid files");
+		w->failed++;
+		return;
+	}
+	while ((de = readdir(d))) {
+		char child[PATH_MAX];
+		struct stat sb;
+		int cfd;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) || sb.st_dev != w->dev)
+			continue;
+		if (str_fmt(child, sizeof(child), "%s/%s", path, de->d_name) < 0)
+			str_fmt(child, sizeof(child), ".../%s", de->d_name);
+		if (S_ISREG(sb.st_mode) && (sb.st_mode & 06000)) {
+			setid_clear(w, dfd, de->d_name, child, &sb);
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (depth >= SETID_DEPTH) {
+				asf_note(w->report, "workspace", child, "failed", "too deep to scan for setuid files");
+				w->failed++;
+				continue;
+			}
+			cfd = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (cfd < 0) {
+				asf_note(w->report, "workspace", child, "failed", strerror(errno));
+				w->failed++;
+				continue;
+			}
+			setid_dir(w, cfd, child, depth + 1);
+			close(cfd);
+		}
+	}
+	closedir(d);
+}
+
+/* Returns the number of failures. */
+static int clear_setid(const cJSON *st, cJSON *report)
+{
+	const cJSON *ws = cJSON_GetObjectItemCaseSensitive(st, "workspace");
+	const char *host = js(ws, "host");
+	setid_walk w = { report, 0, jb(st, "rootless"), 0, 0 };
+	struct stat sb;
+	int fd;
+
+	if (!host || jb(ws, "read_only"))
+		return 0;
+	fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &sb)) {
+		if (fd >= 0)
+			close(fd);
+		return 0; /* gone: nothing of the agent's is left to clear */
+	}
+	w.dev = sb.st_dev;
+	setid_dir(&w, fd, host, 0);
+	close(fd);
+	if (w.found > SETID_NOTES) {
+		char more[64];
+		str_fmt(more, sizeof(more), "%u more setuid/setgid files (not listed)", w.found - SETID_NOTES);
+		asf_note(report, "workspace", host, w.failed ? "failed" : "cleared", more);
+	}
+	return w.failed ? 1 : 0;
 }
 
 /* Give the workspace directory back to the owner it had before `up`. */
@@ -187,6 +326,7 @@ int teardown(const char *name, cJSON *report)
 	failed += remove_kind("volume", name, NULL, report);
 common:
 	if (st) {
+		failed += clear_setid(st, report);
 		failed += restore_workspace(st, report);
 		failed += remove_config(name, st, report);
 	}

@@ -3,8 +3,9 @@
  *
  * Order (each step recorded in state.json before the next, so `down` and
  * the rollback below can undo a half-made sandbox):
- *   1. validate every option; find podman; check the runtime (krun: KVM
- *      and libkrun) and that the name is free - nothing created yet;
+ *   1. validate every option; choose or check the sandbox user's uid (an
+ *      id no host account has: sandbox_uid); find podman; check the runtime
+ *      (krun: KVM and libkrun) and that the name is free - nothing created yet;
  *   2. state dir (0700): keys, sshd_config, authorized_keys, passwd,
  *      group, resolv.conf, the nftables ruleset;
  *   3. the workspace directory is handed to the sandbox user (chown of
@@ -25,7 +26,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +60,7 @@ typedef struct up_ctx {
 	int service;           /* kubernetes: --ingress service */
 	char manifest[PATH_MAX];
 	int rootless;          /* rootless Podman (--ingress exec only) */
+	unsigned int uid;      /* the sandbox user's uid and gid inside (sandbox_uid) */
 	cJSON *allow;          /* --egress allow=...: "host:port" strings; NULL for none */
 	char gw[INET_ADDRSTRLEN]; /* allow: the network's gateway, where the proxy listens */
 	int proxy_port;
@@ -214,7 +218,7 @@ static int validate_backend(up_ctx *c, asf_err *e)
 				   "pod gets no network; use --ingress exec (or --engine kubectl on a cluster)");
 	if (o->runtime && !strcmp(asf_engine, "kubectl"))
 		return asf_fail(e, "--runtime: on a cluster the RuntimeClass decides; not with --engine kubectl");
-	if (o->uid != 1000)
+	if (o->uid && o->uid != 1000)
 		return asf_fail(e, "--uid %u: the Kubernetes backend uses the image's /etc/passwd (agent is uid "
 				   "1000 in mkrootfs.sh's image); only 1000", o->uid);
 	for (i = 0; ns[i]; i++)
@@ -232,6 +236,131 @@ static int validate_backend(up_ctx *c, asf_err *e)
 		return asf_fail(e, "--manifest %s: must not be inside the workspace (it holds the host key)",
 				c->manifest);
 	return 0;
+}
+
+/* Does /etc/subuid-style file path give id to someone? Their name into who. */
+static int subid_owner(const char *path, unsigned int id, char *who, size_t n)
+{
+	FILE *f = fopen(path, "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && getline(&line, &cap, f) > 0) {
+		char owner[256];
+		unsigned long long start, count;
+		if (sscanf(line, "%255[^:]:%llu:%llu", owner, &start, &count) == 3 && id >= start &&
+		    id - start < count) {
+			str_fmt(who, n, "a subordinate id of %s (%s)", owner, path);
+			found = 1;
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+int id_owner(unsigned int id, int subids, char *who, size_t n)
+{
+	const char *sudo = getenv("SUDO_UID");
+	struct passwd *pw = getpwuid(id);
+	struct group *gr;
+
+	if (pw)
+		return str_fmt(who, n, "host account %s", pw->pw_name), 1;
+	if (id == getuid() || id == geteuid() || (sudo && strtoul(sudo, NULL, 10) == id))
+		return str_fmt(who, n, "the caller's uid"), 1;
+	if ((gr = getgrgid(id)))
+		return str_fmt(who, n, "the id of host group %s", gr->gr_name), 1;
+	if (subids && (subid_owner("/etc/subuid", id, who, n) || subid_owner("/etc/subgid", id, who, n)))
+		return 1;
+	str_fmt(who, n, "no account");
+	return 0;
+}
+
+/* The sandbox users' uids of the other sandboxes in this state root (*n of them; free it). */
+static unsigned int *sandbox_ids(const char *self, size_t *n)
+{
+	unsigned int *ids;
+	char **v;
+	size_t k, i;
+
+	*n = 0;
+	if (state_names(&v, &k))
+		return NULL;
+	ids = calloc(k ? k : 1, sizeof(*ids));
+	for (i = 0; ids && i < k; i++) {
+		cJSON *st = strcmp(v[i], self) ? state_load(v[i], NULL) : NULL;
+		if (st && jn(st, "uid", 0) > 0)
+			ids[(*n)++] = (unsigned int)jn(st, "uid", 0);
+		cJSON_Delete(st);
+	}
+	strv_free(v, k);
+	return ids;
+}
+
+/*
+ * The sandbox user's uid (and gid, the same number). Rootful Podman and
+ * Docker run it as that id on the host; it must be nobody's there - no
+ * account, no group, not the caller, no one's subordinate ids - or a file
+ * the agent makes (a setuid copy of a shell, an .asp.json with a proxy
+ * command) would be that account's. Not given: the first such id from
+ * ASF_UID_FIRST that no other sandbox here uses. Rootless Podman maps it
+ * through the caller's subordinate ids (checked once mapped, in
+ * own_workspace_rootless); Kubernetes: the image's agent (1000).
+ */
+static int sandbox_uid(up_ctx *c, asf_err *e)
+{
+	const asf_up_opts *o = c->o;
+	char who[512];
+	unsigned int i, *used;
+	size_t nused;
+
+	if (o->uid && c->rootless) {
+		c->uid = o->uid;
+		return 0;
+	}
+	if (!o->uid && c->rootless) {
+		c->uid = 1000;
+		return 0;
+	}
+	if (c->kube) {
+		/* The image's agent: checked against this host's accounts where the pod runs here. */
+		c->uid = 1000;
+		if (!strcmp(asf_engine, "kubectl") || o->allow_host_uid || !id_owner(c->uid, 1, who, sizeof(who)))
+			return 0;
+		return asf_fail(e, "the Kubernetes backend runs the image's agent, uid %u, which on this host is %s: "
+				   "files the agent makes in the hostPath workspace would be that account's; use "
+				   "an image whose agent has an id no account here has, the container backend "
+				   "(which chooses one), or force it with --allow-host-account-uid", c->uid, who);
+	}
+	if (o->uid) {
+		c->uid = o->uid;
+		if (!o->allow_host_uid && id_owner(o->uid, 1, who, sizeof(who)))
+			return asf_fail(e, "--uid %u is %s: files the agent makes in the workspace (a setuid "
+					   "copy of a shell, an .asp.json with a proxy command) would be that "
+					   "account's on this host; omit --uid (up chooses an id no account has) "
+					   "or force it with --allow-host-account-uid", o->uid, who);
+		return 0;
+	}
+	used = sandbox_ids(o->name, &nused);
+	for (i = 0; i < ASF_UID_COUNT; i++) {
+		unsigned int id = ASF_UID_FIRST + i;
+		size_t k;
+		for (k = 0; k < nused && used[k] != id; k++)
+			;
+		if (k == nused && !id_owner(id, 1, who, sizeof(who))) {
+			c->uid = id;
+			free(used);
+			return 0;
+		}
+	}
+	free(used);
+	return asf_fail(e, "no free id in %u..%u for the sandbox user (each is an account, a group, a "
+			   "subordinate id or another sandbox's); give --uid", ASF_UID_FIRST,
+			ASF_UID_FIRST + ASF_UID_COUNT - 1);
 }
 
 static int validate(up_ctx *c, asf_err *e)
@@ -327,8 +456,10 @@ static int validate(up_ctx *c, asf_err *e)
 		if (*end || c->pids < 16 || c->pids > 4194304)
 			return asf_fail(e, "--pids %s: expected an integer 16..4194304", o->pids);
 	}
-	if (o->uid < 1 || o->uid > 60000)
-		return asf_fail(e, "--uid %u: expected 1..60000 (not root)", o->uid);
+	if (o->uid > 2147483646u)
+		return asf_fail(e, "--uid %u: expected 1..2147483646 (not root)", o->uid);
+	if (sandbox_uid(c, e))
+		return -1;
 
 	if (o->out) {
 		if (out_realpath(c->out, o->out, e))
@@ -388,7 +519,7 @@ static int write_in(const up_ctx *c, const char *rel, const char *text, mode_t m
 static int make_files(up_ctx *c, asf_err *e)
 {
 	char path[4400], pub[4400], client_pub[512], buf[4096];
-	unsigned int uid = c->o->uid;
+	unsigned int uid = c->uid;
 
 	/* The host key lives in the mounted sshd/ directory; its .pub beside state.json. */
 	str_fmt(path, sizeof(path), "%s/sshd/ssh_host_ed25519_key", c->dir);
@@ -967,7 +1098,9 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 	cJSON_AddBoolToObject(ws, "read_only", c->ws_ro);
 	cJSON_AddItemToObject(st, "workspace", ws);
 	cJSON_AddStringToObject(st, "user", ASF_USER);
-	cJSON_AddNumberToObject(st, "uid", o->uid);
+	cJSON_AddNumberToObject(st, "uid", c->uid);
+	if (o->allow_host_uid)
+		cJSON_AddBoolToObject(st, "allow_host_account_uid", 1);
 	cJSON_AddNumberToObject(lim, "memory_bytes", (double)c->mem_bytes);
 	cJSON_AddNumberToObject(lim, "cpus", c->cpus);
 	cJSON_AddNumberToObject(lim, "pids", (double)c->pids);
@@ -1003,7 +1136,7 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 static int own_workspace_rootless(up_ctx *c, const struct stat *before, asf_err *e)
 {
 	cJSON *ws = cJSON_GetObjectItemCaseSensitive(c->st, "workspace");
-	char ids[32];
+	char ids[32], who[512];
 	struct stat st;
 	asf_out o;
 
@@ -1017,7 +1150,7 @@ static int own_workspace_rootless(up_ctx *c, const struct stat *before, asf_err 
 	cJSON_AddBoolToObject(ws, "chowned", 1);
 	if (state_save(c->o->name, c->st, e))
 		return -1;
-	str_fmt(ids, sizeof(ids), "%u:%u", c->o->uid, c->o->uid);
+	str_fmt(ids, sizeof(ids), "%u:%u", c->uid, c->uid);
 	/* -h: the directory itself, never what a link in its place points to. */
 	if (podman(&o, e, "unshare", "chown", "-h", ids, c->ws_host, (char *)NULL))
 		return -1;
@@ -1025,6 +1158,12 @@ static int own_workspace_rootless(up_ctx *c, const struct stat *before, asf_err 
 	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
 		return -1;
 	cJSON_AddNumberToObject(ws, "host_uid", st.st_uid);
+	/* What the agent's files will be owned by on the host: the mapped id (one of the
+	 * caller's subordinate ids, as intended), never an account's. */
+	if (!c->o->allow_host_uid && id_owner((unsigned int)st.st_uid, 0, who, sizeof(who)))
+		return asf_fail(e, "--uid %u maps to host uid %d in Podman's user namespace, which is %s: "
+				   "the agent's files would be that account's; fix /etc/subuid, choose another "
+				   "--uid, or force it with --allow-host-account-uid", c->uid, (int)st.st_uid, who);
 	return 0;
 }
 
@@ -1040,18 +1179,18 @@ static int own_workspace(up_ctx *c, asf_err *e)
 		return -1;
 	if (c->rootless)
 		return own_workspace_rootless(c, &st, e);
-	if (st.st_uid == c->o->uid && st.st_gid == c->o->uid)
+	if (st.st_uid == c->uid && st.st_gid == c->uid)
 		return 0;
 	cJSON_AddNumberToObject(ws, "orig_uid", st.st_uid);
 	cJSON_AddNumberToObject(ws, "orig_gid", st.st_gid);
 	cJSON_AddBoolToObject(ws, "chowned", 1); /* recorded first: a crash leaves `down` able to undo it */
 	if (state_save(c->o->name, c->st, e))
 		return -1;
-	if (chown_dir(c->ws_host, c->o->uid, c->o->uid, NULL, e)) {
+	if (chown_dir(c->ws_host, c->uid, c->uid, NULL, e)) {
 		char why[sizeof(e->msg)];
 		str_fmt(why, sizeof(why), "%s", e->msg);
 		return asf_fail(e, "cannot hand the workspace to uid %u (run as root, or chown it "
-				   "yourself): %s", c->o->uid, why);
+				   "yourself): %s", c->uid, why);
 	}
 	return 0;
 }

@@ -636,11 +636,17 @@ static void check_workspace(vctx *v)
 		if (!onhost)
 			check(v, "workspace", "fail", "round trip through %s: %s", rel, e.msg);
 		else if (len == strlen(data) && !memcmp(back, data, len) && hlen == len &&
-			 !memcmp(onhost, data, len) && sb.st_uid == owner_uid(v))
-			check(v, "workspace", "pass", "asp_write + asp_read " ASF_CTR_WORKSPACE "/%s round trip; "
-			      "the file is %s on the host, a regular file owned by uid %d", rel, host,
-			      (int)sb.st_uid);
-		else
+			 !memcmp(onhost, data, len) && sb.st_uid == owner_uid(v)) {
+			/* The agent's files belong to nobody on the host (unless --allow-host-account-uid). */
+			char who[512];
+			/* Rootless, it is one of the caller's subordinate ids by design. */
+			int taken = id_owner((unsigned int)sb.st_uid, !jb(v->st, "rootless"), who, sizeof(who));
+			int allowed = jb(v->st, "allow_host_account_uid");
+			check(v, "workspace", !taken || allowed ? "pass" : "fail", "asp_write + asp_read "
+			      ASF_CTR_WORKSPACE "/%s round trip; the file is %s on the host, a regular file owned "
+			      "by uid %d, which is %s%s", rel, host, (int)sb.st_uid, who, !taken ? "" : allowed ?
+			      " (allowed by --allow-host-account-uid)" : ": the agent's files are someone's");
+		} else
 			check(v, "workspace", "fail", "round trip through %s did not match (host copy %s: "
 			      "%zu bytes, owner uid %d)", rel, host, hlen, (int)sb.st_uid);
 	}
