@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # run-jobs.sh - run test jobs in parallel, each into its own log, and say how each went.
 #
-#   tests/run-jobs.sh [-j N] [-l LOGDIR] [-n TITLE] < JOBS
+#   tests/run-jobs.sh [-j N] [-w W] [-l LOGDIR] [-n TITLE] < JOBS
 #
-# JOBS has one job a line: a name, a tab, a shell command (run by bash, in
-# the current directory, stdin from /dev/null). Jobs start in the order
-# given, at most N at a time: put the longest first. Each job's output goes
+# JOBS has one job a line: a name, a tab, a weight, a tab, a shell command
+# (run by bash, in the current directory, stdin from /dev/null). The weight
+# says how much of the machine the job keeps busy: most tests wait on
+# timers and sshd (1), a job under valgrind or a fuzzer keeps a core busy
+# (5 or so). At most N jobs run at once, and their weights add up to at
+# most W (default 12; a job heavier than W runs alone). Jobs start in the
+# order given, the first that fits first: put the longest first. Each job's output goes
 # to LOGDIR/NAME.log. As each ends, one line says ok or FAIL, its time, and
 # the test runner's own count when the log has one (check's "Checks: ...");
 # the logs of failed jobs are printed last, where a CI log's tail shows
@@ -18,36 +22,39 @@
 set -u
 
 jobs_max=4
+weight_max=12
 logdir=build/logs
 title=jobs
-while getopts 'j:l:n:' o; do
+while getopts 'j:w:l:n:' o; do
 	case $o in
 	j) jobs_max=$OPTARG ;;
+	w) weight_max=$OPTARG ;;
 	l) logdir=$OPTARG ;;
 	n) title=$OPTARG ;;
-	*) echo "usage: $0 [-j N] [-l LOGDIR] [-n TITLE] < JOBS" >&2; exit 2 ;;
+	*) echo "usage: $0 [-j N] [-w W] [-l LOGDIR] [-n TITLE] < JOBS" >&2; exit 2 ;;
 	esac
 done
 limit=${ASP_JOB_LIMIT:-1800}
 mkdir -p "$logdir"
 
-names=() cmds=()
-while IFS=$'\t' read -r name cmd; do
+names=() weights=() cmds=()
+while IFS=$'\t' read -r name weight cmd; do
 	[ -n "$name" ] || continue
 	case $name in \#*) continue ;; esac
-	if [ -z "$cmd" ] || [[ $name == */* ]]; then
+	if [ -z "$cmd" ] || [[ $name == */* ]] || ! [[ $weight =~ ^[1-9][0-9]*$ ]]; then
 		echo "$title: bad job line: $name" >&2
 		exit 2
 	fi
 	names+=("$name")
+	weights+=("$weight")
 	cmds+=("$cmd")
 done
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%6.1f", b - a }'; }
 
-declare -A pid_of=() start_of=() index_of=()
-passed=0 failed=0 failed_names=()
+declare -A pid_of=() start_of=() index_of=() pending=()
+passed=0 failed=0 failed_names=() busy=0
 t0=$(now)
 
 # One job. timeout(1) runs it in a process group of its own and signals the
@@ -58,6 +65,20 @@ start_job() {
 	pid_of[$i]=$!
 	index_of[$!]=$i
 	start_of[$i]=$(now)
+	busy=$((busy + weights[i]))
+	unset "pending[$i]"
+}
+
+# The first pending jobs, in order, that fit beside those running.
+start_what_fits() {
+	local i
+	for ((i = 0; i < ${#names[@]}; i++)); do
+		[ ${#pid_of[@]} -lt "$jobs_max" ] || return 0
+		[ -n "${pending[$i]:-}" ] || continue
+		if [ $((busy + weights[i])) -le "$weight_max" ] || [ ${#pid_of[@]} -eq 0 ]; then
+			start_job "$i"
+		fi
+	done
 }
 
 finish_job() {
@@ -76,17 +97,15 @@ finish_job() {
 	printf '%-4s %s s  %s%s\n' "$what" "$(secs "${start_of[$i]}" "$(now)")" "${names[$i]}" \
 		"${count:+  ($count)}"
 	unset "pid_of[$i]"
+	busy=$((busy - weights[i]))
 }
 
 trap 'kill -TERM "${pid_of[@]}" 2>/dev/null; exit 130' INT TERM
 
-echo "$title: ${#names[@]} jobs, $jobs_max at a time, logs in $logdir/"
-next=0
-while [ $next -lt ${#names[@]} ] || [ ${#pid_of[@]} -gt 0 ]; do
-	while [ $next -lt ${#names[@]} ] && [ ${#pid_of[@]} -lt "$jobs_max" ]; do
-		start_job $next
-		next=$((next + 1))
-	done
+echo "$title: ${#names[@]} jobs, at most $jobs_max at a time and weight $weight_max, logs in $logdir/"
+for ((i = 0; i < ${#names[@]}; i++)); do pending[$i]=1; done
+while [ ${#pending[@]} -gt 0 ] || [ ${#pid_of[@]} -gt 0 ]; do
+	start_what_fits
 	done_pid=
 	wait -n -p done_pid
 	rc=$?

@@ -3,10 +3,11 @@
 #
 #   bash tests/tiers.sh [-j N] GROUP...
 #
-# Each group below prints job lines ("name<TAB>command"); tests/run-jobs.sh
-# runs them, N at a time (default 6: most of a test's time is spent
-# waiting on a timer or on sshd), longest first, and prints each job's time
-# and a "N passed, N failed" line. The Makefile builds first: this script
+# Each group below prints job lines ("name<TAB>weight<TAB>command");
+# tests/run-jobs.sh runs them, N at a time (default 6: most of a test's
+# time is spent waiting on a timer or on sshd) within a weight budget (a
+# job that keeps a core busy weighs more), longest first, and prints each
+# job's time and a "N passed, N failed" line. The Makefile builds first: this script
 # only runs what is built.
 #
 #   check   = unit integration static fuzz-replay python node
@@ -87,38 +88,45 @@ san_env() {
 	     "UBSAN_OPTIONS=print_stacktrace=1:log_path=$SAN_LOG.$1"
 }
 
-job() { printf '%s\t%s\n' "$1" "$2"; }
+# How much of this 2-core budget (12) a job takes: tests that mostly wait
+# on timers and sshd; ASan's or a busy test's; one that keeps a core busy
+# all along (valgrind, a fuzzer, the allocation torture). W_CORE is more
+# than half the budget: two such never run at once, and the timing-bound
+# tests beside one still get the other core.
+W_WAIT=1 W_SAN=2 W_BUSY=3 W_CORE=7
+# job NAME WEIGHT COMMAND
+job() { printf '%s\t%s\t%s\n' "$1" "$2" "$3"; }
 
-group_unit() { job unit "./$BUILD/tests/test-unit"; }
+group_unit() { job unit $W_BUSY "./$BUILD/tests/test-unit"; }
 
 group_integration() {
 	local s
 	for s in $(order "$integ"); do
-		job "integration-$s" "CK_EXCLUDE_TAGS=slow ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+		job "integration-$s" $W_WAIT "CK_EXCLUDE_TAGS=slow ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
 	done
 }
 
 group_static() {
-	job makefile "$MAKE_QUIET check-makefile"
-	job meta "BUILD=$BUILD sh tests/meta.sh"
-	job schema "$PYTHON tests/schema_agree.py"
+	job makefile $W_WAIT "$MAKE_QUIET check-makefile"
+	job meta $W_BUSY "BUILD=$BUILD sh tests/meta.sh"
+	job schema $W_WAIT "$PYTHON tests/schema_agree.py"
 }
 
-group_fuzz_replay() { job fuzz-replay "$MAKE_QUIET check-fuzz-replay"; }
-group_python() { job python "$MAKE_QUIET check-python"; }
-group_node() { job node "$MAKE_QUIET check-node-binding"; }
+group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }
+group_python() { job python $W_BUSY "$MAKE_QUIET check-python"; }
+group_node() { job node $W_BUSY "$MAKE_QUIET check-node-binding"; }
 
 group_slow() {
 	local s
 	for s in $(order "$slow_suites"); do
-		job "slow-$s" "CK_INCLUDE_TAGS=slow ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+		job "slow-$s" $W_WAIT "CK_INCLUDE_TAGS=slow ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
 	done
 }
 
 group_shfs() {
 	local s
 	for s in $(order "$SHFS_SUITES"); do
-		job "shfs-$s" "ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+		job "shfs-$s" $W_WAIT "ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
 	done
 }
 
@@ -126,53 +134,53 @@ group_routes() {
 	local s
 	for s in $(order "$integ"); do
 		[[ " $ROUTES_SKIP " == *" $s "* ]] && continue
-		job "routes-$s" "ASP_TEST_ROUTES=far ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
+		job "routes-$s" $W_WAIT "ASP_TEST_ROUTES=far ASP_TEST_SUITE=$s ./$BUILD/tests/test-integration"
 	done
 }
 
 group_san() {
 	local s
 	for s in $(order "$integ"); do
-		job "san-$s" "$(san_env "san-$s") ASP_TEST_SUITE=$s ./$SAN_BUILD/tests/test-integration"
+		job "san-$s" $W_SAN "$(san_env "san-$s") ASP_TEST_SUITE=$s ./$SAN_BUILD/tests/test-integration"
 	done
 	for s in $(order "$SHFS_SUITES"); do
-		job "san-shfs-$s" "$(san_env "san-shfs-$s") ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$s ./$SAN_BUILD/tests/test-integration"
+		job "san-shfs-$s" $W_SAN "$(san_env "san-shfs-$s") ASP_TEST_FILE_TRANSPORT=exec ASP_TEST_SUITE=$s ./$SAN_BUILD/tests/test-integration"
 	done
-	job san-unit "$(san_env san-unit) ./$SAN_BUILD/tests/test-unit"
-	job san-fuzz-replay "$(san_env san-fuzz-replay) $MAKE_QUIET SAN=1 check-fuzz-replay"
+	job san-unit $W_SAN "$(san_env san-unit) ./$SAN_BUILD/tests/test-unit"
+	job san-fuzz-replay $W_SAN "$(san_env san-fuzz-replay) $MAKE_QUIET SAN=1 check-fuzz-replay"
 	# Its RSS and heap checks skip themselves under ASan: LeakSanitizer speaks instead.
-	job san-soak "$(san_env san-soak) $MAKE_QUIET SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4"
+	job san-soak $W_BUSY "$(san_env san-soak) $MAKE_QUIET SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4"
 }
 
 group_valgrind() {
 	local s
 	for s in $(order "$integ"); do
 		[[ " $VALGRIND_SKIP " == *" $s "* ]] && continue
-		job "valgrind-$s" "CK_TIMEOUT_MULTIPLIER=$VALGRIND_SLOWDOWN ASP_TEST_SUITE=$s $VALGRIND ./$BUILD/tests/test-integration"
+		job "valgrind-$s" $W_CORE "CK_TIMEOUT_MULTIPLIER=$VALGRIND_SLOWDOWN ASP_TEST_SUITE=$s $VALGRIND ./$BUILD/tests/test-integration"
 	done
-	job valgrind-unit "CK_FORK=no $VALGRIND ./$BUILD/tests/test-unit"
-	job valgrind-fuzz-replay "$MAKE_QUIET check-fuzz-replay FUZZ_RUNNER='$VALGRIND'"
-	job valgrind-soak "SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $VALGRIND ./$BUILD/tests/soak"
+	job valgrind-unit $W_CORE "CK_FORK=no $VALGRIND ./$BUILD/tests/test-unit"
+	job valgrind-fuzz-replay $W_CORE "$MAKE_QUIET check-fuzz-replay FUZZ_RUNNER='$VALGRIND'"
+	job valgrind-soak $W_CORE "SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $VALGRIND ./$BUILD/tests/soak"
 }
 
 # Podman and Docker end to end, plain then under ASan: one job, so that two
 # runs never share the engines.
 group_provision() {
-	job provision "$MAKE_QUIET check-provision && $(san_env provision) $MAKE_QUIET SAN=1 check-provision"
+	job provision $W_SAN "$MAKE_QUIET check-provision && $(san_env provision) $MAKE_QUIET SAN=1 check-provision"
 }
 
 group_fuzz() {
 	local t
 	for t in $FUZZ_TARGETS; do
-		job "fuzz-$t" "$MAKE_QUIET fuzz FUZZ_TARGETS=$t FUZZ_SECONDS=30"
+		job "fuzz-$t" $W_CORE "$MAKE_QUIET fuzz FUZZ_TARGETS=$t FUZZ_SECONDS=30"
 	done
 }
 
-group_alloc() { job alloc "$MAKE_QUIET check-alloc"; }
-group_soak() { job soak "$MAKE_QUIET soak SOAK_OPS=3000"; }
-group_wipe() { job wipe "$MAKE_QUIET check-wipe"; }
-group_pi() { job pi "$MAKE_QUIET check-node-pi"; }
-group_bench_smoke() { job bench-smoke "$PYTHON bench/run.py --scale smoke"; }
+group_alloc() { job alloc $W_CORE "$MAKE_QUIET check-alloc"; }
+group_soak() { job soak $W_BUSY "$MAKE_QUIET soak SOAK_OPS=3000"; }
+group_wipe() { job wipe $W_WAIT "$MAKE_QUIET check-wipe"; }
+group_pi() { job pi $W_BUSY "$MAKE_QUIET check-node-pi"; }
+group_bench_smoke() { job bench-smoke $W_BUSY "$PYTHON bench/run.py --scale smoke"; }
 
 expand() {
 	case $1 in
@@ -196,7 +204,7 @@ rm -rf "$logdir"
 rm -f "$SAN_LOG".*
 rc=0
 for g in "${groups[@]}"; do "group_${g//-/_}"; done |
-	bash tests/run-jobs.sh -j "$jobs" -l "$logdir" -n "$*" || rc=$?
+	bash tests/run-jobs.sh -j "$jobs" -w 12 -l "$logdir" -n "$*" || rc=$?
 
 # After the run: what no single job can judge.
 if [[ " ${groups[*]} " == *" shfs "* ]]; then
