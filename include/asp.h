@@ -198,10 +198,14 @@ typedef struct asp_open_options {
 	/* An asp_file_transport value; 0 (ASP_FILES_AUTO) means SFTP when the
 	 * server has it, else shell commands. Other values are ASP_EINVAL. */
 	unsigned int file_transport;
+	/* Most bytes of names one asp_list_dir holds (the names' lengths
+	 * added up); a larger listing fails with ASP_ELIMIT; 0 means 32 MiB.
+	 * Whatever this says, a name over 4096 bytes is ASP_ELIMIT. */
+	uint64_t max_list_bytes;
 } asp_open_options;
 
 #define ASP_OPEN_OPTIONS_VERSION 1
-#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);
@@ -549,8 +553,9 @@ typedef struct asp_list asp_list;
 /*
  * List the entries of a directory (without "." and ".."), sorted by name.
  * Symlinks are reported as ASP_TYPE_SYMLINK with the link's own metadata.
- * A directory with more than the handle's max_list_entries fails with
- * ASP_ELIMIT. An entry name that is empty or holds '/' or a NUL byte (no
+ * A directory with more than the handle's max_list_entries, or whose names
+ * add up to more than its max_list_bytes, fails with ASP_ELIMIT, and so
+ * does an entry name over 4096 bytes. An entry name that is empty or holds '/' or a NUL byte (no
  * file system makes one; a broken or hostile SFTP server could send it)
  * fails the listing with ASP_EPROTO naming the directory.
  */

@@ -156,6 +156,7 @@ function bind(handle) {
 		max_output: 'size_t',
 		max_list_entries: 'uint',
 		file_transport: 'uint',
+		max_list_bytes: 'uint64_t',
 	});
 	t.callOptions = koffi.struct('asp_call_options', {
 		version: 'uint',
@@ -946,6 +947,7 @@ async function open(opts = {}) {
 		max_output: uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER),
 		max_list_entries: uint(opts.maxListEntries, 'maxListEntries'),
 		file_transport: fileTransport(opts.fileTransport),
+		max_list_bytes: u64(opts.maxListBytes, 'maxListBytes', 0n),
 	};
 	const out = [null];
 	const err = newErr();

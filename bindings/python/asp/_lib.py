@@ -91,6 +91,7 @@ class asp_open_options(Structure):
         ("max_output", c_size_t),
         ("max_list_entries", c_uint),
         ("file_transport", c_uint),
+        ("max_list_bytes", c_uint64),
     ]
 
 
