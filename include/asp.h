@@ -260,7 +260,10 @@ typedef struct asp_sandbox_info {
 	char kex[64];                    /* e.g. "curve25519-sha256" */
 	char cipher[128];                /* e.g. "aes128-ctr" */
 	char mac[128];                   /* e.g. "hmac-sha2-256" */
-	char server_banner[256];         /* e.g. "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3" */
+	/* e.g. "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3"; the server's text,
+	 * escaped as messages are (control bytes, bidi controls, invalid
+	 * UTF-8 and '\\' as \\xNN; cut with "..." when long). */
+	char server_banner[256];
 	/* ASP_FILES_SFTP or ASP_FILES_EXEC once a file call on this connection
 	 * has decided; ASP_FILES_AUTO (0) before. */
 	int file_transport;
