@@ -159,7 +159,7 @@ static const struct {
 	  "connection.x-asp-proxy-command: expected non-empty string, got \"\"" },
 	{ CONF(HU ", \"x-asp-proxy-command\": [\"ssh\"]", ""),
 	  "connection.x-asp-proxy-command: expected string, got array" },
-	/* Each says what it expected (once "(null)"). */
+	/* Each says what it expected (once "(null)": a NULL passed to %s). */
 	{ CONF(HU ", \"identity\": \"id\\u0007x\"", ""),
 	  "connection.identity: expected environment variable name or key file path without control "
 	  "characters, got control character 0x07 at byte 2" },
