@@ -228,10 +228,14 @@ typedef struct asp_open_options {
 	 * and is not judged; asp_config_read gives the text of a discovered
 	 * file that was. NULL: read config_path, or discover. */
 	const char *config_text;
+	/* (Version 2.) Most bytes of names one asp_list_dir holds (the names'
+	 * lengths added up); a larger listing fails with ASP_ELIMIT; 0 means
+	 * 32 MiB. Whatever this says, a name over 4096 bytes is ASP_ELIMIT. */
+	uint64_t max_list_bytes;
 } asp_open_options;
 
 #define ASP_OPEN_OPTIONS_VERSION 2
-#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL }
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0 }
 
 /* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);
@@ -286,7 +290,10 @@ typedef struct asp_sandbox_info {
 	char kex[64];                    /* e.g. "curve25519-sha256" */
 	char cipher[128];                /* e.g. "aes128-ctr" */
 	char mac[128];                   /* e.g. "hmac-sha2-256" */
-	char server_banner[256];         /* e.g. "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3" */
+	/* e.g. "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3"; the server's text,
+	 * escaped as messages are (control bytes, bidi controls, invalid
+	 * UTF-8 and '\\' as \\xNN; cut with "..." when long). */
+	char server_banner[256];
 	/* ASP_FILES_SFTP or ASP_FILES_EXEC once a file call on this connection
 	 * has decided; ASP_FILES_AUTO (0) before. */
 	int file_transport;
@@ -579,8 +586,9 @@ typedef struct asp_list asp_list;
 /*
  * List the entries of a directory (without "." and ".."), sorted by name.
  * Symlinks are reported as ASP_TYPE_SYMLINK with the link's own metadata.
- * A directory with more than the handle's max_list_entries fails with
- * ASP_ELIMIT. An entry name that is empty or holds '/' or a NUL byte (no
+ * A directory with more than the handle's max_list_entries, or whose names
+ * add up to more than its max_list_bytes, fails with ASP_ELIMIT, and so
+ * does an entry name over 4096 bytes. An entry name that is empty or holds '/' or a NUL byte (no
  * file system makes one; a broken or hostile SFTP server could send it)
  * fails the listing with ASP_EPROTO naming the directory.
  */

@@ -423,6 +423,25 @@ int asp__random(void *buf, size_t n)
 	return RAND_bytes(buf, (int)n) == 1 ? 0 : ASP_ERROR;
 }
 
+int asp__looks_like_key_text(const char *s, size_t len)
+{
+	static const char *const marks[] = {
+		"-----", "PRIVATE KEY", "PuTTY-User-Key-File",
+		"b3BlbnNzaC1rZXktdjE", /* base64 of "openssh-key-v1\0", how an OpenSSH key's body starts */
+	};
+	size_t i, part = 0;
+
+	for (i = 0; i < sizeof(marks) / sizeof(marks[0]); i++)
+		if (memmem(s, len, marks[i], strlen(marks[i])))
+			return 1;
+	for (i = 0; i < len; i++) {
+		part = s[i] == '/' ? 0 : part + 1;
+		if (part > 255)
+			return 1;
+	}
+	return 0;
+}
+
 int asp__is_env_name(const char *s)
 {
 	if (!s || !((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))

@@ -104,6 +104,14 @@ int asp__base64_decode(unsigned char **out, size_t *out_len, const char *text, s
 /* Fill buf with n cryptographically random bytes. 0 or ASP_ERROR. */
 int asp__random(void *buf, size_t n);
 
+/*
+ * 1 if s[0..len) looks like private key text rather than a path or a
+ * variable's name: armour ("-----", "PRIVATE KEY"), a PuTTY key, the
+ * base64 of an OpenSSH key's magic, or a '/'-separated part longer than
+ * any file name (255 bytes), such as a pasted base64 body.
+ */
+int asp__looks_like_key_text(const char *s, size_t len);
+
 /* 1 if s names a valid environment variable: ^[A-Za-z_][A-Za-z0-9_]*$ */
 int asp__is_env_name(const char *s);
 

@@ -190,6 +190,9 @@ static int missing(const asp_json_ctx *c, const char *where, const char *expecte
 static int check_chars(const asp_json_ctx *c, const char *where, const char *s, unsigned flags,
 		       const char *noun)
 {
+	/* Every caller names what the field holds; a plain "string" if one forgets. */
+	if (!noun)
+		noun = "string";
 	const char *forbidden = flags & STR_NO_SPACE ? "whitespace or control characters" :
 						       "control characters";
 	size_t i;
@@ -207,7 +210,22 @@ static int check_chars(const asp_json_ctx *c, const char *where, const char *s, 
 	return 0;
 }
 
-/* Validate an optional string field and store a copy in *out. */
+/*
+ * Key text pasted where its variable's name or its file belongs: said so
+ * before any other check, whose message could quote it, and never shown.
+ */
+static int check_identity(const asp_json_ctx *c, const cJSON *conn)
+{
+	const cJSON *v = member(conn, "identity");
+
+	if (!cJSON_IsString(v) || !asp__looks_like_key_text(v->valuestring, strlen(v->valuestring)))
+		return 0;
+	return asp__json_fail(c, "connection.identity", "looks like key text (not shown); put the key "
+			      "in an environment variable and name that variable here, e.g. "
+			      "\"identity\": \"ASP_IDENTITY\"");
+}
+
+/* Validate an optional string field and store a copy in *out; noun says what it holds. */
 static int get_string(char **out, const asp_json_ctx *c, const cJSON *obj, const char *parent,
 		      const char *name, unsigned flags, const char *noun)
 {
@@ -296,20 +314,23 @@ static int parse_connection(asp_config *cfg, const asp_json_ctx *c, const cJSON 
 	if ((rc = get_required_string(&cfg->user, c, conn, p, "user", STR_NONEMPTY | STR_NO_CTRL,
 				      "user name", "non-empty string")))
 		return rc;
-	if ((rc = get_string(&cfg->identity, c, conn, p, "identity", STR_NONEMPTY, NULL)))
+	if ((rc = check_identity(c, conn)) ||
+	    (rc = get_string(&cfg->identity, c, conn, p, "identity", STR_NONEMPTY,
+			     "environment variable name or key file path")))
 		return rc;
-	if ((rc = get_string(&cfg->host_key, c, conn, p, "host_key", STR_NONEMPTY, NULL)))
+	if ((rc = get_string(&cfg->host_key, c, conn, p, "host_key", STR_NONEMPTY, "host key")))
 		return rc;
 	/* proxyCommand is the ASP RFC's name for what libasp first called x-asp-proxy-command. */
 	if (member(conn, "proxyCommand") && member(conn, "x-asp-proxy-command"))
 		return asp__json_fail(c, p, "proxyCommand and x-asp-proxy-command are the same "
 				      "setting; give only one (proxyCommand is the ASP name)");
-	if ((rc = get_string(&cfg->proxy_command, c, conn, p, "proxyCommand", STR_NONEMPTY, NULL)))
+	if ((rc = get_string(&cfg->proxy_command, c, conn, p, "proxyCommand", STR_NONEMPTY,
+			     "command")))
 		return rc;
 	if (cfg->proxy_command)
 		return 0;
 	return get_string(&cfg->proxy_command, c, conn, p, "x-asp-proxy-command", STR_NONEMPTY,
-			  NULL);
+			  "command");
 }
 
 /*

@@ -705,5 +705,7 @@ void asp__conn_info(const asp_conn *c, asp_sandbox_info *out)
 	snprintf(out->kex, sizeof(out->kex), "%s", kex ? kex : "");
 	method_pair(c, out->cipher, sizeof(out->cipher), LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC);
 	method_pair(c, out->mac, sizeof(out->mac), LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_MAC_SC);
-	snprintf(out->server_banner, sizeof(out->server_banner), "%s", banner ? banner : "");
+	/* The server's text, like any other: escaped (a cut one ends in "..."). */
+	asp__show_text(out->server_banner, sizeof(out->server_banner), banner ? banner : "",
+		       banner ? strlen(banner) : 0);
 }

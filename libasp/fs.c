@@ -1441,9 +1441,11 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const asp_list_entry *)a)->name, ((const asp_list_entry *)b)->name);
 }
 
-int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, size_t max,
-			asp_list_entry **v, size_t *n, size_t *cap, asp_error *err)
+int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path,
+			const asp_list_caps *caps, asp_list_entry **v, size_t *n, size_t *cap,
+			uint64_t *held, asp_error *err)
 {
+	size_t max = caps->entries;
 	uint32_t i, cnt;
 
 	if (asp__sftp_get_u32(&p, &len, &cnt))
@@ -1467,6 +1469,16 @@ int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, si
 			return asp__error(err, ASP_EPROTO, "list %s: the server sent an impossible entry "
 					  "name \"%s\" (empty, or holding '/' or a NUL byte); the listing is "
 					  "refused", SHOW(path), asp__show_text(said, sizeof(said), name, nl));
+		if (nl > ASP_LIST_NAME_MAX)
+			return asp__error(err, ASP_ELIMIT, "list %s: the server sent an entry name of %zu "
+					  "bytes, longer than any file system makes (the cap is %u bytes); "
+					  "the listing is refused", SHOW(path), nl, ASP_LIST_NAME_MAX);
+		if (nl > caps->bytes - *held)
+			return asp__error(err, ASP_ELIMIT, "list %s: the directory's names add up to more "
+					  "than %llu bytes, the cap on one listing; list it with a command "
+					  "through asp_exec (e.g. find or ls piped to head), or raise the cap "
+					  "(asp_open_options.max_list_bytes)", SHOW(path),
+					  (unsigned long long)caps->bytes);
 		if (*n >= max)
 			return asp__error(err, ASP_ELIMIT, "list %s: the directory holds more than %zu "
 					  "entries, the cap on one listing; list it with a command through "
@@ -1485,15 +1497,17 @@ int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, si
 		if (!((*v)[*n].name = asp__strndup((const char *)name, nl)))
 			return asp__error(err, ASP_ENOMEM, "out of memory");
 		to_stat(&a, &(*v)[(*n)++].st);
+		*held += nl;
 	}
 	return 0;
 }
 
-int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,
-		 asp_error *err)
+int asp__fs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
+		 size_t *count, asp_error *err)
 {
 	unsigned char h[256];
 	size_t hl, n = 0, cap = 0;
+	uint64_t held = 0;
 	asp_list_entry *v = NULL;
 	uint32_t id;
 	int rc;
@@ -1501,7 +1515,7 @@ int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out
 	if ((rc = asp__files_transport(c, err)) < 0)
 		return rc;
 	if (rc == ASP_FILES_EXEC)
-		return asp__shfs_list(c, path, max, out, count, err);
+		return asp__shfs_list(c, path, caps, out, count, err);
 	if ((rc = send_path(c, SSH_FXP_OPENDIR, path, 0, &id, err)))
 		return rc;
 	if ((rc = get_handle(c, id, h, &hl, "list", path, ASP_ENOTDIR, err))) {
@@ -1529,7 +1543,7 @@ int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out
 			rc = asp__sftp_fail(&r, ASP_EIO, err, "list", path);
 			goto fail;
 		}
-		if ((rc = asp__fs_list_decode(r.p, r.len, path, max, &v, &n, &cap, err)))
+		if ((rc = asp__fs_list_decode(r.p, r.len, path, caps, &v, &n, &cap, &held, err)))
 			goto fail;
 	}
 	close_later(c, h, hl, NULL);

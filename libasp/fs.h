@@ -80,20 +80,33 @@ int asp__fs_remove(asp_conn *c, const char *path, asp_error *err);
 int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint64_t deadline,
 			unsigned int timeout_ms, int *started, asp_error *err);
 int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err);
-/* At most max entries: a directory with more is ASP_ELIMIT. */
-int asp__fs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,
-		 asp_error *err);
+/*
+ * What one listing may hold (asp_open_options.max_list_entries and
+ * max_list_bytes): at most `entries` entries whose names add up to at most
+ * `bytes` bytes, no name longer than ASP_LIST_NAME_MAX bytes (no file system
+ * makes one). Past any of them a listing is ASP_ELIMIT.
+ */
+#define ASP_LIST_NAME_MAX 4096u
+typedef struct asp_list_caps {
+	size_t entries;
+	uint64_t bytes;
+} asp_list_caps;
+
+int asp__fs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
+		 size_t *count, asp_error *err);
 
 /*
  * Decode one SSH_FXP_NAME reply body (after the id) of a listing of path,
  * appending to *v (*n entries, room for *cap; grown as needed, never past
- * max). Skips "." and "..". ASP_EPROTO for a malformed body or a name that
- * is empty or holds '/' or NUL; ASP_ELIMIT past max entries. No I/O: the
- * tests and the fuzzer call it on crafted bytes. On failure the caller
- * frees *v (asp__fs_list_free(*v, *n)).
+ * caps->entries) and adding the names' bytes to *held. Skips "." and "..".
+ * ASP_EPROTO for a malformed body or a name that is empty or holds '/' or
+ * NUL; ASP_ELIMIT past any of caps. No I/O: the tests and the fuzzer call
+ * it on crafted bytes. On failure the caller frees *v
+ * (asp__fs_list_free(*v, *n)).
  */
-int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path, size_t max,
-			asp_list_entry **v, size_t *n, size_t *cap, asp_error *err);
+int asp__fs_list_decode(const unsigned char *p, size_t len, const char *path,
+			const asp_list_caps *caps, asp_list_entry **v, size_t *n, size_t *cap,
+			uint64_t *held, asp_error *err);
 void asp__fs_list_free(asp_list_entry *e, size_t count);
 
 /* The asp_file_type of an st_mode (type bits). */

@@ -66,7 +66,7 @@ static int may_be_path(const char *v, size_t len)
 	for (i = 0; i < len; i++)
 		if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
 			return 0;
-	return !strstr(v, "-----") && !strstr(v, "PRIVATE KEY") && !strstr(v, "PuTTY-User-Key-File");
+	return !asp__looks_like_key_text(v, len);
 }
 
 /*

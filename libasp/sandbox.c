@@ -40,7 +40,7 @@ struct asp_sandbox {
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
 	uint64_t max_read_bytes;     /* caps on what crosses from the sandbox (asp_open_options) */
 	size_t max_output;
-	size_t max_list_entries;
+	asp_list_caps list_caps;     /* max_list_entries, max_list_bytes */
 	pthread_mutex_t mu;         /* guards orphans */
 	char *orphans[MAX_ORPHANS]; /* temp files of atomic writes cut off by a lost connection */
 	size_t norphans;
@@ -179,7 +179,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
 	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
 	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;
-	sb->max_list_entries = o.max_list_entries ? o.max_list_entries : 100000;
+	sb->list_caps.entries = o.max_list_entries ? o.max_list_entries : 100000;
+	sb->list_caps.bytes = o.max_list_bytes ? o.max_list_bytes : 32ull << 20;
 	if (asp__sweep_new(&sb->sweep, sb->params.io_timeout_ms)) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto fail;
@@ -772,7 +773,7 @@ static int do_list(asp_conn *c, void *ctx, int *started, asp_error *err)
 	path_ctx *x = ctx;
 
 	*started = 1;
-	return asp__fs_list(c, x->path, x->sb->max_list_entries, &x->e, &x->n, err);
+	return asp__fs_list(c, x->path, &x->sb->list_caps, &x->e, &x->n, err);
 }
 
 int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, const asp_call_options *opts,

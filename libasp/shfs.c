@@ -21,6 +21,7 @@
 /* A write's data travels inside the exec request while the script stays this small. */
 #define INLINE_SCRIPT_MAX 24576u
 #define LIST_ENTRY_BYTES 640u   /* a name twice (at most 255 bytes) and a stat line */
+#define LIST_STAT_BYTES (LIST_ENTRY_BYTES - 2 * 255u)
 #define LINK_DEPTH 8
 
 /* What a script sent: stdout into out (never past cap bytes), the head of stderr. */
@@ -379,12 +380,22 @@ static int cmp_entry(const void *a, const void *b)
 	return strcmp(((const asp_list_entry *)a)->name, ((const asp_list_entry *)b)->name);
 }
 
-int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path, size_t max,
-			  asp_list_entry **out, size_t *count, asp_error *err)
+static int list_bytes_limit(const char *path, const asp_list_caps *caps, asp_error *err)
+{
+	return asp__error(err, ASP_ELIMIT, "list %s: the directory's names add up to more than %llu "
+			  "bytes, the cap on one listing; list it with a command through asp_exec (e.g. "
+			  "find or ls piped to head), or raise the cap (asp_open_options.max_list_bytes)",
+			  SHOW(path), (unsigned long long)caps->bytes);
+}
+
+int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path,
+			  const asp_list_caps *caps, asp_list_entry **out, size_t *count,
+			  asp_error *err)
 {
 	const unsigned char *names = p, *end = p + len, *q, *rec;
 	asp_list_entry *v = NULL;
-	size_t n = 0, total = 0, i;
+	size_t max = caps->entries, n = 0, total = 0, i;
+	uint64_t held = 0;
 	int rc = 0;
 
 	/* The names, up to the empty one. */
@@ -414,6 +425,14 @@ int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path, 
 		rec += used + 1 + nl + 1;
 		if ((nl == 1 && q[0] == '.') || (nl == 2 && q[0] == '.' && q[1] == '.'))
 			continue;
+		if (nl > ASP_LIST_NAME_MAX) {
+			rc = asp__error(err, ASP_ELIMIT, "list %s: the sandbox's shell sent an entry name "
+					"of %zu bytes, longer than any file system makes (the cap is %u "
+					"bytes); the listing is refused", SHOW(path), nl, ASP_LIST_NAME_MAX);
+			goto fail;
+		}
+		if (nl > caps->bytes - held)
+			goto bytes;
 		if (n >= max)
 			goto limit;
 		if (!(v[n].name = asp__strndup((const char *)q, nl))) {
@@ -421,6 +440,7 @@ int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path, 
 			goto fail;
 		}
 		v[n++].st = st;
+		held += nl;
 	}
 	if (rec != end)
 		goto malformed;
@@ -435,6 +455,9 @@ limit:
 			"piped to head), or raise the cap (asp_open_options.max_list_entries)",
 			SHOW(path), max);
 	goto fail;
+bytes:
+	rc = list_bytes_limit(path, caps, err);
+	goto fail;
 malformed:
 	rc = asp__error(err, ASP_EPROTO, "list %s: the listing the sandbox's shell sent is malformed",
 			SHOW(path));
@@ -443,21 +466,34 @@ fail:
 	return rc;
 }
 
-int asp__shfs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,
-		   asp_error *err)
+int asp__shfs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
+		   size_t *count, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said };
+	size_t max = caps->entries;
+	uint64_t by_names;
 	int status = 0, rc;
 
 	if ((rc = too_long("list", path, err)))
 		return rc;
-	k.cap = ((uint64_t)max + 2) * LIST_ENTRY_BYTES + 4096;
+	/*
+	 * Each name comes twice, with a stat line: the output holds no more than
+	 * the entries' or the names' cap allows, whichever is less.
+	 */
+	k.cap = ((uint64_t)max + 2) * LIST_ENTRY_BYTES;
+	by_names = ((uint64_t)max + 2) * LIST_STAT_BYTES +
+		   (caps->bytes < UINT64_MAX / 4 ? 2 * caps->bytes : UINT64_MAX / 2);
+	if (by_names < k.cap)
+		k.cap = by_names;
+	k.cap += 4096;
 	if (asp__shfs_list_script(&script, path, max))
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)))
 		goto out;
-	if (status == ASP_SHFS_ELIMIT || k.over)
+	if (k.over && status != ASP_SHFS_ELIMIT && k.cap - 4096 == by_names)
+		rc = list_bytes_limit(path, caps, err);
+	else if (status == ASP_SHFS_ELIMIT || k.over)
 		rc = asp__error(err, ASP_ELIMIT, "list %s: the directory holds more than %zu entries, the "
 				"cap on one listing; list it with a command through asp_exec (e.g. find or "
 				"ls piped to head), or raise the cap (asp_open_options.max_list_entries)",
@@ -467,7 +503,7 @@ int asp__shfs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **o
 	else if (status)
 		rc = fail(status, &k, "list", path, err);
 	else
-		rc = asp__shfs_list_decode(said.data, said.len, path, max, out, count, err);
+		rc = asp__shfs_list_decode(said.data, said.len, path, caps, out, count, err);
 out:
 	asp__buf_free(&said);
 	return rc;
@@ -491,6 +527,7 @@ int asp__shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **o
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said };
+	asp_list_caps caps = { max, (uint64_t)max * ASP_LIST_NAME_MAX };
 	size_t used = 0;
 	int status = 0, rc;
 
@@ -506,7 +543,7 @@ int asp__shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **o
 	if (status || k.over || !said.len || get_clock(said.data, said.len, now_s, &used))
 		goto out;
 	/* Nothing after the clock: no such directory, or more names than max. */
-	rc = used == said.len ? 0 : asp__shfs_list_decode(said.data + used, said.len - used, dir, max,
+	rc = used == said.len ? 0 : asp__shfs_list_decode(said.data + used, said.len - used, dir, &caps,
 							   out, count, NULL);
 out:
 	asp__buf_free(&said);

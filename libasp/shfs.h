@@ -19,8 +19,8 @@ int asp__shfs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out
 int asp__shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err);
 int asp__shfs_remove(asp_conn *c, const char *path, asp_error *err);
 int asp__shfs_rename(asp_conn *c, const char *from, const char *to, asp_error *err);
-int asp__shfs_list(asp_conn *c, const char *path, size_t max, asp_list_entry **out, size_t *count,
-		   asp_error *err);
+int asp__shfs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
+		   size_t *count, asp_error *err);
 
 /*
  * For the sweep (fs.c), best effort, quietly: the entries of dir whose
@@ -37,10 +37,11 @@ int asp__shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_inf
  * Decode a listing script's output (quote.h): the names, an empty name,
  * then "HEX SIZE MTIME NAME\n" records in the same order, a name without
  * its record (gone meanwhile) left out. Skips "." and "..". ASP_EPROTO
- * when malformed, ASP_ELIMIT past max entries. Sorted by name. No I/O.
+ * when malformed, ASP_ELIMIT past any of caps (fs.h). Sorted by name. No I/O.
  */
-int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path, size_t max,
-			  asp_list_entry **out, size_t *count, asp_error *err);
+int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path,
+			  const asp_list_caps *caps, asp_list_entry **out, size_t *count,
+			  asp_error *err);
 
 /* Decode "HEX SIZE MTIME" (a stat line, up to the first space after MTIME or the end). */
 int asp__shfs_stat_decode(const unsigned char *p, size_t len, asp_stat_info *out, size_t *used);

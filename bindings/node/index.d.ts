@@ -78,6 +78,8 @@ export interface OpenOptions {
 	maxOutput?: number;
 	/** Most entries one list returns (more: ELIMIT); default 100000. */
 	maxListEntries?: number;
+	/** Most bytes of names one list holds, their lengths added up (more: ELIMIT); default 32 MiB. A name over 4096 bytes is ELIMIT anyway. */
+	maxListBytes?: number | bigint;
 	/** How file calls reach the files: 'auto' (default: SFTP when offered, else shell commands), 'sftp' or 'exec'. */
 	fileTransport?: 'auto' | 'sftp' | 'exec';
 }

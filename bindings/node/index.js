@@ -157,6 +157,7 @@ function bind(handle) {
 		max_list_entries: 'uint',
 		file_transport: 'uint',
 		config_text: 'const char *', // version 2
+		max_list_bytes: 'uint64_t', // version 2
 	});
 	t.callOptions = koffi.struct('asp_call_options', {
 		version: 'uint',
@@ -949,6 +950,7 @@ async function open(opts = {}) {
 		max_list_entries: uint(opts.maxListEntries, 'maxListEntries'),
 		file_transport: fileTransport(opts.fileTransport),
 		config_text: optCstr(opts.configText, 'configText'),
+		max_list_bytes: u64(opts.maxListBytes, 'maxListBytes', 0n),
 	};
 	const out = [null];
 	const err = newErr();

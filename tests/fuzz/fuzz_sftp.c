@@ -56,8 +56,10 @@ static void decoders(const uint8_t *data, size_t size)
 	{
 		asp_list_entry *v = NULL;
 		size_t n = 0, cap = 0;
+		uint64_t held = 0;
+		asp_list_caps caps = { 100, 100000 };
 		asp_error e;
-		int rc = asp__fs_list_decode(data, size, "/fuzz", 100, &v, &n, &cap, &e);
+		int rc = asp__fs_list_decode(data, size, "/fuzz", &caps, &v, &n, &cap, &held, &e);
 		if (n > 100 || (rc && rc != ASP_EPROTO && rc != ASP_ELIMIT && rc != ASP_ENOMEM))
 			__builtin_trap();
 		for (size_t k = 0; k < n; k++)

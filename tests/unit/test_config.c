@@ -26,6 +26,12 @@
 	"{\"version\": \"0\", \"transport\": \"ssh\", \"connection\": {" conn "}, "  \
 	"\"workspace\": \"/w\"" top "}"
 #define HU "\"host\": \"h\", \"user\": \"u\""
+#define KEY_TEXT                                                                               \
+	"connection.identity: looks like key text (not shown); put the key in an environment "  \
+	"variable and name that variable here, e.g. \"identity\": \"ASP_IDENTITY\""
+/* 288 base64 characters: longer than any file name (255 bytes), so no path. */
+#define LONG_B64_64 "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVphYmNkZWZnaGlqa2xtbm9wcXJzdHV2d3h5ejAx"
+#define LONG_B64 LONG_B64_64 LONG_B64_64 LONG_B64_64 LONG_B64_64
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -153,6 +159,27 @@ static const struct {
 	  "connection.x-asp-proxy-command: expected non-empty string, got \"\"" },
 	{ CONF(HU ", \"x-asp-proxy-command\": [\"ssh\"]", ""),
 	  "connection.x-asp-proxy-command: expected string, got array" },
+	/* Each says what it expected (once "(null)": a NULL passed to %s). */
+	{ CONF(HU ", \"identity\": \"id\\u0007x\"", ""),
+	  "connection.identity: expected environment variable name or key file path without control "
+	  "characters, got control character 0x07 at byte 2" },
+	{ CONF(HU ", \"host_key\": \"ssh-ed25519 AAAA\\n\"", ""),
+	  "connection.host_key: expected host key without control characters, got control character "
+	  "0x0a at byte 16" },
+	{ CONF(HU ", \"proxyCommand\": \"nc\\u001b\"", ""),
+	  "connection.proxyCommand: expected command without control characters, got control "
+	  "character 0x1b at byte 2" },
+	{ CONF(HU ", \"x-asp-proxy-command\": \"nc\\t\"", ""),
+	  "connection.x-asp-proxy-command: expected command without control characters, got control "
+	  "character 0x09 at byte 2" },
+	/* Key text pasted as identity: said what it looks like, never shown. */
+	{ CONF(HU ", \"identity\": \"-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5v "
+	       "-----END OPENSSH PRIVATE KEY-----\"", ""), KEY_TEXT },
+	{ CONF(HU ", \"identity\": \"-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXktdjEAAAAABG5v"
+	       "\\n-----END OPENSSH PRIVATE KEY-----\\n\"", ""), KEY_TEXT },
+	{ CONF(HU ", \"identity\": \"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\"",
+	       ""), KEY_TEXT },
+	{ CONF(HU ", \"identity\": \"~/.ssh/MIIEowIBAAKCAQEAt4Rw" LONG_B64 "\"", ""), KEY_TEXT },
 
 	/* unknown keys in connection */
 	{ CONF(HU ", \"hostkey\": \"k\"", ""), "connection.hostkey: unknown field (did you mean \"host_key\"?)" },
@@ -231,6 +258,48 @@ START_TEST(test_user_never_echoed)
 	ck_assert_int_eq(parse(CONF("\"host\": \"h\", \"user\": \"tok_SECRET\\n\"", ""), &err),
 			 ASP_ECONFIG);
 	ck_assert_ptr_null(strstr(err.message, "SECRET"));
+}
+END_TEST
+
+/*
+ * Key text pasted into identity, on one line or several: asp_config_check
+ * and asp_open say what it looks like and show none of it (once: "cannot
+ * open key file /DIR/-----BEGIN OPENSSH PRIVATE KEY----- b3Bl...").
+ */
+START_TEST(test_key_text_never_echoed)
+{
+	static const char *const pasted[] = {
+		"-----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmUSECRET "
+		"-----END OPENSSH PRIVATE KEY-----",
+		"-----BEGIN OPENSSH PRIVATE KEY-----\\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUSECRET\\n"
+		"-----END OPENSSH PRIVATE KEY-----\\n",
+		"b3BlbnNzaC1rZXktdjEAAAAABG5vbmUSECRET",
+	};
+	char dir[] = "/tmp/asp-keytext-XXXXXX", path[64], json[512];
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/asp.json", dir);
+	for (size_t i = 0; i < sizeof(pasted) / sizeof(pasted[0]); i++) {
+		asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+		asp_sandbox *sb = NULL;
+		asp_error err = { 0 };
+
+		snprintf(json, sizeof(json), CONF(HU ", \"identity\": \"%s\"", ""), pasted[i]);
+		write_file(path, json);
+		ck_assert_int_eq(asp_config_check(path, &err), ASP_ECONFIG);
+		ck_assert_msg(strstr(err.message, "connection.identity: looks like key text") &&
+			      !strstr(err.message, "SECRET") && !strstr(err.message, "b3Bl") &&
+			      !strstr(err.message, "BEGIN"), "case %zu: %s", i, err.message);
+		o.config_path = path;
+		o.flags = ASP_OPEN_LAZY;
+		memset(&err, 0, sizeof(err));
+		ck_assert_int_eq(asp_open(&sb, &o, &err), ASP_ECONFIG);
+		ck_assert_msg(strstr(err.message, "looks like key text") && !strstr(err.message, "SECRET") &&
+			      !strstr(err.message, "b3Bl") && !strstr(err.message, "BEGIN"),
+			      "case %zu: %s", i, err.message);
+	}
+	unlink(path);
+	rmdir(dir);
 }
 END_TEST
 
@@ -1230,6 +1299,7 @@ Suite *suite_config(void)
 	tc = tcase_create("validate");
 	tcase_add_loop_test(tc, test_invalid, 0, (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, test_user_never_echoed);
+	tcase_add_test(tc, test_key_text_never_echoed);
 	tcase_add_test(tc, test_embedded_nul_byte);
 	tcase_add_test(tc, test_too_large);
 	tcase_add_test(tc, test_long_values_are_cut);

@@ -19,6 +19,9 @@
 #include "quote.h"
 #include "shfs.h"
 
+/* Caps on a decoded listing: n entries, room for names of up to 4096 bytes each. */
+#define LIST_CAPS(n) (&(asp_list_caps){ (n), (uint64_t)(n) * 4096 })
+
 /* Run script with sh -c; what it writes to fd `which` (1 or 2) goes into out. */
 static size_t run_sh(const char *script, int which, char *out, size_t cap)
 {
@@ -420,7 +423,8 @@ START_TEST(test_shfs_list_hostile_names)
 		ck_assert_int_eq(asp__shfs_list_script(&b, shfs_dir, 1000), 0);
 		r = run_in(k, (const char *)b.data, NULL, 0);
 		ck_assert_msg(r.status == 0, "%s: list: exit %d", shells[k][0], r.status);
-		ck_assert_msg(asp__shfs_list_decode(r.out, r.len, shfs_dir, 1000, &v, &n, &e) == 0,
+		ck_assert_msg(asp__shfs_list_decode(r.out, r.len, shfs_dir, LIST_CAPS(1000), &v, &n,
+						    &e) == 0,
 			      "%s: decode: %s", shells[k][0], e.message);
 		ck_assert_uint_eq(n, NHOSTILE + 2);
 		for (i = 0; i < n; i++) {
@@ -656,8 +660,8 @@ START_TEST(test_shfs_list_decode)
 	asp_stat_info st;
 	size_t used;
 
-	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d", 10, &v,
-					       &n, &e), 0);
+	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d",
+					       LIST_CAPS(10), &v, &n, &e), 0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(v[0].name, "a");
 	ck_assert_uint_eq(v[0].st.type, ASP_TYPE_SYMLINK);
@@ -668,13 +672,14 @@ START_TEST(test_shfs_list_decode)
 	ck_assert_uint_eq(v[1].st.mtime, 10);
 	asp__fs_list_free(v, n);
 	v = NULL;
-	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d", 1, &v,
-					       &n, &e), ASP_ELIMIT);
+	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d",
+					       LIST_CAPS(1), &v, &n, &e), ASP_ELIMIT);
 	ck_assert_ptr_nonnull(strstr(e.message, "more than 1 entries"));
 	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		v = NULL;
-		ck_assert_msg(asp__shfs_list_decode((const unsigned char *)bad[i], bad_len[i], "/d", 10, &v,
-						    &n, &e) == ASP_EPROTO, "bad listing %zu accepted", i);
+		ck_assert_msg(asp__shfs_list_decode((const unsigned char *)bad[i], bad_len[i], "/d",
+						    LIST_CAPS(10), &v, &n, &e) == ASP_EPROTO,
+			      "bad listing %zu accepted", i);
 	}
 	ck_assert_int_eq(asp__shfs_stat_decode((const unsigned char *)"41ed 4096 1700000000", 20, &st,
 					       &used), 0);
@@ -715,8 +720,8 @@ START_TEST(test_shfs_sweep_scripts)
 		for (used = 0; used < r.len && r.out[used] != '\n'; used++)
 			now = now * 10 + (uint64_t)(r.out[used] - '0');
 		ck_assert_msg(now > 1700000000u, "%s: no clock", shells[k][0]);
-		ck_assert_int_eq(asp__shfs_list_decode(r.out + used + 1, r.len - used - 1, shfs_dir, 100, &v,
-						       &n, &e), 0);
+		ck_assert_int_eq(asp__shfs_list_decode(r.out + used + 1, r.len - used - 1, shfs_dir,
+						       LIST_CAPS(100), &v, &n, &e), 0);
 		ck_assert_uint_eq(n, 3);
 		for (i = 0; i < 3; i++)
 			ck_assert_msg(!strcmp(v[0].name, temps[i]) || !strcmp(v[1].name, temps[i]) ||

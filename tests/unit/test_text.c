@@ -182,7 +182,7 @@ END_TEST
 /* ---------------------------------------------------------------- list decoder */
 
 typedef struct body {
-	unsigned char d[4096];
+	unsigned char d[16384];
 	size_t n;
 } body;
 
@@ -219,14 +219,22 @@ static body names(size_t count, const char *const *nm, const size_t *nl)
 	return b;
 }
 
-static int decode(const body *b, const char *dir, size_t max, asp_list_entry **v, size_t *n,
-		  asp_error *e)
+static int decode_caps(const body *b, const char *dir, size_t max, uint64_t max_bytes,
+		       asp_list_entry **v, size_t *n, asp_error *e)
 {
+	asp_list_caps caps = { max, max_bytes };
+	uint64_t held = 0;
 	size_t cap = 0;
 
 	*v = NULL;
 	*n = 0;
-	return asp__fs_list_decode(b->d, b->n, dir, max, v, n, &cap, e);
+	return asp__fs_list_decode(b->d, b->n, dir, &caps, v, n, &cap, &held, e);
+}
+
+static int decode(const body *b, const char *dir, size_t max, asp_list_entry **v, size_t *n,
+		  asp_error *e)
+{
+	return decode_caps(b, dir, max, 1u << 20, v, n, e);
 }
 
 START_TEST(test_list_decode_ok)
@@ -306,6 +314,56 @@ START_TEST(test_list_decode_cap)
 }
 END_TEST
 
+/* Names adding up to max_bytes pass; one byte more is ASP_ELIMIT naming the option. */
+START_TEST(test_list_decode_bytes_cap)
+{
+	const char *nm[] = { "abc", ".", "..", "de" };
+	size_t nl[] = { 3, 1, 2, 2 };
+	body b = names(4, nm, nl);
+	asp_list_entry *v;
+	size_t n;
+	asp_error e = { 0 };
+	int rc;
+
+	ck_assert_int_eq(decode_caps(&b, "/ws/d", 100, 5, &v, &n, &e), 0); /* "." and ".." do not count */
+	ck_assert_uint_eq(n, 2);
+	asp__fs_list_free(v, n);
+	rc = decode_caps(&b, "/ws/d", 100, 4, &v, &n, &e);
+	ck_assert_msg(rc == ASP_ELIMIT, "%s: %s", asp_error_name(rc), e.message);
+	ck_assert_msg(strstr(e.message, "list /ws/d:") && strstr(e.message, "more than 4 bytes") &&
+		      strstr(e.message, "asp_open_options.max_list_bytes"), "%s", e.message);
+	asp__fs_list_free(v, n);
+}
+END_TEST
+
+/* A name of 4096 bytes passes; 4097 is ASP_ELIMIT whatever max_bytes says. */
+START_TEST(test_list_decode_name_cap)
+{
+	static char big[4097];
+	const char *nm[] = { big };
+	size_t nl[] = { 4096 };
+	asp_list_entry *v;
+	size_t n;
+	asp_error e = { 0 };
+	body b;
+	int rc;
+
+	memset(big, 'x', sizeof(big));
+	b = names(1, nm, nl);
+	ck_assert_int_eq(decode_caps(&b, "/ws/d", 100, UINT64_MAX, &v, &n, &e), 0);
+	ck_assert_uint_eq(n, 1);
+	asp__fs_list_free(v, n);
+	nl[0] = 4097;
+	b = names(1, nm, nl);
+	rc = decode_caps(&b, "/ws/d", 100, UINT64_MAX, &v, &n, &e);
+	ck_assert_msg(rc == ASP_ELIMIT, "%s: %s", asp_error_name(rc), e.message);
+	ck_assert_msg(strstr(e.message, "list /ws/d:") && strstr(e.message, "4097 bytes") &&
+		      strstr(e.message, "4096"), "%s", e.message);
+	ck_assert_uint_eq(n, 0);
+	asp__fs_list_free(v, n);
+}
+END_TEST
+
 /* Truncated bodies are ASP_EPROTO, never a read past the end (ASan checks). */
 START_TEST(test_list_decode_truncated)
 {
@@ -369,6 +427,8 @@ Suite *suite_text(void)
 	tcase_add_test(tc, test_list_decode_ok);
 	tcase_add_test(tc, test_list_decode_rejects_impossible_names);
 	tcase_add_test(tc, test_list_decode_cap);
+	tcase_add_test(tc, test_list_decode_bytes_cap);
+	tcase_add_test(tc, test_list_decode_name_cap);
 	tcase_add_test(tc, test_list_decode_truncated);
 	tcase_add_test(tc, test_sftp_status_message_escaped);
 	suite_add_tcase(s, tc);

@@ -156,7 +156,8 @@ typedef struct cli_paths {
 } cli_paths;
 
 /*
- * The private directory ($XDG_RUNTIME_DIR/asp, else /tmp/asp-<uid>),
+ * The private directory ($XDG_RUNTIME_DIR/asp when that is ours, else
+ * ~/.cache/asp/run; never a name in shared /tmp),
  * created 0700 when missing, and the socket and lock names for `config`
  * (an absolute path, its content read from config_fd with pread) in it. -1 with a reason in `why` when the directory
  * is not ours or not private, or a name does not fit.

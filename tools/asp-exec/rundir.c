@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,25 +48,77 @@ int cli_dir_is_private(const char *dir, char *why, size_t whylen)
 	return -1;
 }
 
-/* $XDG_RUNTIME_DIR/asp when that directory exists, else /tmp/asp-<uid>; made 0700. */
+/* XDG_RUNTIME_DIR as its spec makes it: an existing directory of ours that no one else can write in. */
+static int runtime_dir_ours(const char *dir)
+{
+	struct stat st;
+
+	return dir && dir[0] == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	       st.st_uid == geteuid() && !(st.st_mode & 022);
+}
+
+/* $HOME when absolute, else the password database's home; NULL when neither. */
+static const char *home_dir(char *buf, size_t len)
+{
+	const char *home = getenv("HOME");
+	struct passwd *pw;
+
+	if (home && home[0] == '/')
+		return home;
+	pw = getpwuid(geteuid());
+	if (!pw || !pw->pw_dir || pw->pw_dir[0] != '/')
+		return NULL;
+	snprintf(buf, len, "%s", pw->pw_dir);
+	return buf;
+}
+
+/* mkdir 0700; one that exists already is judged by the caller (cli_dir_is_private). */
+static int make_one(const char *path, char *why, size_t whylen)
+{
+	if (mkdir(path, 0700) == 0 || errno == EEXIST)
+		return 0;
+	snprintf(why, whylen, "cannot create %s: %s", path, strerror(errno));
+	return -1;
+}
+
+/*
+ * $XDG_RUNTIME_DIR/asp when that directory is ours, else ~/.cache/asp/run;
+ * made 0700. Never a name in a shared directory such as /tmp: another user
+ * could make it first and so turn sharing off.
+ */
 static int make_dir(char *out, size_t outlen, char *why, size_t whylen)
 {
-	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	struct stat st;
+	const char *xdg = getenv("XDG_RUNTIME_DIR"), *home;
+	char buf[PATH_MAX], cache[PATH_MAX + 16];
 	int n;
 
-	if (xdg && xdg[0] == '/' && stat(xdg, &st) == 0 && S_ISDIR(st.st_mode))
+	if (runtime_dir_ours(xdg)) {
 		n = snprintf(out, outlen, "%s/asp", xdg);
-	else
-		n = snprintf(out, outlen, "/tmp/asp-%u", (unsigned)geteuid());
+		if (n < 0 || (size_t)n >= outlen) {
+			snprintf(why, whylen, "the runtime directory path is too long for a socket");
+			return -1;
+		}
+		if (make_one(out, why, whylen))
+			return -1;
+		return cli_dir_is_private(out, why, whylen);
+	}
+	if (!(home = home_dir(buf, sizeof(buf)))) {
+		snprintf(why, whylen, "no runtime directory: XDG_RUNTIME_DIR is not set (or not a private "
+			 "directory of ours) and there is no home directory");
+		return -1;
+	}
+	n = snprintf(out, outlen, "%s/.cache/asp/run", home);
 	if (n < 0 || (size_t)n >= outlen) {
-		snprintf(why, whylen, "the runtime directory path is too long for a socket");
+		snprintf(why, whylen, "the runtime directory under the home directory is too long a path "
+			 "for a socket; set XDG_RUNTIME_DIR to a private directory");
 		return -1;
 	}
-	if (mkdir(out, 0700) < 0 && errno != EEXIST) {
-		snprintf(why, whylen, "cannot create %s: %s", out, strerror(errno));
+	snprintf(cache, sizeof(cache), "%s/.cache", home);
+	if (make_one(cache, why, whylen))
 		return -1;
-	}
+	snprintf(cache, sizeof(cache), "%s/.cache/asp", home);
+	if (make_one(cache, why, whylen) || make_one(out, why, whylen))
+		return -1;
 	return cli_dir_is_private(out, why, whylen);
 }
 

@@ -53,6 +53,31 @@ describe('fileTransport', () => {
 		}
 	});
 
+	it('maxListBytes caps the bytes of names in one listing', async () => {
+		const fx = await startSshd();
+		try {
+			for (const fileTransport of ['sftp', 'exec']) {
+				const ok = await asp.open({ config: fx.config, fileTransport, maxListBytes: 5 });
+				try {
+					await ok.write(`lb-${fileTransport}/abc`, '', { mkdirs: true });
+					await ok.write(`lb-${fileTransport}/de`, '');
+					assert.deepEqual((await ok.list(`lb-${fileTransport}`)).map((e) => e.name).sort(), ['abc', 'de']);
+				} finally {
+					await ok.close();
+				}
+				const low = await asp.open({ config: fx.config, fileTransport, maxListBytes: 4n });
+				try {
+					await assert.rejects(low.list(`lb-${fileTransport}`),
+						(e) => e.code === 'ASP_ELIMIT' && /max_list_bytes/.test(e.message));
+				} finally {
+					await low.close();
+				}
+			}
+		} finally {
+			await fx.stop();
+		}
+	});
+
 	it("'auto' falls back to exec on a server without SFTP; 'sftp' says why", async () => {
 		const fx = await startSshd('# Subsystem: none on this server\n');
 		try {

@@ -920,7 +920,7 @@ def _result(r):
 def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
          connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False,
          op_timeout=None, max_read_bytes=None, max_output=None, max_list_entries=None,
-         file_transport="auto", config_text=None):
+         file_transport="auto", config_text=None, max_list_bytes=None):
     """Open a sandbox -> Sandbox.
 
     config: the .asp.json to use; None means discovery ($ASP_CONFIG, else
@@ -944,6 +944,8 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
     max_read_bytes: most bytes one read returns (default 256 MiB).
     max_output: bytes of each exec stream kept by default (default 64 MiB).
     max_list_entries: most entries one list returns (default 100000).
+    max_list_bytes: most bytes of names one list holds, the names' lengths
+        added up (default 32 MiB); a name over 4096 bytes is refused anyway.
     file_transport: how file calls reach the files: "auto" (SFTP when the
         server offers it, else shell commands), "sftp" or "exec".
     """
@@ -973,6 +975,8 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
         opts.max_output = _int(max_output, "max_output", 1, _lib.SIZE_MAX)
     if max_list_entries is not None:
         opts.max_list_entries = _int(max_list_entries, "max_list_entries", 1, _lib.UINT_MAX)
+    if max_list_bytes is not None:
+        opts.max_list_bytes = _int(max_list_bytes, "max_list_bytes", 1, 2**64 - 1)
     if file_transport not in _FILES_BY_NAME:
         raise ValueError("file_transport must be one of %s, not %r"
                          % (", ".join(repr(k) for k in _FILES_BY_NAME), file_transport))

@@ -92,6 +92,7 @@ class asp_open_options(Structure):
         ("max_list_entries", c_uint),
         ("file_transport", c_uint),
         ("config_text", c_char_p),  # version 2
+        ("max_list_bytes", c_uint64),  # version 2
     ]
 
 

@@ -201,7 +201,7 @@ class RemoteIOError(AspError, OSError):
 
 
 class LimitExceeded(AspError):
-    """ASP_ELIMIT: a result would exceed a cap (max_read_bytes, max_list_entries); nothing returned."""
+    """ASP_ELIMIT: a result would exceed a cap (max_read_bytes, max_list_entries, max_list_bytes); nothing returned."""
     default_code = ErrorCode.ELIMIT
 
 

@@ -351,6 +351,22 @@ class TestOpen(unittest.TestCase):
                       lazy=True) as sb:
             self.assertEqual(sb.exec("echo ok").stdout, b"ok\n")
 
+    def test_max_list_bytes_reaches_libasp(self):
+        d = "max-list-bytes-%d" % os.getpid()
+        with asp.open(self.cfg()) as sb:
+            sb.write(d + "/abc", b"", mkdirs=True)
+            sb.write(d + "/de", b"")
+        try:
+            with asp.open(self.cfg(), max_list_bytes=5) as sb:
+                self.assertEqual(sorted(e.name for e in sb.list(d)), ["abc", "de"])
+            with asp.open(self.cfg(), max_list_bytes=4) as sb:
+                with self.assertRaises(asp.LimitExceeded) as cm:
+                    sb.list(d)
+                self.assertIn("max_list_bytes", str(cm.exception))
+        finally:
+            with asp.open(self.cfg()) as sb:
+                sb.remove(d, recursive=True)
+
     def test_open_option_validation(self):
         with self.assertRaises(TypeError):
             asp.open(FX.config, no_such_option=1)

@@ -49,7 +49,7 @@ const SANDBOX_METHODS = {
 const BAD_OPEN = {
 	config: 5, startDir: 5, knownHosts: 5, maxConnections: -1, connectTimeout: -1, ioTimeout: -1,
 	keepalive: -1, idleClose: -1, lazy: null, opTimeout: -1, maxReadBytes: -1, maxOutput: -1,
-	maxListEntries: -1, fileTransport: 'ftp', configText: 5,
+	maxListEntries: -1, fileTransport: 'ftp', configText: 5, maxListBytes: -1,
 } satisfies Record<keyof OpenOptions, unknown>;
 const BAD_CALL = { signal: 'abort', timeout: -1 } satisfies Record<keyof CallOptions, unknown>;
 const BAD_READ = { ...BAD_CALL, offset: -1, limit: -1 } satisfies Record<keyof ReadOptions, unknown>;
@@ -101,7 +101,7 @@ async function main(config: string): Promise<void> {
 		config, startDir: '/', knownHosts: Buffer.from('/nonexistent-known-hosts'), maxConnections: 2,
 		connectTimeout: 10_000, ioTimeout: 30_000, keepalive: 15, idleClose: 300, lazy: true,
 		opTimeout: 300_000, maxReadBytes: 1n << 28n, maxOutput: 1 << 20, maxListEntries: 1000,
-		fileTransport: 'auto', configText: judged.text,
+		fileTransport: 'auto', configText: judged.text, maxListBytes: 1n << 20n,
 	};
 	const sb: Sandbox = await open(opts);
 	try {
