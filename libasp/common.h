@@ -57,6 +57,15 @@ void asp__free(void *p);
 /* Overwrite n bytes so secrets do not linger, then free. */
 void asp__free_secret(void *p, size_t n);
 
+/*
+ * Tests: how many times slower than a plain build this run is (ASan,
+ * valgrind; tests/main.c passes check's CK_TIMEOUT_MULTIPLIER). The
+ * defaults a caller left at 0 (connect_timeout_ms, io_timeout_ms) are
+ * multiplied by it; a value the caller set never is.
+ */
+void asp__test_slowdown(unsigned int n);
+unsigned int asp__slowdown(void);
+
 #ifdef ASP_ALLOC_TEST
 /*
  * Test builds only (-DASP_ALLOC_TEST, tests/alloc/): make the n-th allocation

@@ -168,8 +168,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.identity = sb->identity;
 	sb->params.pin = sb->pinned ? &sb->pin : NULL;
 	sb->params.known_hosts = sb->known_hosts;
-	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000;
-	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000;
+	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000 * asp__slowdown();
+	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000 * asp__slowdown();
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
 	sb->params.file_transport = o.file_transport;
 	atomic_init(&sb->no_sftp, 0);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common.h"
 #include "exec.h"
 
 #define ASP_SUITE(fn) Suite *fn(void);
@@ -25,7 +26,12 @@ int main(void)
 	SRunner *sr = srunner_create(NULL);
 	const char *only = getenv("ASP_TEST_SUITE");
 	const char *routes = getenv("ASP_TEST_ROUTES");
+	const char *slow = getenv("CK_TIMEOUT_MULTIPLIER");
 	int failed, added = 0;
+
+	/* Under ASan or valgrind the library's default timeouts stretch as check's do. */
+	if (slow && atoi(slow) > 1)
+		asp__test_slowdown((unsigned int)atoi(slow));
 
 	if (routes && *routes && strcmp(routes, "auto")) {
 		if (strcmp(routes, "far")) {
