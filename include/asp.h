@@ -22,6 +22,11 @@
  *    options mean defaults, and so does a zero-initialised struct with only
  *    `version` set: every field's zero value is its default (the INIT
  *    macros set nothing but the version). Unknown flag bits are ASP_EINVAL.
+ *    Fields are only ever appended, and each addition bumps the version: a
+ *    program built against an older asp.h passes its older version, and
+ *    libasp reads (and, for asp_sandbox_info, writes) only the bytes that
+ *    version had; the fields it lacks keep their defaults. A version newer
+ *    than the library is ASP_EINVAL.
  *  - Names: an object's functions are asp_<noun>_<verb> (asp_config_find,
  *    asp_cancel_trigger, asp_exec_result_free) or asp_<noun>_<property>
  *    for accessors (asp_list_count, asp_sandbox_workspace); the sandbox's
@@ -237,7 +242,7 @@ typedef struct asp_open_options {
 #define ASP_OPEN_OPTIONS_VERSION 2
 #define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0 }
 
-/* Initialise opts to defaults; version must be ASP_OPEN_OPTIONS_VERSION. */
+/* Initialise opts to defaults; version is 1 to ASP_OPEN_OPTIONS_VERSION (that version's fields). */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);
 
 /*
@@ -302,7 +307,7 @@ typedef struct asp_sandbox_info {
 #define ASP_SANDBOX_INFO_VERSION 1
 #define ASP_SANDBOX_INFO_INIT { ASP_SANDBOX_INFO_VERSION, 0, 0, "", "", "", "", "", "", "", 0 }
 
-/* Zero *out and set its version; version must be ASP_SANDBOX_INFO_VERSION. */
+/* Zero *out and set its version; version is 1 to ASP_SANDBOX_INFO_VERSION. */
 ASP_EXTERN(int) asp_sandbox_info_init(asp_sandbox_info *out, unsigned int version);
 
 /*
@@ -310,8 +315,8 @@ ASP_EXTERN(int) asp_sandbox_info_init(asp_sandbox_info *out, unsigned int versio
  * is open (ASP_OPEN_LAZY, or all were closed idle) it connects first, with
  * the usual host key check and authentication, and so can fail like
  * asp_open (ASP_EHOSTKEY, ASP_EAUTH, ASP_ECONNECT, ASP_ETIMEOUT, ...).
- * out->version must be ASP_SANDBOX_INFO_VERSION (ASP_SANDBOX_INFO_INIT or
- * asp_sandbox_info_init).
+ * out->version is 1 to ASP_SANDBOX_INFO_VERSION (ASP_SANDBOX_INFO_INIT or
+ * asp_sandbox_info_init); only that version's fields are written.
  */
 ASP_EXTERN(int) asp_sandbox_info_get(asp_sandbox_info *out, asp_sandbox *sb, asp_error *err);
 

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "bulk.h"
@@ -55,59 +56,97 @@ struct asp_list {
 /* ------------------------------------------------------------ options */
 
 /*
+ * Every versioned struct a caller passes follows one rule (libgit2's
+ * git_error__check_version): versions 1 to the current one are accepted,
+ * and only the bytes that version had are read or written; the fields it
+ * lacks keep their defaults. A version newer than this library is refused.
+ * X_SIZES[v - 1] is version v's size; a field appended bumps the version
+ * and adds a size.
+ */
+static const size_t open_sizes[] = { offsetof(asp_open_options, config_text), sizeof(asp_open_options) };
+static const size_t write_sizes[] = { sizeof(asp_write_options) };
+static const size_t call_sizes[] = { sizeof(asp_call_options) };
+static const size_t exec_sizes[] = { sizeof(asp_exec_options) };
+static const size_t info_sizes[] = { sizeof(asp_sandbox_info) };
+#define VERSIONS(sizes) ((unsigned int)(sizeof(sizes) / sizeof((sizes)[0])))
+_Static_assert(VERSIONS(open_sizes) == ASP_OPEN_OPTIONS_VERSION, "a size per version");
+_Static_assert(VERSIONS(write_sizes) == ASP_WRITE_OPTIONS_VERSION, "a size per version");
+_Static_assert(VERSIONS(call_sizes) == ASP_CALL_OPTIONS_VERSION, "a size per version");
+_Static_assert(VERSIONS(exec_sizes) == ASP_EXEC_OPTIONS_VERSION, "a size per version");
+_Static_assert(VERSIONS(info_sizes) == ASP_SANDBOX_INFO_VERSION, "a size per version");
+
+static int version_ok(unsigned int version, unsigned int current, const char *what, asp_error *err)
+{
+	if (version >= 1 && version <= current)
+		return 0;
+	return asp__error(err, ASP_EINVAL, "%s.version %u is not supported (1 to %u)", what, version,
+			  current);
+}
+
+/* out holds the defaults; the caller's in (a struct of its version) overrides what that version has. */
+static int take(void *out, const void *in, const size_t *sizes, unsigned int current, const char *what,
+		asp_error *err)
+{
+	unsigned int version;
+	int rc;
+
+	memcpy(&version, in, sizeof(version)); /* every such struct begins with it */
+	if ((rc = version_ok(version, current, what, err)))
+		return rc;
+	memcpy(out, in, sizes[version - 1]);
+	return 0;
+}
+#define TAKE(out, in, sizes, what, err) take(out, in, sizes, VERSIONS(sizes), what, err)
+
+/*
  * The defaults live in the INIT macros, which set only the version (a
  * zeroed struct means the same; tests/unit/test_api.c holds them to it).
- * Copied from a static object, padding included, so a caller may memcmp.
+ * Copied from a static object, padding included, so a caller may memcmp;
+ * an older version gets that version's bytes.
  */
+static int init(void *opts, unsigned int version, const void *defaults, const size_t *sizes,
+		unsigned int current)
+{
+	if (!opts || version_ok(version, current, "", NULL))
+		return ASP_EINVAL;
+	memcpy(opts, defaults, sizes[version - 1]);
+	memcpy(opts, &version, sizeof(version));
+	return 0;
+}
 
 int asp_open_options_init(asp_open_options *opts, unsigned int version)
 {
 	static const asp_open_options d = ASP_OPEN_OPTIONS_INIT;
 
-	if (!opts || version != ASP_OPEN_OPTIONS_VERSION)
-		return ASP_EINVAL;
-	memcpy(opts, &d, sizeof(d));
-	return 0;
+	return init(opts, version, &d, open_sizes, VERSIONS(open_sizes));
 }
 
 int asp_write_options_init(asp_write_options *opts, unsigned int version)
 {
 	static const asp_write_options d = ASP_WRITE_OPTIONS_INIT;
 
-	if (!opts || version != ASP_WRITE_OPTIONS_VERSION)
-		return ASP_EINVAL;
-	memcpy(opts, &d, sizeof(d));
-	return 0;
+	return init(opts, version, &d, write_sizes, VERSIONS(write_sizes));
 }
 
 int asp_call_options_init(asp_call_options *opts, unsigned int version)
 {
 	static const asp_call_options d = ASP_CALL_OPTIONS_INIT;
 
-	if (!opts || version != ASP_CALL_OPTIONS_VERSION)
-		return ASP_EINVAL;
-	memcpy(opts, &d, sizeof(d));
-	return 0;
+	return init(opts, version, &d, call_sizes, VERSIONS(call_sizes));
 }
 
 int asp_exec_options_init(asp_exec_options *opts, unsigned int version)
 {
 	static const asp_exec_options d = ASP_EXEC_OPTIONS_INIT;
 
-	if (!opts || version != ASP_EXEC_OPTIONS_VERSION)
-		return ASP_EINVAL;
-	memcpy(opts, &d, sizeof(d));
-	return 0;
+	return init(opts, version, &d, exec_sizes, VERSIONS(exec_sizes));
 }
 
 int asp_sandbox_info_init(asp_sandbox_info *out, unsigned int version)
 {
 	static const asp_sandbox_info d = ASP_SANDBOX_INFO_INIT;
 
-	if (!out || version != ASP_SANDBOX_INFO_VERSION)
-		return ASP_EINVAL;
-	memcpy(out, &d, sizeof(d));
-	return 0;
+	return init(out, version, &d, info_sizes, VERSIONS(info_sizes));
 }
 
 /* ------------------------------------------------------------ open/close */
@@ -143,12 +182,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	int rc;
 
 	ASP_ASSERT_ARG(out);
-	if (opts) {
-		if (opts->version != ASP_OPEN_OPTIONS_VERSION)
-			return asp__error(err, ASP_EINVAL, "asp_open_options.version %u is not supported "
-					  "(expected %u)", opts->version, ASP_OPEN_OPTIONS_VERSION);
-		o = *opts;
-	}
+	if (opts && (rc = TAKE(&o, opts, open_sizes, "asp_open_options", err)))
+		return rc;
 	if (o.flags & ~ASP_OPEN_LAZY)
 		return asp__error(err, ASP_EINVAL, "asp_open_options.flags 0x%x has unknown bits 0x%x",
 				  o.flags, o.flags & ~ASP_OPEN_LAZY);
@@ -369,10 +404,12 @@ static call call_start(const asp_sandbox *sb, asp_cancel *cancel, unsigned int t
 
 static int call_options(call *cl, const asp_sandbox *sb, const asp_call_options *opts, asp_error *err)
 {
-	if (opts && opts->version != ASP_CALL_OPTIONS_VERSION)
-		return asp__error(err, ASP_EINVAL, "asp_call_options.version %u is not supported "
-				  "(expected %u)", opts->version, ASP_CALL_OPTIONS_VERSION);
-	*cl = call_start(sb, opts ? opts->cancel : NULL, opts ? opts->timeout_ms : 0);
+	asp_call_options o = ASP_CALL_OPTIONS_INIT;
+	int rc;
+
+	if (opts && (rc = TAKE(&o, opts, call_sizes, "asp_call_options", err)))
+		return rc;
+	*cl = call_start(sb, o.cancel, o.timeout_ms);
 	return 0;
 }
 
@@ -556,12 +593,8 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	int rc;
 
 	ASP_ASSERT_ARG(sb && (data || !len));
-	if (opts) {
-		if (opts->version != ASP_WRITE_OPTIONS_VERSION)
-			return asp__error(err, ASP_EINVAL, "asp_write_options.version %u is not supported",
-					  opts->version);
-		o = *opts;
-	}
+	if (opts && (rc = TAKE(&o, opts, write_sizes, "asp_write_options", err)))
+		return rc;
 	if (o.mode > 07777)
 		return asp__error(err, ASP_EINVAL, "write: mode %o is not a permission mode", o.mode);
 	if ((rc = resolve(sb, path, &abs, "write", err)))
@@ -604,12 +637,8 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	int rc;
 
 	ASP_ASSERT_ARG(out && sb && command);
-	if (opts) {
-		if (opts->version != ASP_EXEC_OPTIONS_VERSION)
-			return asp__error(err, ASP_EINVAL, "asp_exec_options.version %u is not supported",
-					  opts->version);
-		o = *opts;
-	}
+	if (opts && (rc = TAKE(&o, opts, exec_sizes, "asp_exec_options", err)))
+		return rc;
 	if (o.flags & ~ASP_EXEC_STDIN_FD)
 		return asp__error(err, ASP_EINVAL, "asp_exec_options.flags 0x%x has unknown bits 0x%x",
 				  o.flags, o.flags & ~ASP_EXEC_STDIN_FD);
@@ -827,16 +856,21 @@ void asp_list_free(asp_list *l)
 
 int asp_sandbox_info_get(asp_sandbox_info *out, asp_sandbox *sb, asp_error *err)
 {
+	asp_sandbox_info all = ASP_SANDBOX_INFO_INIT;
+	unsigned int version;
 	asp_conn *c;
 	int rc;
 
 	ASP_ASSERT_ARG(out && sb);
-	if (out->version != ASP_SANDBOX_INFO_VERSION)
-		return asp__error(err, ASP_EINVAL, "asp_sandbox_info.version %u is not supported "
-				  "(expected %u)", out->version, ASP_SANDBOX_INFO_VERSION);
+	version = out->version;
+	if ((rc = version_ok(version, VERSIONS(info_sizes), "asp_sandbox_info", err)))
+		return rc;
 	if ((rc = asp__pool_get(sb->pool, &c, 0, NULL, 0, err)))
 		return rc;
-	asp__conn_info(c, out);
+	asp__conn_info(c, &all);
 	asp__pool_put(sb->pool, c);
+	/* Only what the caller's version has room for. */
+	memcpy(out, &all, info_sizes[version - 1]);
+	out->version = version;
 	return 0;
 }

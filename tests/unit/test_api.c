@@ -9,7 +9,10 @@
  */
 #include <check.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "asp.h"
 
@@ -65,6 +68,65 @@ START_TEST(test_zero_is_default)
 }
 END_TEST
 
+/*
+ * A caller built against version 1 of asp_open_options (before config_text
+ * and max_list_bytes) passes a smaller struct, as that header declared it:
+ * the library reads and writes only version 1's bytes of it, and the
+ * fields it does not have keep their defaults. On the heap at exactly that
+ * size plus a guard, so ASan and the guard see any byte beyond.
+ */
+typedef struct open_options_v1 {
+	unsigned int version;
+	const char *config_path, *start_dir, *known_hosts;
+	unsigned int max_connections, connect_timeout_ms, io_timeout_ms, keepalive_s, idle_close_s;
+	unsigned int flags, op_timeout_ms;
+	uint64_t max_read_bytes;
+	size_t max_output;
+	unsigned int max_list_entries, file_transport;
+} open_options_v1;
+#define OPEN_V1_SIZE sizeof(open_options_v1)
+
+START_TEST(test_older_version_accepted)
+{
+	open_options_v1 *v1 = malloc(OPEN_V1_SIZE + 8);
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	unsigned char *guard;
+	char path[] = "/tmp/asp-api-v1.XXXXXX";
+	int fd;
+
+	ck_assert_ptr_nonnull(v1);
+	guard = (unsigned char *)v1 + OPEN_V1_SIZE;
+	memset(guard, 0xa5, 8);
+	ck_assert_int_eq(asp_open_options_init((asp_open_options *)v1, 1), ASP_OK);
+	ck_assert_uint_eq(v1->version, 1);
+	for (int i = 0; i < 8; i++)
+		ck_assert_msg(guard[i] == 0xa5, "asp_open_options_init(1) wrote past version 1's size");
+
+	fd = mkstemp(path);
+	ck_assert_int_ge(fd, 0);
+	ck_assert(dprintf(fd, "{\"version\":\"0\",\"transport\":\"ssh\",\"connection\":{\"host\":"
+			  "\"127.0.0.1\",\"port\":1,\"user\":\"v1\"},\"workspace\":\"/w\"}") > 0);
+	close(fd);
+	v1->config_path = path;
+	v1->flags = ASP_OPEN_LAZY;
+	ck_assert_msg(asp_open(&sb, (const asp_open_options *)v1, &e) == ASP_OK, "a version 1 caller: %s", e.message);
+	ck_assert_str_eq(asp_sandbox_workspace(sb), "/w");
+	asp_close(sb);
+	unlink(path);
+
+	ck_assert_uint_eq(OPEN_V1_SIZE, offsetof(asp_open_options, config_text));
+	/* Newer than this library, or 0: refused, naming what is supported. */
+	v1->version = ASP_OPEN_OPTIONS_VERSION + 1;
+	ck_assert_int_eq(asp_open(&sb, (const asp_open_options *)v1, &e), ASP_EINVAL);
+	ck_assert_msg(strstr(e.message, "asp_open_options.version") && strstr(e.message, "1 to"),
+		      "%s", e.message);
+	v1->version = 0;
+	ck_assert_int_eq(asp_open(&sb, (const asp_open_options *)v1, &e), ASP_EINVAL);
+	free(v1);
+}
+END_TEST
+
 /* The bindings pass these as C int (ctypes c_int, koffi 'int'). */
 START_TEST(test_enums_are_int_sized)
 {
@@ -89,6 +151,7 @@ Suite *suite_api(void)
 
 	tcase_add_test(tc, test_zero_is_default);
 	tcase_add_test(tc, test_enums_are_int_sized);
+	tcase_add_test(tc, test_older_version_accepted);
 	suite_add_tcase(s, tc);
 	return s;
 }
