@@ -65,8 +65,10 @@ $(BUILD)/obj/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj
 $(BUILD)/obj $(BUILD)/tests $(BUILD)/bin:
 	mkdir -p $@
 
-$(SHARED): $(LIB_OBJ)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(DEP_LIBS)
+# libasp/libasp.map: asp_* global, everything else local.
+$(SHARED): $(LIB_OBJ) libasp/libasp.map
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -Wl,--version-script=libasp/libasp.map \
+	    -o $@ $(LIB_OBJ) $(LDFLAGS_ALL) $(DEP_LIBS)
 
 $(BUILD)/$(SONAME): $(SHARED)
 	ln -sf $(notdir $(SHARED)) $@

@@ -1,6 +1,7 @@
 #!/bin/sh
 # meta.sh - keeps code and docs in sync (curl-style meta tests):
-#  - every symbol libasp.so exports starts with asp_ and is documented in docs/api.md;
+#  - every symbol libasp.so exports starts with asp_, carries the LIBASP_0 version
+#    (libasp/libasp.map) and is documented in docs/api.md;
 #  - every error code in asp.h is in docs/api.md's table;
 #  - asp.h compiles as C99, C11 and C++ with warnings as errors;
 #  - the README's C example compiles and links.
@@ -11,8 +12,15 @@ fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); printf 'meta: FAIL: %s\n' "$*"; }
 
-syms=$(nm -D --defined-only "$BUILD/libasp.so" | awk '$2 ~ /^[TDBR]$/ {print $3}')
+versioned=$(nm -D --defined-only "$BUILD/libasp.so" | awk '$2 ~ /^[TDBR]$/ {print $3}')
+syms=$(printf '%s\n' $versioned | sed 's/@.*//')
 [ -n "$syms" ] || bad "no exported symbols found in $BUILD/libasp.so"
+for v in $versioned; do
+	case $v in
+	*@@LIBASP_0) ok ;;
+	*) bad "exported symbol without the LIBASP_0 version (libasp/libasp.map): $v" ;;
+	esac
+done
 for s in $syms; do
 	case $s in
 	asp_*) ok ;;
