@@ -4,6 +4,7 @@
  * signal handler wakes the call that waits.
  */
 #include "cancel.h"
+#include "errtext.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,7 +26,7 @@ int asp_cancel_new(asp_cancel **out, asp_error *err)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	if (pipe2(c->fds, O_CLOEXEC | O_NONBLOCK)) {
 		asp__free(c);
-		return asp__error(err, ASP_ERROR, "cannot create a cancel token: %s", strerror(errno));
+		return asp__error(err, ASP_ERROR, "cannot create a cancel token: %s", ASP_ERRNO_TEXT(errno));
 	}
 	atomic_init(&c->triggered, 0);
 	*out = c;

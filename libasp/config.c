@@ -12,6 +12,7 @@
  */
 #include "config.h"
 #include "discover.h"
+#include "errtext.h"
 #include "json.h"
 #include "pin.h"
 
@@ -443,7 +444,7 @@ static int absolute_path(char **out, const char *path, asp_error *err)
 		return asp__error(err, ASP_ECONFIG, "%s: path too long", path);
 	if (!realpath(dir, real))
 		return asp__error(err, ASP_ECONFIG, "%s: cannot resolve directory: %s", path,
-				  strerror(errno));
+				  ASP_ERRNO_TEXT(errno));
 	*out = asp__sprintf("%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
 	return *out ? 0 : asp__error(err, ASP_ENOMEM, "out of memory");
 }
@@ -457,7 +458,7 @@ static int read_limited(asp_buf *b, int fd, const char *path, off_t size, asp_er
 	case ASP_ENOMEM:
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	case ASP_EIO:
-		return asp__error(err, ASP_ECONFIG, "%s: cannot read: %s", path, strerror(errno));
+		return asp__error(err, ASP_ECONFIG, "%s: cannot read: %s", path, ASP_ERRNO_TEXT(errno));
 	default:
 		return asp__error(err, ASP_ECONFIG, "%s: expected at most %d bytes (1 MiB), got %lld bytes",
 				  path, ASP_CONFIG_MAX_BYTES,
@@ -471,7 +472,7 @@ static int read_config_fd(asp_buf *b, int fd, const char *path, asp_error *err)
 	struct stat st;
 
 	if (fstat(fd, &st) < 0)
-		return asp__error(err, ASP_ECONFIG, "%s: cannot stat: %s", path, strerror(errno));
+		return asp__error(err, ASP_ECONFIG, "%s: cannot stat: %s", path, ASP_ERRNO_TEXT(errno));
 	if (!S_ISREG(st.st_mode))
 		return asp__error(err, ASP_ECONFIG, "%s: expected a regular file, got %s", path,
 				  asp__file_type(st.st_mode));
@@ -487,7 +488,7 @@ static int read_config_file(asp_buf *b, const char *path, asp_error *err)
 	int fd, rc;
 
 	if ((fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)) < 0)
-		return asp__error(err, ASP_ECONFIG, "%s: cannot open: %s", path, strerror(errno));
+		return asp__error(err, ASP_ECONFIG, "%s: cannot open: %s", path, ASP_ERRNO_TEXT(errno));
 	rc = read_config_fd(b, fd, path, err);
 	close(fd);
 	return rc;

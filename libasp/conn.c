@@ -4,6 +4,7 @@
  * keepalive, idle checks and close. The session helpers it drives (waiting,
  * the error map, libssh2's callbacks) are in session.c.
  */
+#include "errtext.h"
 #include "ssh.h"
 
 #include <errno.h>
@@ -105,7 +106,7 @@ static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, in
 	freeaddrinfo(res);
 	if (fd < 0)
 		return asp__error(err, ASP_ECONNECT, "%s: cannot connect: %s", c->where,
-				  strerror(last_errno ? last_errno : ECONNREFUSED));
+				  ASP_ERRNO_TEXT(last_errno ? last_errno : ECONNREFUSED));
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	c->sock = fd;
 	c->quickack = 1; /* until authenticated: see conn_recv in session.c */
@@ -127,7 +128,7 @@ static int proxy_connect(asp_conn *c, const asp_config *cfg, asp_error *err)
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) {
 		asp__buf_free(&script);
-		return asp__error(err, ASP_ECONNECT, "%s: socketpair: %s", c->where, strerror(errno));
+		return asp__error(err, ASP_ECONNECT, "%s: socketpair: %s", c->where, ASP_ERRNO_TEXT(errno));
 	}
 	pid = fork();
 	if (pid == 0) {
@@ -145,7 +146,7 @@ static int proxy_connect(asp_conn *c, const asp_config *cfg, asp_error *err)
 	if (pid < 0) {
 		close(sv[0]);
 		return asp__error(err, ASP_ECONNECT, "%s: cannot start the proxy command: %s", c->where,
-				  strerror(errno));
+				  ASP_ERRNO_TEXT(errno));
 	}
 	fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
 	c->sock = sv[0];

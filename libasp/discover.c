@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "errtext.h"
 
 #define USER_MAX 320              /* "name (uid N)" */
 #define REASON_MAX (PATH_MAX + 512)
@@ -155,7 +156,7 @@ static int from_env(int *fd, char *out, size_t outlen, const char *value, char *
 
 	*fd = open_regular(AT_FDCWD, value, 0, &mode);
 	if (*fd == -1)
-		return say(why, whylen, ASP_ENOCONFIG, "ASP_CONFIG=%s: %s", value, strerror(errno));
+		return say(why, whylen, ASP_ENOCONFIG, "ASP_CONFIG=%s: %s", value, ASP_ERRNO_TEXT(errno));
 	if (*fd == -2) {
 		*fd = -1;
 		return say(why, whylen, ASP_ENOCONFIG, "ASP_CONFIG=%s: expected a regular file, got %s",
@@ -163,7 +164,7 @@ static int from_env(int *fd, char *out, size_t outlen, const char *value, char *
 	}
 	if (absolute(out, outlen, value)) {
 		rc = say(why, whylen, ASP_ECONFIG, "%s: cannot resolve directory: %s", value,
-			 strerror(errno));
+			 ASP_ERRNO_TEXT(errno));
 		close(*fd);
 		*fd = -1;
 		return rc;
@@ -226,7 +227,7 @@ static int dir_reason(char *r, size_t n, int dfd, const char *dir)
 	if (is_safe_dir(dir))
 		return 0;
 	if (fstat(dfd, &st) < 0)
-		return say(r, n, -1, "cannot check its directory %s: %s", dir, strerror(errno));
+		return say(r, n, -1, "cannot check its directory %s: %s", dir, ASP_ERRNO_TEXT(errno));
 	if (!owner_ok(st.st_uid))
 		return say(r, n, -1, "in %s, owned by %s", dir,
 			   asp__user_text(user, sizeof(user), st.st_uid));
@@ -352,7 +353,7 @@ static int target_reason(char *r, size_t n, int fd, const struct stat *st)
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	if ((len = readlink(link, target, sizeof(target) - 1)) < 0 || len == 0 || target[0] != '/')
 		return say(r, n, -1, "a symbolic link whose target cannot be named (%s)",
-			   len < 0 ? strerror(errno) : "no /proc");
+			   len < 0 ? ASP_ERRNO_TEXT(errno) : "no /proc");
 	target[len] = '\0';
 	if (file_reason(sub, sizeof(sub), st))
 		return say(r, n, -1, "a symbolic link to %s, %s", target, sub);
@@ -361,12 +362,12 @@ static int target_reason(char *r, size_t n, int fd, const struct stat *st)
 	base = target + strlen(dir) + (strcmp(dir, "/") ? 1 : 0);
 	if (walk_start(&w, dir) < 0)
 		return say(r, n, -1, "a symbolic link to %s, which cannot be checked: %s", target,
-			   strerror(errno));
+			   ASP_ERRNO_TEXT(errno));
 	while ((rc = walk_next(&w)) == 1)
 		;
 	if (rc < 0)
 		say(r, n, -1, "a symbolic link to %s, which cannot be checked: %s: %s", target, w.dir,
-		    strerror(errno));
+		    ASP_ERRNO_TEXT(errno));
 	else if (w.bad)
 		say(r, n, -1, "a symbolic link to %s, owned by %s, %s", target,
 		    asp__user_text(sub, sizeof(sub), st->st_uid), w.reason);
@@ -458,14 +459,14 @@ static int open_found(int *fd, const found *f, const char *candidate, char *why,
 	*fd = open_regular(f->dirfd, ASP_CONFIG_NAME, is_link ? 0 : O_NOFOLLOW, &mode);
 	if (*fd == -1)
 		return say(why, whylen, ASP_ECONFIG, "%s: cannot %s: %s", candidate,
-			   is_link ? "follow" : "open", strerror(errno));
+			   is_link ? "follow" : "open", ASP_ERRNO_TEXT(errno));
 	if (*fd == -2) {
 		*fd = -1;
 		return say(why, whylen, ASP_ECONFIG, "%s: expected a regular file, got %s", candidate,
 			   asp__file_type(mode));
 	}
 	if (fstat(*fd, &st) < 0) {
-		say(reason, sizeof(reason), -1, "cannot be checked: %s", strerror(errno));
+		say(reason, sizeof(reason), -1, "cannot be checked: %s", ASP_ERRNO_TEXT(errno));
 		goto refused;
 	}
 	/* In a listed directory the file (or link) passes; the directories above still count. */
@@ -495,22 +496,22 @@ static int find_upward(int *fd, char *out, size_t outlen, const char *start, cha
 
 	if (!realpath(start, real))
 		return say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: %s",
-			   ASP_CONFIG_NAME, start, strerror(errno));
+			   ASP_CONFIG_NAME, start, ASP_ERRNO_TEXT(errno));
 	memset(&f, 0, sizeof(f));
 	f.dirfd = -1;
 	if (walk_start(&w, real) < 0)
 		return say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: /: %s",
-			   ASP_CONFIG_NAME, start, strerror(errno));
+			   ASP_CONFIG_NAME, start, ASP_ERRNO_TEXT(errno));
 	do {
 		if (probe(&f, &w) < 0) {
 			rc = say(why, whylen, ASP_ECONFIG, "%s%s%s: cannot check: %s", w.dir,
-				 strcmp(w.dir, "/") ? "/" : "", ASP_CONFIG_NAME, strerror(errno));
+				 strcmp(w.dir, "/") ? "/" : "", ASP_CONFIG_NAME, ASP_ERRNO_TEXT(errno));
 			goto out;
 		}
 	} while ((rc = walk_next(&w)) == 1);
 	if (rc < 0) {
 		rc = say(why, whylen, ASP_ENOCONFIG, "cannot search for %s from %s: %s: %s",
-			 ASP_CONFIG_NAME, start, w.dir, strerror(errno));
+			 ASP_CONFIG_NAME, start, w.dir, ASP_ERRNO_TEXT(errno));
 		goto out;
 	}
 	if (f.dirfd < 0) {

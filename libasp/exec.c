@@ -8,6 +8,7 @@
  * shell is a session and process-group leader under sshd, so every process
  * the command starts (unless it makes its own session) is in group $$.
  */
+#include "errtext.h"
 #include "exec.h"
 
 #include <errno.h>
@@ -395,7 +396,7 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
 				return 0;
 			if (n < 0)
-				return asp__error(err, ASP_EIO, "reading local stdin: %s", strerror(errno));
+				return asp__error(err, ASP_EIO, "reading local stdin: %s", ASP_ERRNO_TEXT(errno));
 			if (n == 0) {
 				x->fd_eof = 1;
 				*progress = 1; /* go round again: the EOF goes out now, not at the next wake-up */

@@ -7,6 +7,7 @@
  * so it can be unit-tested and fuzzed on arbitrary bytes. Only
  * asp__known_hosts_verify touches the file system.
  */
+#include "errtext.h"
 #include "hostkey.h"
 #include "discover.h"
 
@@ -48,11 +49,6 @@ static int is_space(char c)
 static char ascii_lower(char c)
 {
 	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
-static const char *errno_text(int e, char *buf, size_t n)
-{
-	return strerror_r(e, buf, n);
 }
 
 /* ------------------------------------------------------- known_hosts parsing */
@@ -364,7 +360,7 @@ static int read_all(asp_buf *b, int fd, const char *path, asp_error *err)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	case ASP_EIO:
 		return asp__error(err, ASP_ECONFIG, "cannot read %s: %s", path,
-				  errno_text(errno, e, sizeof(e)));
+				  asp__errno_text(errno, e, sizeof(e)));
 	default:
 		return asp__error(err, ASP_ECONFIG, "%s: larger than %zu MiB", path, STORE_MAX >> 20);
 	}
@@ -395,10 +391,10 @@ static int store_read(store *s, const char *path, asp_error *err)
 		return 0;
 	if (fd < 0)
 		return asp__error(err, ASP_ECONFIG, "cannot open known_hosts file %s: %s", path,
-				  errno_text(errno, e, sizeof(e)));
+				  asp__errno_text(errno, e, sizeof(e)));
 	if (fstat(fd, &st)) {
 		rc = asp__error(err, ASP_ECONFIG, "cannot stat %s: %s", path,
-				errno_text(errno, e, sizeof(e)));
+				asp__errno_text(errno, e, sizeof(e)));
 	} else if (!S_ISREG(st.st_mode)) {
 		rc = asp__error(err, ASP_ECONFIG, "known_hosts file %s is not a regular file", path);
 	} else if (!owner_ok(st.st_uid)) {
@@ -464,7 +460,7 @@ static int make_parent_dirs(const char *path, asp_error *err)
 			if (mkdir(dir, 0700) && errno != EEXIST)
 				rc = asp__error(err, ASP_ECONFIG,
 						"cannot create directory %s for the known_hosts "
-						"file: %s", dir, errno_text(errno, e, sizeof(e)));
+						"file: %s", dir, asp__errno_text(errno, e, sizeof(e)));
 			else
 				chmod(dir, 0700); /* exact mode whatever the umask */
 		} else if (!S_ISDIR(st.st_mode)) {
@@ -505,10 +501,10 @@ static int lock_open(int *out_fd, const char *lock, asp_error *err)
 				  "follow it: remove it", lock);
 	if (fd < 0)
 		return asp__error(err, ASP_ECONFIG, "cannot open lock file %s: %s", lock,
-				  errno_text(errno, e, sizeof(e)));
+				  asp__errno_text(errno, e, sizeof(e)));
 	if (fstat(fd, &st)) {
 		asp__error(err, ASP_ECONFIG, "cannot stat lock file %s: %s", lock,
-			   errno_text(errno, e, sizeof(e)));
+			   asp__errno_text(errno, e, sizeof(e)));
 	} else if (!S_ISREG(st.st_mode)) {
 		asp__error(err, ASP_ECONFIG, "lock file %s is not a regular file: remove it", lock);
 	} else if (!owner_ok(st.st_uid)) {
@@ -554,7 +550,7 @@ static int store_lock(int *out_fd, const char *path, asp_error *err)
 			continue;
 		if (errno != EWOULDBLOCK) {
 			rc = asp__error(err, ASP_ERROR, "cannot lock %s: %s", lock,
-					errno_text(errno, e, sizeof(e)));
+					asp__errno_text(errno, e, sizeof(e)));
 			break;
 		}
 		if (monotonic_ms() >= deadline) {
@@ -626,19 +622,19 @@ static int store_replace(const char *path, const asp_buf *content, mode_t mode, 
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
 	if (fd < 0) {
 		rc = asp__error(err, ASP_ECONFIG, "cannot create %s: %s", tmp,
-				errno_text(errno, e, sizeof(e)));
+				asp__errno_text(errno, e, sizeof(e)));
 		asp__free(tmp);
 		return rc;
 	}
 	if (fchmod(fd, mode) || write_all(fd, content->data, content->len) || fsync(fd))
 		rc = asp__error(err, ASP_ERROR, "cannot write %s: %s", tmp,
-				errno_text(errno, e, sizeof(e)));
+				asp__errno_text(errno, e, sizeof(e)));
 	if (close(fd) && !rc)
 		rc = asp__error(err, ASP_ERROR, "cannot write %s: %s", tmp,
-				errno_text(errno, e, sizeof(e)));
+				asp__errno_text(errno, e, sizeof(e)));
 	if (!rc && rename(tmp, path))
 		rc = asp__error(err, ASP_ERROR, "cannot rename %s to %s: %s", tmp, path,
-				errno_text(errno, e, sizeof(e)));
+				asp__errno_text(errno, e, sizeof(e)));
 	if (rc)
 		unlink(tmp);
 	else

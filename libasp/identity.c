@@ -9,6 +9,7 @@
  * the variable and the reason only; a path is shown only as it is written in
  * the .asp.json.
  */
+#include "errtext.h"
 #include "identity.h"
 
 #include <errno.h>
@@ -179,11 +180,11 @@ static int read_key_file(asp_identity *id, const key_origin *o, asp_error *err)
 		if (o->var) {
 			snprintf(reason, sizeof(reason),
 				 "holds neither a private key nor the path of a readable key file "
-				 "(as a path: %s)", strerror(errno));
+				 "(as a path: %s)", ASP_ERRNO_TEXT(errno));
 			return key_error(o, err, reason);
 		}
 		return asp__error(err, ASP_ECONFIG, "%s: connection.identity: cannot open key file %s: %s",
-				  cfg->path, path, strerror(errno));
+				  cfg->path, path, ASP_ERRNO_TEXT(errno));
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
 		close(fd);

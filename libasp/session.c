@@ -4,6 +4,7 @@
  * wipe what libssh2 frees, the send/recv callbacks that stamp traffic, and
  * waiting on the non-blocking session with deadlines and keepalives.
  */
+#include "errtext.h"
 #include "ssh.h"
 #include "kexinit.h"
 
@@ -402,7 +403,7 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	c->rx_polled = c->rx_bytes;
 	rc = poll(pfd, (nfds_t)n, timeout);
 	if (rc < 0 && errno != EINTR)
-		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, strerror(errno));
+		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, ASP_ERRNO_TEXT(errno));
 	if (rc == 0 && timeout > 0)
 		stat_ran_out++;
 	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
