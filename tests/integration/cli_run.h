@@ -51,7 +51,10 @@ const char **cli_argv(const char *const *args);
 void spawn(proc *p, const char *const *argv, int keep_fd);
 /* A waitpid status as an exit status: 128 + N for signal N. */
 int decode_status(int st);
-/* Feed `in`, collect stdout and stderr, wait up to timeout_ms (then kill: status -1). */
+/*
+ * Feed `in`, collect stdout and stderr, wait up to timeout_ms (then kill:
+ * status -1). A hang detector: timeout_ms scales with fx_slowdown().
+ */
 result finish(proc *p, const void *in, size_t in_len, long timeout_ms);
 void result_free(result *r);
 /* Run argv (any program) to its end with `in` on stdin. */

@@ -34,6 +34,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "hostkey.h"
 
 #define TOKEN_USER "asp-token"
 #define IDENTITY_VAR "ASP_TEST_TRUST_IDENTITY"
@@ -770,12 +771,14 @@ START_TEST(test_tofu_race_two_keys)
 	close(ready[0]);
 
 	memset(r, 0, sizeof(r));
+	/* The first to arrive waits for the other longer than a real first use would (5 s). */
+	asp__known_hosts_lock_wait(60000 * fx_slowdown());
 	for (int i = 0; i < 2; i++) {
 		r[i].config = cfg[i];
 		ck_assert_int_eq(pthread_create(&r[i].thread, NULL, race_open, &r[i]), 0);
 	}
-	/* Both wait on the lock: each has the lock file open. */
-	for (until = fx_now_ms() + 4000; fds_open_on(lock) < 2 && fx_now_ms() < until;)
+	/* Both wait on the lock: each has the lock file open. A hang detector. */
+	for (until = fx_now_ms() + 30000 * fx_slowdown(); fds_open_on(lock) < 2 && fx_now_ms() < until;)
 		fx_sleep_ms(5);
 	ck_assert_msg(fds_open_on(lock) == 2, "the two first uses did not both reach the store's lock");
 	ck_assert_int_eq(kill(holder, 0), 0);
@@ -784,6 +787,7 @@ START_TEST(test_tofu_race_two_keys)
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	for (int i = 0; i < 2; i++)
 		ck_assert_int_eq(pthread_join(r[i].thread, NULL), 0);
+	asp__known_hosts_lock_wait(0);
 
 	ck_assert_msg((r[0].rc == ASP_OK) != (r[1].rc == ASP_OK), "expected one success: %s / %s",
 		      r[0].rc ? r[0].err.message : "ok", r[1].rc ? r[1].err.message : "ok");
