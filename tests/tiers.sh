@@ -110,6 +110,7 @@ group_static() {
 	job makefile $W_WAIT "$MAKE_QUIET check-makefile"
 	job meta $W_BUSY "BUILD=$BUILD sh tests/meta.sh"
 	job schema $W_WAIT "$PYTHON tests/schema_agree.py"
+	job style $W_WAIT "sh tests/check-style.sh"
 }
 
 group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }
