@@ -11,7 +11,11 @@
 
 int asp__shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
 		   asp_buf *out, asp_error *err);
-/* tmp: the atomic write's temp file path (fs.c names it), unused in place; *orphan as in fs.h. */
+/*
+ * An atomic write's temp file is named by asp__fs_temp_name with lease_s
+ * (how long the sweep leaves it alone); in place there is none. *orphan as
+ * in fs.h.
+ */
 int asp__shfs_write(asp_conn *c, const char *path, const void *data, size_t len,
 		    const asp_write_options *o, unsigned int lease_s, char **orphan, asp_error *err);
 int asp__shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err);

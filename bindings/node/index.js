@@ -36,10 +36,11 @@ const KNOWN_LAST_CODE = -21;
 
 /*
  * koffi runs a native call on a stack of its own, and an async call's stack
- * is only 128 KiB by default, with no guard page. asp_exec alone keeps two
- * 64 KiB I/O buffers on the stack, then libssh2 and OpenSSL go deeper: 128 KiB
- * overflows into neighbouring memory. Ask for a thread-sized stack instead
- * (mapped lazily, so it costs address space, not memory).
+ * is only 128 KiB by default, with no guard page. libasp keeps its I/O
+ * buffers on the heap for that reason, but libssh2 and OpenSSL still go
+ * deep (key exchange, signing) and nothing bounds them: ask for a
+ * thread-sized stack instead (mapped lazily, so it costs address space,
+ * not memory).
  */
 const ASYNC_STACK_SIZE = 8 * 1024 * 1024;
 const MIN_ASYNC_STACK_SIZE = 1024 * 1024;
