@@ -51,7 +51,7 @@ INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
         check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node \
         check-node-binding check-node-pi check-provision \
         check-shfs check-routes check-build check-deep-build check-build-san alloc-build npm-deps \
-        bench bench-smoke bench-build install install-lib install-asp-exec \
+        bench bench-smoke bench-build bench-bins install install-lib install-asp-exec \
         install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
         uninstall-asf-provision clean demo deps help FORCE
 
@@ -268,7 +268,7 @@ check-deep: deps
 # What the tiers run, built before any job starts (jobs never build, so
 # parallel jobs never race on a build or an npm install).
 check-build: all tests $(FUZZ_REPLAY) npm-deps
-check-deep-build: $(BUILD)/tests/soak $(BUILD)/tests/wipe $(BENCH_BIN)
+check-deep-build: $(BUILD)/tests/soak $(BUILD)/tests/wipe bench-bins
 check-build-san: all tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
 alloc-build:
 	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
@@ -377,7 +377,9 @@ $(BUILD)/bench/bench_asp: bench/bench_asp.c bench/bench_common.h $(STATIC) | $(B
 $(BUILD)/bench/bench_libssh2 $(BUILD)/bench/delayproxy $(BUILD)/bench/rusage: $(BUILD)/bench/%: bench/%.c bench/bench_common.h | $(BUILD)/bench
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LDFLAGS_ALL) $(DEP_LIBS)
 
-bench-build: lib $(BENCH_BIN)
+bench-bins: $(BENCH_BIN)
+
+bench-build: lib bench-bins
 	$(MAKE) tools || echo "bench: the tools did not build: the asp-exec rows will be skipped"
 	cd bench && npm install --no-audit --no-fund --loglevel=error
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error

@@ -105,6 +105,9 @@ typedef enum asp_error_code {
 typedef struct asp_error {
 	int code;
 	char message[ASP_ERROR_MESSAGE_MAX];
+	/* Room for what a later version reports (e.g. which field or path),
+	 * without a new layout; libasp 0.x leaves it as the caller set it. */
+	uint32_t spare[4];
 } asp_error;
 
 /* Fixed, static text for a code, e.g. "no such file or directory". Never NULL. */
@@ -550,6 +553,9 @@ typedef struct asp_stat_info {
 	int64_t mtime;     /* seconds since the epoch */
 	uint32_t mode;     /* permission bits (07777) */
 	uint32_t type;     /* an asp_file_type value (fixed width for the layout) */
+	/* Zero: room for fields a later version adds (atime, uid, ...) without
+	 * a new layout. */
+	uint64_t spare[4];
 } asp_stat_info;
 
 /*

@@ -718,8 +718,10 @@ int asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path, const asp_ca
 
 	ASP_ASSERT_ARG(out && sb);
 	memset(&x, 0, sizeof(x));
-	if (!(rc = run_path_op(sb, path, NULL, "stat", do_stat, &x, 1, opts, err)))
+	if (!(rc = run_path_op(sb, path, NULL, "stat", do_stat, &x, 1, opts, err))) {
 		*out = x.st;
+		memset(out->spare, 0, sizeof(out->spare));
+	}
 	return rc;
 }
 
@@ -841,6 +843,7 @@ int asp_list_stat(asp_stat_info *out, const asp_list *l, size_t i)
 	if (!out || !l || i >= l->n)
 		return ASP_EINVAL;
 	*out = l->e[i].st;
+	memset(out->spare, 0, sizeof(out->spare));
 	return 0;
 }
 

@@ -164,10 +164,23 @@ group_valgrind() {
 	job valgrind-soak $W_CORE "SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $VALGRIND ./$BUILD/tests/soak"
 }
 
-# Podman and Docker end to end, plain then under ASan: one job, so that two
-# runs never share the engines.
+# Podman (with the kubernetes Pod and the probes) and Docker end to end,
+# plain and under ASan: four runs, as two chains that go through the
+# engines in opposite orders. An engine never serves two runs at once:
+# each run holds its engine's lock (flock), so a chain that gets ahead
+# waits for the other.
+engine_run() { # ENGINE BUILD [ENV...]: the provisioning tests of one engine, under its lock
+	local engine=$1 build=$2 probes=
+	shift 2
+	[ "$engine" = podman ] && probes=" && ASF_PROVISION=$build/bin/asf-provision ./$build/tests/test-probes"
+	echo "flock /run/lock/asp-test-$engine.lock sh -c '$* ASF_TEST_ENGINES=$engine" \
+	     "ASF_PROVISION=$build/bin/asf-provision ./$build/tests/test-provision$probes'"
+}
 group_provision() {
-	job provision $W_SAN "$MAKE_QUIET check-provision && $(san_env provision) $MAKE_QUIET SAN=1 check-provision"
+	job provision-podman-docker $W_SAN \
+		"$(engine_run podman "$BUILD") && $(engine_run docker "$SAN_BUILD" "$(san_env provision-docker)")"
+	job provision-docker-podman $W_SAN \
+		"$(engine_run docker "$BUILD") && $(engine_run podman "$SAN_BUILD" "$(san_env provision-podman)")"
 }
 
 group_fuzz() {

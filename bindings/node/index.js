@@ -195,6 +195,7 @@ function bind(handle) {
 		mtime: 'int64_t',
 		mode: 'uint32_t',
 		type: 'uint32_t', // an asp_file_type value
+		spare: koffi.array('uint64_t', 4),
 	});
 	t.sandboxInfo = koffi.struct('asp_sandbox_info', {
 		version: 'uint',
@@ -322,8 +323,9 @@ function strerror(errno) {
 
 /* ------------------------------------------------------------ marshalling */
 
+/* asp_error: int code, char message[ERROR_MESSAGE_MAX], uint32_t spare[4]. */
 function newErr() {
-	return Buffer.alloc(4 + ERROR_MESSAGE_MAX);
+	return Buffer.alloc(4 + ERROR_MESSAGE_MAX + 16);
 }
 
 function errorFrom(rc, errBuf) {

@@ -234,7 +234,7 @@ START_TEST(test_pin_parse_key_line)
 	char text[4096], fp[ASP_FINGERPRINT_MAX], pinfp[ASP_FINGERPRINT_MAX];
 	unsigned char *pub;
 	size_t n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin pin;
 	key k;
 
@@ -280,7 +280,7 @@ END_TEST
 START_TEST(test_pin_parse_type_disagrees)
 {
 	char text[4096];
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin pin;
 	key k;
 
@@ -299,7 +299,7 @@ END_TEST
 START_TEST(test_pin_parse_fingerprint)
 {
 	char fp[ASP_FINGERPRINT_MAX], text[128];
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin pin;
 	key k, other;
 
@@ -346,7 +346,7 @@ START_TEST(test_pin_parse_rejects_md5)
 		"16:27:ac:a5:76:28:2d:36:63:1b:56:4d:eb:df:a6:48",
 		"md5:16:27:AC:A5:76:28:2d:36:63:1b:56:4d:eb:df:a6:48",
 	};
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin pin;
 	size_t i;
 
@@ -365,7 +365,7 @@ START_TEST(test_pin_parse_garbage)
 					   "ssh-ed25519 aGVsbG8gd29ybGQ=",
 					   "{\"not\": \"a key\"}" };
 	char long_text[600];
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin pin;
 	size_t i;
 
@@ -401,7 +401,7 @@ START_TEST(test_pin_parse_private_key_not_echoed)
 	char *nl;
 	unsigned char *priv;
 	size_t n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin pin;
 	key k;
 
@@ -423,7 +423,7 @@ END_TEST
 START_TEST(test_pin_matches)
 {
 	char text[4096], fp[ASP_FINGERPRINT_MAX];
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	asp_pin full, finger;
 	key a, b;
 
@@ -724,7 +724,7 @@ END_TEST
 
 START_TEST(test_kh_path_resolution)
 {
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	struct passwd *pw;
 	char want[PATH_MAX];
 	char *p = NULL;
@@ -834,7 +834,7 @@ START_TEST(test_verify_first_use_then_match)
 	char want[8192], cmd[PATH_MAX + 128], line[4096];
 	unsigned char *before, *after;
 	size_t nb, na;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = -1;
 	key k;
 
@@ -877,7 +877,7 @@ START_TEST(test_verify_port_22_is_plain)
 	char *kh = path_in("known_hosts"), want[8192];
 	unsigned char *text;
 	size_t n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -900,7 +900,7 @@ START_TEST(test_verify_mismatch_fails_closed)
 	char fc[ASP_FINGERPRINT_MAX], text[8192];
 	unsigned char *before, *after;
 	size_t nb, na;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key a, b, c;
 
@@ -946,7 +946,7 @@ END_TEST
 START_TEST(test_verify_revoked)
 {
 	char *kh = path_in("known_hosts"), text[8192], fp[ASP_FINGERPRINT_MAX];
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = -1;
 	key k;
 
@@ -978,7 +978,7 @@ START_TEST(test_verify_preserves_existing_bytes)
 	char *kh = path_in("known_hosts"), want[16384];
 	unsigned char *after;
 	size_t i, n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1010,7 +1010,7 @@ START_TEST(test_verify_refuses_writable_store)
 	char *kh = path_in("known_hosts"), text[8192];
 	unsigned char *after;
 	size_t i, n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1041,7 +1041,7 @@ START_TEST(test_verify_store_paths)
 	unsigned char *text;
 	struct stat st;
 	size_t n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1075,7 +1075,7 @@ START_TEST(test_verify_bad_arguments)
 {
 	static const unsigned char junk[] = { 0, 0, 0, 99, 'x' };
 	char *kh = path_in("sub/known_hosts");
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1124,7 +1124,7 @@ START_TEST(test_verify_concurrent_first_use)
 		pids[i] = fork();
 		ck_assert_int_ge(pids[i], 0);
 		if (pids[i] == 0) {
-			asp_error err = { 0, "" };
+			asp_error err = { 0 };
 			char c;
 			int first = 0, rc;
 
@@ -1195,7 +1195,7 @@ START_TEST(test_verify_refuses_foreign_store)
 	char owner[128];
 	unsigned char *after;
 	size_t n;
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1235,7 +1235,7 @@ START_TEST(test_verify_lock_symlink_planted)
 {
 	char *kh = path_in("known_hosts"), *lock = path_in("known_hosts.lock");
 	char *victim = path_in("victim"), *existing = path_in("existing");
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1271,7 +1271,7 @@ END_TEST
 START_TEST(test_verify_lock_foreign_owner)
 {
 	char *kh = path_in("known_hosts"), *lock = path_in("known_hosts.lock"), owner[128];
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int first = 0;
 	key k;
 
@@ -1301,7 +1301,7 @@ END_TEST
 START_TEST(test_verify_lock_held_gives_up)
 {
 	char *kh = path_in("known_hosts"), *lock = path_in("known_hosts.lock");
-	asp_error err = { 0, "" };
+	asp_error err = { 0 };
 	int ready[2], hold[2], first = 0, status;
 	char c;
 	pid_t pid;

@@ -46,6 +46,7 @@ class asp_error(Structure):
     _fields_ = [
         ("code", c_int),
         ("message", c_char * ASP_ERROR_MESSAGE_MAX),
+        ("spare", c_uint32 * 4),
     ]
 
 
@@ -160,6 +161,7 @@ class asp_stat_info(Structure):
         ("mtime", c_int64),
         ("mode", c_uint32),
         ("type", c_uint32),  # an asp_file_type value
+        ("spare", c_uint64 * 4),
     ]
 
 
