@@ -202,7 +202,8 @@ static int check_chars(const asp_json_ctx *c, const char *where, const char *s, 
 		unsigned char ch = (unsigned char)s[i];
 
 		if (ch < 0x20 || ch == 0x7f)
-			return asp__json_fail(c, where, "expected %s without %s, got control character 0x%02x at byte %zu",
+			return asp__json_fail(c, where, "expected %s without %s, got control character "
+					      "0x%02x at byte %zu",
 					      noun, forbidden, ch, i);
 		if (ch == ' ' && (flags & STR_NO_SPACE))
 			return asp__json_fail(c, where, "expected %s without %s, got a space at byte %zu",
@@ -345,7 +346,8 @@ static int parse_root(asp_config *cfg, const asp_json_ctx *c, const cJSON *root)
 	int rc;
 
 	if (!cJSON_IsObject(root))
-		return asp__json_fail(c, "top level", "expected object, got %s", asp__json_show(got, sizeof(got), root));
+		return asp__json_fail(c, "top level", "expected object, got %s",
+				      asp__json_show(got, sizeof(got), root));
 	if ((rc = asp__json_check_duplicates(c, root, path, sizeof(path))))
 		return rc;
 	if ((rc = check_constant(c, root, "version", "0", "the only version libasp supports")))

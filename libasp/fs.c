@@ -1113,7 +1113,8 @@ static int write_in_place(asp_conn *c, const char *path, const void *data, size_
 
 	if ((rc = open_for_write(c, path, SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC, h, &hl, o, err))) {
 		if (rc == ASP_EIO)
-			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)", SHOW(path));
+			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)",
+				   SHOW(path));
 		return rc == ASP_EIO ? ASP_EISDIR : rc;
 	}
 	return write_range(c, h, hl, data, 0, len, 1, o->mode != 0, o->mode, path, NULL, err);
@@ -1133,7 +1134,8 @@ static int rename_over(asp_conn *c, const char *from, const char *to, int target
 		asp__sftp_begin(c, SSH_FXP_RENAME);
 	} else {
 		return asp__error(err, ASP_EPROTO, "rename %s: the SFTP server cannot replace files "
-				  "atomically (no posix-rename@openssh.com); write in place (asp_write_options.in_place)", SHOW(to));
+				  "atomically (no posix-rename@openssh.com); write in place "
+				  "(asp_write_options.in_place)", SHOW(to));
 	}
 	asp__sftp_cstr(c, from);
 	asp__sftp_cstr(c, to);
@@ -1431,7 +1433,8 @@ int asp__fs_rename(asp_conn *c, const char *from, const char *to, asp_error *err
 		if (asp__fs_stat(c, from, 0, &st, NULL) == ASP_ENOENT)
 			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", SHOW(from));
 		if (asp__fs_stat(c, to, 0, &st, NULL) == 0 && st.type == ASP_TYPE_DIR)
-			return asp__error(err, ASP_EISDIR, "rename %s to %s: target is a directory", SHOW(from), SHOW(to));
+			return asp__error(err, ASP_EISDIR, "rename %s to %s: target is a directory",
+					  SHOW(from), SHOW(to));
 	}
 	return rc;
 }

@@ -246,7 +246,8 @@ void rename_ok(asp_sandbox *sb, const char *from, const char *to)
 	ck_assert_msg(rc == ASP_OK, "rename %s: %s: %s", from, asp_error_name(rc), e.message);
 }
 
-/* asp_stat says ENOENT, naming the path (control bytes, '\\' and, in these names, bytes >= 0x80 (not UTF-8) escaped as \\xNN). */
+/* asp_stat says ENOENT, naming the path (control bytes, '\\' and, in these names, bytes >= 0x80 (not UTF-8)
+ * escaped as \\xNN). */
 void assert_missing(asp_sandbox *sb, const char *path)
 {
 	asp_stat_info st;

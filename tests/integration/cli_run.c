@@ -178,8 +178,8 @@ void spawn(proc *p, const char *const *argv, int keep_fd)
 	ck_assert_int_ge(p->pid, 0);
 	if (p->pid == 0) {
 		signal(SIGPIPE, SIG_DFL);
-		if ((run_cwd[0] && chdir(run_cwd) < 0) || dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 ||
-		    (keep_fd >= 0 && dup2(keep_fd, 3) < 0))
+		if ((run_cwd[0] && chdir(run_cwd) < 0) || dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 ||
+		    dup2(err[1], 2) < 0 || (keep_fd >= 0 && dup2(keep_fd, 3) < 0))
 			_exit(127);
 		execv(argv[0], (char *const *)argv);
 		_exit(127);

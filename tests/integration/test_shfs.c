@@ -324,7 +324,8 @@ START_TEST(test_cancel_and_deadline_stop_the_command)
 	/* A FIFO with no writer: the read's shell blocks opening it. */
 	ck_assert_int_eq(fx_run("mkfifo '%s' '%s' && chmod 0666 '%s' '%s'",
 				ws_path(fx.workspace, "shfs-fifo-cancel"), ws_path(fx.workspace, "shfs-fifo-deadline"),
-				ws_path(fx.workspace, "shfs-fifo-cancel"), ws_path(fx.workspace, "shfs-fifo-deadline")), 0);
+				ws_path(fx.workspace, "shfs-fifo-cancel"),
+				ws_path(fx.workspace, "shfs-fifo-deadline")), 0);
 	ck_assert_int_eq(asp_cancel_new(&k.token, &e), ASP_OK);
 	co.cancel = k.token;
 	ck_assert_int_eq(pthread_create(&th, NULL, cancel_when_running, &k), 0);

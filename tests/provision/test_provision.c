@@ -916,9 +916,11 @@ START_TEST(verify_refuses_swapped_probe)
 		struct stat st;
 		int ino;
 
-		sw.fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_NONBLOCK | O_LARGEFILE | O_CLOEXEC);
+		sw.fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC,
+				       O_RDONLY | O_NONBLOCK | O_LARGEFILE | O_CLOEXEC);
 		ck_assert_msg(sw.fan >= 0, "fanotify_init: %s", strerror(errno));
-		ck_assert_msg(fanotify_mark(sw.fan, FAN_MARK_ADD, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, AT_FDCWD, ws) == 0,
+		ck_assert_msg(fanotify_mark(sw.fan, FAN_MARK_ADD, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD,
+					    AT_FDCWD, ws) == 0,
 			      "fanotify_mark %s: %s", ws, strerror(errno));
 		ck_assert_int_eq(pipe2(sw.stop, O_CLOEXEC), 0);
 		/* Any open or read of the host file shows here. */
@@ -1440,7 +1442,8 @@ START_TEST(kube_manifest_structure)
 		/* The kubernetes TCase runs under podman's strict switch. */
 		ck_assert_msg(!getenv("ASF_REQUIRE_PODMAN") || strcmp(getenv("ASF_REQUIRE_PODMAN"), "1"),
 			      "kubectl not installed (ASF_REQUIRE_PODMAN=1): offline parse not run");
-		fprintf(stderr, "kube_manifest_structure: SKIPPED part: kubectl not installed: offline parse not run\n");
+		fprintf(stderr, "kube_manifest_structure: SKIPPED part: kubectl not installed: "
+			"offline parse not run\n");
 	} else {
 		ck_assert_msg(r.status == 0, "kubectl label --local: %s", r.err);
 		snprintf(want, sizeof(want), "secret/asf-%s\nnetworkpolicy.networking.k8s.io/asf-%s\n"
@@ -1695,8 +1698,9 @@ START_TEST(setuid_copy_grants_no_account)
 		*strchrnul(line, '\n') = '\0';
 		ck_assert_msg(strstr(line, "nosuid") && strstr(line, "nodev"), "/workspace: %s", line);
 	} else {
-		fprintf(stderr, "setuid_copy_grants_no_account: docker: /workspace is not nosuid (a documented limit of "
-			"docker's bind mounts); the bit is inert through no-new-privileges, checked above\n");
+		fprintf(stderr, "setuid_copy_grants_no_account: docker: /workspace is not nosuid "
+			"(a documented limit of docker's bind mounts); the bit is inert through no-new-privileges, "
+			"checked above\n");
 	}
 	asp_close(sb);
 
@@ -1719,7 +1723,8 @@ START_TEST(setuid_copy_grants_no_account)
 
 		/* down says what it found and clears the bits. */
 		ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
-		ck_assert_msg(strstr(r.out, sbash) && strstr(r.out, sgbash), "down does not report the files: %s", r.out);
+		ck_assert_msg(strstr(r.out, sbash) && strstr(r.out, sgbash),
+			      "down does not report the files: %s", r.out);
 		ck_assert_msg(strstr(r.out, "setuid") && strstr(r.out, "setgid"), "down: %s", r.out);
 		ck_assert_int_eq(stat(sbash, &st), 0);
 		ck_assert_int_eq(st.st_mode & 07777, 0755);
@@ -1744,7 +1749,8 @@ START_TEST(uid_of_account_refused)
 	/* An account with a uid --uid accepts: the first of 1000.., else any but root. */
 	setpwent();
 	while ((pw = getpwent()))
-		if (pw->pw_uid > 0 && pw->pw_uid <= 60000 && (!pw_name[0] || (found.pw_uid < 1000 && pw->pw_uid >= 1000))) {
+		if (pw->pw_uid > 0 && pw->pw_uid <= 60000 &&
+		    (!pw_name[0] || (found.pw_uid < 1000 && pw->pw_uid >= 1000))) {
 			found = *pw;
 			snprintf(pw_name, sizeof(pw_name), "%s", pw->pw_name);
 		}
@@ -2055,7 +2061,8 @@ static int dns_query_inside(const char *ctr, const char *label)
 
 	snprintf(script, sizeof(script),
 		 "exec 3<>/dev/udp/127.0.0.11/53 || exit 9; "
-		 "printf '\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x%02zx%s\\x04test\\x00\\x00\\x01\\x00\\x01' "
+		 "printf '\\x12\\x34\\x01\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00"
+		 "\\x%02zx%s\\x04test\\x00\\x00\\x01\\x00\\x01' "
 		 "| dd bs=512 count=1 iflag=fullblock status=none >&3 || exit 0; "
 		 "timeout 3 dd bs=512 count=1 status=none <&3 | wc -c", strlen(label), label);
 	cmd(&r, "docker", "exec", "--user", "1000", ctr, "bash", "-c", script, (char *)NULL);
@@ -2106,7 +2113,8 @@ START_TEST(docker_embedded_dns)
 	sa.sin_family = AF_INET;
 	sa.sin_port = htons(53);
 	ck_assert_int_eq(inet_pton(AF_INET, DNS_UPSTREAM, &sa.sin_addr), 1);
-	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind %s:53: %s", DNS_UPSTREAM, strerror(errno));
+	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+		      "bind %s:53: %s", DNS_UPSTREAM, strerror(errno));
 	/* Control: the upstream socket receives what is sent to it. */
 	{
 		int cfd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

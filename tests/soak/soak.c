@@ -716,13 +716,15 @@ int main(void)
 			long rss = rss_kib();
 			if (rss > max_seen_rss)
 				max_seen_rss = rss;
-			printf("soak: %7ld ops  %6.1f s  RSS %6ld KiB (anon %6ld, file %6ld)  heap in use %6ld KiB  fds %3d  failures %ld\n",
-			       done, (double)(now - t_start) / 1000.0, rss, status_kib("RssAnon:"), status_kib("RssFile:"), heap_kib(), fds,
-			       atomic_load(&failures));
+			printf("soak: %7ld ops  %6.1f s  RSS %6ld KiB (anon %6ld, file %6ld)  heap in use %6ld KiB  "
+			       "fds %3d  failures %ld\n",
+			       done, (double)(now - t_start) / 1000.0, rss, status_kib("RssAnon:"),
+			       status_kib("RssFile:"), heap_kib(), fds, atomic_load(&failures));
 			if (warm_rss < 0 && done >= warmup_ops) {
 				warm_rss = rss;
 				warm_heap = quiescent_heap_kib();
-				printf("soak: after warm-up: RSS %ld KiB, heap in use (no operation in flight) %ld KiB\n",
+				printf("soak: after warm-up: RSS %ld KiB, heap in use "
+				       "(no operation in flight) %ld KiB\n",
 				       warm_rss, warm_heap);
 			}
 			while (next_report <= done)

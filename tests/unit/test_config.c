@@ -123,9 +123,11 @@ static const struct {
 	{ CONF("\"host\": \"a b\", \"user\": \"u\"", ""),
 	  "connection.host: expected host name without whitespace or control characters, got a space at byte 1" },
 	{ CONF("\"host\": \"ab\\n\", \"user\": \"u\"", ""),
-	  "connection.host: expected host name without whitespace or control characters, got control character 0x0a at byte 2" },
+	  "connection.host: expected host name without whitespace or control characters, "
+	  "got control character 0x0a at byte 2" },
 	{ CONF("\"host\": \"a\\u007f\", \"user\": \"u\"", ""),
-	  "connection.host: expected host name without whitespace or control characters, got control character 0x7f at byte 1" },
+	  "connection.host: expected host name without whitespace or control characters, "
+	  "got control character 0x7f at byte 1" },
 
 	/* connection.user: never echoed, it may be a token */
 	{ CONF("\"host\": \"h\"", ""),
@@ -229,7 +231,8 @@ static const struct {
 	/* A structural error is reported before a lexical one (the raw newline). */
 	{ "{\"a\": \"x\ny\",\n \"b\" 1}", "line 3, column 6: expected valid JSON, got \"1\"" },
 	{ "{\"a\": NaN}", "line 1, column 7: expected valid JSON, got \"NaN\"" },
-	{ "{\"a\": \"x\ty\"}", "line 1, column 9: expected control characters in strings to be escaped, got raw byte 0x09" },
+	{ "{\"a\": \"x\ty\"}",
+	  "line 1, column 9: expected control characters in strings to be escaped, got raw byte 0x09" },
 	{ "{\"a\":\f1}", "line 1, column 6: expected JSON text, got control character 0x0c" },
 	{ "{\"a\": \"\xff\"}", "line 1, column 8: expected UTF-8 text, got byte 0xff" },
 	{ "{\"a\": \"\xc0\xaf\"}", "line 1, column 8: expected UTF-8 text, got byte 0xc0" },
@@ -312,7 +315,8 @@ START_TEST(test_embedded_nul_byte)
 
 	/* Raw NUL bytes are rejected inside and outside strings (cJSON skips them as space). */
 	ck_assert_int_eq(asp__config_parse(&cfg, text, sizeof(text) - 1, "t.json", &err), ASP_ECONFIG);
-	ck_assert_str_eq(err.message, "t.json: line 1, column 9: expected control characters in strings to be escaped, got raw byte 0x00");
+	ck_assert_str_eq(err.message, "t.json: line 1, column 9: expected control characters in strings "
+			 "to be escaped, got raw byte 0x00");
 	ck_assert_int_eq(asp__config_parse(&cfg, after_number, sizeof(after_number) - 1, "t.json", &err),
 			 ASP_ECONFIG);
 	ck_assert_str_eq(err.message, "t.json: line 1, column 8: expected JSON text, got control character 0x00");

@@ -284,7 +284,8 @@ START_TEST(test_list_decode_rejects_impossible_names)
 			      asp_error_name(rc), e.message);
 		ck_assert_msg(strstr(e.message, "list /ws/dir\\x1b[0m:") && strstr(e.message, bad[i].shown) &&
 			      strstr(e.message, "impossible entry name"), "case %zu: %s", i, e.message);
-		ck_assert_msg(clean(e.message), "case %zu: raw control bytes: %s", i, show(e.message, strlen(e.message)));
+		ck_assert_msg(clean(e.message), "case %zu: raw control bytes: %s", i,
+			      show(e.message, strlen(e.message)));
 		asp__fs_list_free(v, n);
 	}
 }

@@ -17,8 +17,8 @@
 #include "discover.h"
 
 enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
-       OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET,
-       OPT_CONFIG_FD };
+	OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET,
+	OPT_CONFIG_FD };
 
 static const struct option long_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
