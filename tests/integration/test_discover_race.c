@@ -40,9 +40,15 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "fixture/fixture.h"
 
-#define RACE_OPENS 1000   /* asp_open calls */
-#define RACE_CLI_RUNS 300 /* asp-exec runs, each way */
+/*
+ * Under ASan and valgrind (fx_slowdown() > 1) the counts shrink by that
+ * factor: the plain run shows the race is never won; those runs look for
+ * memory errors on the same paths.
+ */
+#define RACE_OPENS (1000 / fx_slowdown())   /* asp_open calls */
+#define RACE_CLI_RUNS (300 / fx_slowdown()) /* asp-exec runs, each way */
 #define TEST_USER "asp-test"
 
 static char base[64], shared[128], victim[PATH_MAX], attacker[PATH_MAX];
