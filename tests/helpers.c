@@ -4,6 +4,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -387,6 +388,36 @@ int wait_gone(pid_t pid, long ms)
 		if (!pid_alive(pid))
 			return 1;
 	return !pid_alive(pid);
+}
+
+/* A field of /proc/self/status in kB ("VmHWM", "VmRSS", "VmSize"), or -1. */
+long status_kb(const char *field)
+{
+	char line[256];
+	size_t fl = strlen(field);
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, fl) && line[fl] == ':') {
+			v = strtol(line + fl + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return v;
+}
+
+/* Reset VmHWM to the current RSS (Linux >= 4.0). */
+int reset_peak(void)
+{
+	int fd = open("/proc/self/clear_refs", O_WRONLY);
+	int ok = fd >= 0 && write(fd, "5", 1) == 1;
+
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
 }
 
 /* A process (not this one) whose command line holds needle; 0 when none. */

@@ -65,6 +65,11 @@ int wait_gone(pid_t pid, long ms);
 /* A process (not this one) whose command line holds needle; 0 when none. */
 pid_t find_process(const char *needle);
 
+/* This process's memory, for the caps' tests: a field of /proc/self/status in kB
+ * ("VmHWM", "VmRSS", "VmSize"), or -1; reset_peak sets VmHWM to the current RSS. */
+long status_kb(const char *field);
+int reset_peak(void);
+
 /* ------------------------------------------------------ local files and bytes */
 
 /* workspace/rel in one of 8 rotating static buffers (tests are single-threaded). */

@@ -36,6 +36,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 #include "tiers.h"
 
 /* tests/helpers.h (not included: its ws_path differs from this file's): the forced file transport. */
@@ -80,36 +81,6 @@ static asp_sandbox *sb_open_caps(uint64_t max_read, size_t max_output, unsigned 
 		return NULL;
 	}
 	return sb;
-}
-
-/* A field of /proc/self/status in kB ("VmHWM", "VmRSS", "VmSize"), or -1. */
-static long status_kb(const char *field)
-{
-	char line[256];
-	size_t fl = strlen(field);
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, fl) && line[fl] == ':') {
-			v = strtol(line + fl + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
-/* Reset VmHWM to the current RSS (Linux >= 4.0). */
-static int reset_peak(void)
-{
-	int fd = open("/proc/self/clear_refs", O_WRONLY);
-	int ok = fd >= 0 && write(fd, "5", 1) == 1;
-
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
 }
 
 /* What a measured child reports back. */
@@ -239,7 +210,7 @@ static outcome measured(const job *j)
 	return r;
 }
 
-static void ws_path(char *out, size_t len, const char *rel)
+static void limits_ws_path(char *out, size_t len, const char *rel)
 {
 	snprintf(out, len, "%s/%s", fx.workspace, rel);
 }
@@ -314,7 +285,7 @@ START_TEST(test_read_dev_zero_default_cap)
 	job j = { .kind = READ, .path = "zero-default", .limit = ASP_READ_ALL };
 	outcome r;
 
-	ws_path(link, sizeof(link), "zero-default");
+	limits_ws_path(link, sizeof(link), "zero-default");
 	ck_assert_int_eq(symlink("/dev/zero", link), 0);
 	r = measured(&j);
 	expect_limit(&r, "zero-default", "268435456 bytes", "asp_open_options.max_read_bytes");
@@ -332,7 +303,7 @@ START_TEST(test_read_dev_zero_small_cap)
 	job j = { .kind = READ, .max_read = 1 * MiB, .path = "zero-small", .limit = ASP_READ_ALL };
 	outcome r;
 
-	ws_path(link, sizeof(link), "zero-small");
+	limits_ws_path(link, sizeof(link), "zero-small");
 	ck_assert_int_eq(symlink("/dev/zero", link), 0);
 	r = measured(&j);
 	expect_limit(&r, "zero-small", "1048576 bytes", "asp_open_options.max_read_bytes");
@@ -361,7 +332,7 @@ START_TEST(test_read_huge_sparse_file)
 	outcome r;
 	int fd;
 
-	ws_path(path, sizeof(path), "sparse-1t");
+	limits_ws_path(path, sizeof(path), "sparse-1t");
 	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, (off_t)(1024ull * 1024 * MiB)), 0);
@@ -401,7 +372,7 @@ START_TEST(test_read_cap_boundary)
 	int fd;
 
 	memset(data, 'b', sizeof(data));
-	ws_path(path, sizeof(path), "boundary");
+	limits_ws_path(path, sizeof(path), "boundary");
 	fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
 	ck_assert_int_eq(write(fd, data, 100000), 100000);
 	close(fd);
@@ -479,7 +450,7 @@ START_TEST(test_list_million_entries)
 
 	if (getenv("ASP_TEST_VERBOSE"))
 		fprintf(stderr, "start at %lld ms\n", fx_now_ms());
-	ws_path(dir, sizeof(dir), "million");
+	limits_ws_path(dir, sizeof(dir), "million");
 	ck_assert_int_eq(mkdir(dir, 0755), 0);
 	dfd = open(dir, O_DIRECTORY | O_RDONLY);
 	ck_assert_int_ge(dfd, 0);
@@ -523,7 +494,7 @@ START_TEST(test_list_cap_boundary)
 	job j = { .kind = LIST, .max_list = 10, .path = "ten" };
 	outcome r;
 
-	ws_path(dir, sizeof(dir), "ten");
+	limits_ws_path(dir, sizeof(dir), "ten");
 	ck_assert_int_eq(mkdir(dir, 0755), 0);
 	for (int i = 0; i < 10; i++) {
 		snprintf(path, sizeof(path), "%s/%d", dir, i);
@@ -582,7 +553,7 @@ START_TEST(test_messages_escape_names)
 
 		/* A non-empty directory, made locally, with the hostile name. */
 		snprintf(rel, sizeof(rel), "esc%zu-%s", i, evil[i]);
-		ws_path(local, sizeof(local), rel);
+		limits_ws_path(local, sizeof(local), rel);
 		ck_assert_int_eq(mkdir(local, 0777), 0);
 		snprintf(rel2, sizeof(rel2), "%s/%s", local, evil[i]);
 		close(open(rel2, O_CREAT | O_WRONLY, 0644));
@@ -635,7 +606,7 @@ START_TEST(test_messages_escape_sandbox_text)
 
 		/* Root-owned directory with a hostile name: the login user cannot write in it. */
 		snprintf(rel, sizeof(rel), "ro%zu", i);
-		ws_path(local, sizeof(local), rel);
+		limits_ws_path(local, sizeof(local), rel);
 		ck_assert_int_eq(mkdir(local, 0755), 0);
 		snprintf(local + strlen(local), sizeof(local) - strlen(local), "/%s", evil[i]);
 		ck_assert_int_eq(mkdir(local, 0755), 0);
@@ -643,7 +614,7 @@ START_TEST(test_messages_escape_sandbox_text)
 		close(open(target, O_CREAT | O_WRONLY, 0644));
 		/* The link is the agent's plain name; its target's name comes from the sandbox. */
 		snprintf(rel, sizeof(rel), "link%zu", i);
-		ws_path(linkp, sizeof(linkp), rel);
+		limits_ws_path(linkp, sizeof(linkp), rel);
 		ck_assert_int_eq(symlink(target, linkp), 0);
 		rc = asp_write(sb, rel, "x", 1, NULL, &e);
 		EXPECT_CLEAN(rc, e, ASP_EACCES, evil[i]);

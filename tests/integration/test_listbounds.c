@@ -32,6 +32,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -64,35 +65,6 @@ static void start_hostile(unsigned int bytes, unsigned int per_reply, unsigned i
 	snprintf(extra, sizeof(extra), "Subsystem sftp /usr/bin/python3 %s/srv.py %u %u %u\n", scripts,
 		 bytes, per_reply, total);
 	ck_assert_msg(fx_sshd_start_with(&fx, extra) == 0, "the hostile sshd did not start");
-}
-
-/* A field of /proc/self/status in kB, or -1. */
-static long status_kb(const char *field)
-{
-	char line[256];
-	size_t fl = strlen(field);
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, fl) && line[fl] == ':') {
-			v = strtol(line + fl + 1, NULL, 10);
-			break;
-		}
-	fclose(f);
-	return v;
-}
-
-static int reset_peak(void)
-{
-	int fd = open("/proc/self/clear_refs", O_WRONLY);
-	int ok = fd >= 0 && write(fd, "5", 1) == 1;
-
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
 }
 
 typedef struct outcome {
