@@ -1044,9 +1044,12 @@ START_TEST(egress_allow_internal)
 	la = listen_on("127.0.0.1", &pa);
 	lb = listen_on("127.0.0.1", &pb);
 	snprintf(hosts, sizeof(hosts), "%s/proxy-hosts-internal", top);
-	write_text(hosts, "127.0.0.1 a.asf-egress.test b.asf-egress.test\n");
-	/* a: listed by name only; b: listed by name and its address named too. */
-	snprintf(allow, sizeof(allow), "allow=a.asf-egress.test:%d,b.asf-egress.test:%d,127.0.0.1:%d", pa, pb, pb);
+	/* c and d: other spellings of the host's loopback (0.0.0.0 connects there; IPv4-mapped). */
+	write_text(hosts, "127.0.0.1 a.asf-egress.test b.asf-egress.test\n0.0.0.0 c.asf-egress.test\n"
+			  "::ffff:127.0.0.1 d.asf-egress.test\n");
+	/* a, c, d: listed by name only; b: listed by name and its address named too. */
+	snprintf(allow, sizeof(allow), "allow=a.asf-egress.test:%d,b.asf-egress.test:%d,127.0.0.1:%d,"
+		 "c.asf-egress.test:%d,d.asf-egress.test:%d", pa, pb, pb, pa, pa);
 	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
 			  "--egress", allow, "--proxy-hosts", hosts, "--json") == 0, "up: %s", r.err);
 	st = cJSON_Parse(r.out);
@@ -1059,6 +1062,15 @@ START_TEST(egress_allow_internal)
 	snprintf(target, sizeof(target), "a.asf-egress.test:%d", pa);
 	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
 	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> 127.0.0.1: %s: %s",
+		      target, out);
+	ck_assert_int_eq(accepted_count(la), 0);
+	snprintf(target, sizeof(target), "c.asf-egress.test:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> 0.0.0.0: %s: %s",
+		      target, out);
+	snprintf(target, sizeof(target), "d.asf-egress.test:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> ::ffff:127.0.0.1: %s: %s",
 		      target, out);
 	ck_assert_int_eq(accepted_count(la), 0);
 	snprintf(target, sizeof(target), "b.asf-egress.test:%d", pb);
@@ -1088,6 +1100,14 @@ START_TEST(egress_allow_internal)
 		st = cJSON_Parse(r.out);
 		ck_assert_ptr_nonnull(st);
 		pport = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(st, "proxy"), "port"));
+		/* The gateway is private anyway; the host's own addresses are listed by address as well. */
+		{
+			static char conftext[1 << 16];
+			char want[96];
+			read_text(jstr(cJSON_GetObjectItem(st, "proxy"), "config"), conftext, sizeof(conftext));
+			snprintf(want, sizeof(want), "\nacl asf_internal dst %s\n", gw);
+			ck_assert_msg(strstr(conftext, want), "the host's address %s not in asf_internal", gw);
+		}
 		cJSON_Delete(st);
 		container_gateway(ctr, out, sizeof(out));
 		ck_assert_str_eq(out, gw);
