@@ -906,7 +906,8 @@ START_TEST(egress_allow_list)
 	lb = listen_on("127.0.0.1", &pb);
 	snprintf(hosts, sizeof(hosts), "%s/proxy-hosts", top);
 	write_text(hosts, "# the test's names, for the proxy only\n127.0.0.1 a.asf-egress.test b.asf-egress.test\n");
-	snprintf(allow, sizeof(allow), "allow=a.asf-egress.test:%d", pa);
+	/* Their address is the host's loopback, which a listed name reaches only when it is named too. */
+	snprintf(allow, sizeof(allow), "allow=a.asf-egress.test:%d,127.0.0.1:%d", pa, pa);
 	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
 			  "--egress", allow, "--proxy-hosts", hosts, "--json") == 0, "up: %s", r.err);
 	st = cJSON_Parse(r.out);
@@ -1016,6 +1017,107 @@ START_TEST(egress_allow_list)
 			  "--egress", allow) == 0, "up %s: %s", allow, r.err);
 	verify_break(name, "", "allow-list of an address");
 	ck_assert_int_ge(accepted_count(la), 1);
+	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+	close(la);
+	close(lb);
+}
+END_TEST
+
+/*
+ * A listed NAME that resolves to an internal address (here the host's
+ * loopback, through the proxy's hosts file) is refused: the proxy checks
+ * the address after resolution. Naming the address itself in the list
+ * (IP:PORT) lets it through, for that port.
+ */
+START_TEST(egress_allow_internal)
+{
+	char name[64], ws[256], ctr[96], hosts[512], allow[256], gw[64], out[4096], target[128];
+	int la, pa = 0, lb, pb = 0, pport;
+	const cJSON *px;
+	cJSON *st;
+	run_out r;
+
+	snprintf(name, sizeof(name), "e%d-internal", (int)run_id);
+	snprintf(ws, sizeof(ws), "%s/ws-internal", top);
+	mkdir(ws, 0755);
+	snprintf(ctr, sizeof(ctr), "asf-%s", name);
+	la = listen_on("127.0.0.1", &pa);
+	lb = listen_on("127.0.0.1", &pb);
+	snprintf(hosts, sizeof(hosts), "%s/proxy-hosts-internal", top);
+	/* c and d: other spellings of the host's loopback (0.0.0.0 connects there; IPv4-mapped). */
+	write_text(hosts, "127.0.0.1 a.asf-egress.test b.asf-egress.test\n0.0.0.0 c.asf-egress.test\n"
+			  "::ffff:127.0.0.1 d.asf-egress.test\n");
+	/* a, c, d: listed by name only; b: listed by name and its address named too. */
+	snprintf(allow, sizeof(allow), "allow=a.asf-egress.test:%d,b.asf-egress.test:%d,127.0.0.1:%d,"
+		 "c.asf-egress.test:%d,d.asf-egress.test:%d", pa, pb, pb, pa, pa);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+			  "--egress", allow, "--proxy-hosts", hosts, "--json") == 0, "up: %s", r.err);
+	st = cJSON_Parse(r.out);
+	ck_assert_ptr_nonnull(st);
+	px = cJSON_GetObjectItem(st, "proxy");
+	pport = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(px, "port"));
+	container_gateway(ctr, gw, sizeof(gw));
+	cJSON_Delete(st);
+
+	snprintf(target, sizeof(target), "a.asf-egress.test:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> 127.0.0.1: %s: %s",
+		      target, out);
+	ck_assert_int_eq(accepted_count(la), 0);
+	snprintf(target, sizeof(target), "c.asf-egress.test:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> 0.0.0.0: %s: %s",
+		      target, out);
+	snprintf(target, sizeof(target), "d.asf-egress.test:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> ::ffff:127.0.0.1: %s: %s",
+		      target, out);
+	ck_assert_int_eq(accepted_count(la), 0);
+	snprintf(target, sizeof(target), "b.asf-egress.test:%d", pb);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 200", 12), "%s (127.0.0.1 named): %s", target, out);
+	ck_assert_int_eq(accepted_count(lb), 1);
+	snprintf(target, sizeof(target), "127.0.0.1:%d", pb);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(!strncmp(out, "HTTP/1.1 200", 12), "%s: %s", target, out);
+	ck_assert_int_eq(accepted_count(lb), 1);
+	/* The named address is let through for its own port only. */
+	snprintf(target, sizeof(target), "127.0.0.1:%d", pa);
+	proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+	ck_assert_msg(strstr(out, "403"), "%s: %s", target, out);
+	ck_assert_int_eq(accepted_count(la), 0);
+	/* The sandbox's gateway is the host's own address: refused by name too. */
+	{
+		char hosts2[256];
+		int lg, pg = 0;
+		lg = listen_on(gw, &pg);
+		ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+		snprintf(hosts2, sizeof(hosts2), "%s g.asf-egress.test\n", gw);
+		write_text(hosts, hosts2);
+		snprintf(allow, sizeof(allow), "allow=g.asf-egress.test:%d", pg);
+		ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs, "--runtime", "runc",
+				  "--egress", allow, "--proxy-hosts", hosts, "--json") == 0, "up: %s", r.err);
+		st = cJSON_Parse(r.out);
+		ck_assert_ptr_nonnull(st);
+		pport = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(st, "proxy"), "port"));
+		/* The gateway is private anyway; the host's own addresses are listed by address as well. */
+		{
+			static char conftext[1 << 16];
+			char want[96];
+			read_text(jstr(cJSON_GetObjectItem(st, "proxy"), "config"), conftext, sizeof(conftext));
+			snprintf(want, sizeof(want), "\nacl asf_internal dst %s\n", gw);
+			ck_assert_msg(strstr(conftext, want), "the host's address %s not in asf_internal", gw);
+		}
+		cJSON_Delete(st);
+		container_gateway(ctr, out, sizeof(out));
+		ck_assert_str_eq(out, gw);
+		snprintf(target, sizeof(target), "g.asf-egress.test:%d", pg);
+		proxy_connect(ctr, gw, pport, target, out, sizeof(out));
+		ck_assert_msg(strstr(out, "403") && strstr(out, "ERR_ACCESS_DENIED"), "listed name -> gateway: %s: %s",
+			      target, out);
+		ck_assert_int_eq(accepted_count(lg), 0);
+		close(lg);
+	}
 	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
 	close(la);
 	close(lb);
@@ -1271,7 +1373,8 @@ int main(void)
 	tc = tcase_create("podman");
 	tcase_set_timeout(tc, 600);
 	{
-		const TTest *all[] = { each_break_fails_its_check, egress_allow_list, rootless_exec_ingress };
+		const TTest *all[] = { each_break_fails_its_check, egress_allow_list, egress_allow_internal,
+				       rootless_exec_ingress };
 		const char *only = getenv("ASF_TEST_ONLY");
 		size_t i;
 

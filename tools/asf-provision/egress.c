@@ -21,6 +21,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -294,6 +296,56 @@ static int connects(const char *addr, int port)
 	return ok;
 }
 
+static int is_addr(const char *host)
+{
+	struct in_addr in;
+
+	return inet_pton(AF_INET, host, &in) == 1;
+}
+
+/*
+ * acl asf_internal: the ranges no listed name may resolve to, and the
+ * host's own addresses now (getifaddrs: every interface, up or not).
+ */
+static int internal_acl(FILE *f)
+{
+	static const char *const ranges[] = {
+		"0.0.0.0/8",	  /* "this network": 0.0.0.0 reaches the host's loopback */
+		"127.0.0.0/8",	  /* loopback */
+		"169.254.0.0/16", /* link-local: cloud metadata */
+		"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", /* RFC 1918 */
+		"100.64.0.0/10",  /* CGNAT (RFC 6598) */
+		"::/128", "::1", "fe80::/10", "fc00::/7",
+	};
+	struct ifaddrs *ifs = NULL, *ia;
+	size_t k;
+
+	fputs("# internal addresses: refused after resolution unless named in the list\nacl asf_internal dst", f);
+	for (k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++)
+		fprintf(f, " %s", ranges[k]);
+	fputs("\n# the host's own addresses when the proxy started\n", f);
+	if (getifaddrs(&ifs))
+		return -1;
+	{
+		for (ia = ifs; ia; ia = ia->ifa_next) {
+			char addr[INET6_ADDRSTRLEN];
+			const void *bin;
+			if (!ia->ifa_addr)
+				continue;
+			if (ia->ifa_addr->sa_family == AF_INET)
+				bin = &((const struct sockaddr_in *)(const void *)ia->ifa_addr)->sin_addr;
+			else if (ia->ifa_addr->sa_family == AF_INET6)
+				bin = &((const struct sockaddr_in6 *)(const void *)ia->ifa_addr)->sin6_addr;
+			else
+				continue;
+			if (inet_ntop(ia->ifa_addr->sa_family, bin, addr, sizeof(addr)))
+				fprintf(f, "acl asf_internal dst %s\n", addr);
+		}
+		freeifaddrs(ifs);
+	}
+	return 0;
+}
+
 static int write_conf(const char *conf, const char *name, const cJSON *allow, const char *gw, int port,
 		      const char *hosts, asf_err *e)
 {
@@ -331,14 +383,50 @@ static int write_conf(const char *conf, const char *name, const cJSON *allow, co
 			   "dns_nameservers 127.0.0.1\n", hosts);
 	else
 		fputs("hosts_file none\n", f);
+	if (internal_acl(f)) {
+		int err = errno;
+		fclose(f);
+		free(text);
+		return asf_fail(e, "%s: cannot list the host's addresses (getifaddrs): %s", conf, strerror(err));
+	}
 	cJSON_ArrayForEach(a, allow) {
 		char host[256];
 		int p;
 		allow_split(a->valuestring, host, sizeof(host), &p);
 		i++;
 		/* -n: compare the name as given, never a reverse lookup of an address. */
-		fprintf(f, "acl asf_host_%d dstdomain -n %s\nacl asf_port_%d port %d\n"
-			   "http_access allow asf_host_%d asf_port_%d\n", i, host, i, p, i, i);
+		fprintf(f, "acl asf_host_%d dstdomain -n %s\nacl asf_port_%d port %d\n", i, host, i, p);
+		if (is_addr(host))
+			fprintf(f, "acl asf_dst_%d dst %s\n", i, host);
+	}
+	/* 1. Addresses named in the list: literally, and as what a listed name of the same port resolves to. */
+	fputs("# addresses named in the list, for their port\n", f);
+	i = 0;
+	cJSON_ArrayForEach(a, allow) {
+		char host[256];
+		const cJSON *b;
+		int p, j = 0;
+		allow_split(a->valuestring, host, sizeof(host), &p);
+		i++;
+		if (!is_addr(host))
+			continue;
+		fprintf(f, "http_access allow asf_host_%d asf_port_%d\n", i, i);
+		cJSON_ArrayForEach(b, allow) {
+			char bhost[256];
+			int bp;
+			allow_split(b->valuestring, bhost, sizeof(bhost), &bp);
+			j++;
+			if (bp == p && !is_addr(bhost))
+				fprintf(f, "http_access allow asf_host_%d asf_port_%d asf_dst_%d\n", j, j, i);
+		}
+	}
+	/* 2. The listed pairs, unless the name is or resolves to an internal address. The dst ACL comes
+	 * last on the line: only a listed pair is resolved, and an unlisted name is refused at once. */
+	fputs("# the listed pairs, none that is or resolves to an internal address\n", f);
+	i = 0;
+	cJSON_ArrayForEach(a, allow) {
+		i++;
+		fprintf(f, "http_access allow asf_host_%d asf_port_%d !asf_internal\n", i, i);
 	}
 	fputs("http_access deny all\n", f);
 	if (fclose(f)) {
