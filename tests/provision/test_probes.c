@@ -418,8 +418,8 @@ static void recreate(const char *name, const char *drop, const char *add)
 	int n = 0;
 
 	snprintf(ctr, sizeof(ctr), "asf-%s", name);
-	ck_assert_int_eq(sh(&r, "podman", "inspect", "--type", "container", "--format", "{{json .Config.CreateCommand}}",
-			    ctr), 0);
+	ck_assert_int_eq(sh(&r, "podman", "inspect", "--type", "container", "--format",
+			    "{{json .Config.CreateCommand}}", ctr), 0);
 	cc = cJSON_Parse(r.out);
 	ck_assert_ptr_nonnull(cc);
 	snprintf(nft, sizeof(nft), "%s/%s/state.json", state, name);
@@ -659,10 +659,11 @@ START_TEST(each_break_fails_its_check)
 		snprintf(agent_uid, sizeof(agent_uid), "%.0f", cJSON_GetNumberValue(cJSON_GetObjectItem(stj, "uid")));
 		cJSON_Delete(stj);
 	}
-	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "skuid", agent_uid,
-			       "ip", "daddr", "127.0.0.1", "tcp", "dport", "2222", "reject"), 0);
-	verify_break_errors(name, "", "probe.control,egress.host_gateway,egress.host_loopback,egress.public,egress.private",
-		      "control probe blocked");
+	ck_assert_int_eq(netns(&r, pid, "nft", "insert", "rule", "inet", "asf_egress", "output", "meta", "skuid",
+			       agent_uid, "ip", "daddr", "127.0.0.1", "tcp", "dport", "2222", "reject"), 0);
+	verify_break_errors(name, "",
+			    "probe.control,egress.host_gateway,egress.host_loopback,egress.public,egress.private",
+			    "control probe blocked");
 	ck_assert_int_eq(netns(&r, pid, "nft", "delete", "table", "inet", "asf_egress"), 0);
 	ck_assert_int_eq(netns(&r, pid, "nft", "-f", nft), 0);
 
@@ -891,10 +892,11 @@ START_TEST(egress_allow_list)
 		write_text(path, "#!/bin/sh\necho 'FATAL: a squid that does not start' >&2\nexit 3\n");
 		ck_assert_int_eq(chmod(path, 0755), 0);
 		snprintf(path, sizeof(path), "PATH=%s:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", fake);
-		sh(&r, "env", path, bin, "--state-dir", state, "up", "--name", name, "--workspace", ws, "--rootfs", rootfs,
-		   "--runtime", "runc", "--egress", "allow=a.asf-egress.test");
+		sh(&r, "env", path, bin, "--state-dir", state, "up", "--name", name, "--workspace", ws,
+		   "--rootfs", rootfs, "--runtime", "runc", "--egress", "allow=a.asf-egress.test");
 		ck_assert_msg(r.status == 1 && strstr(r.err, "did not start listening") &&
-			      strstr(r.err, "FATAL: a squid that does not start") && strstr(r.err, "rolled back; nothing is left"),
+			      strstr(r.err, "FATAL: a squid that does not start") &&
+			      strstr(r.err, "rolled back; nothing is left"),
 			      "fake squid: %d %s", r.status, r.err);
 		snprintf(dir, sizeof(dir), "%s/%s", state, name);
 		ck_assert_int_ne(stat(dir, &sb), 0);
@@ -944,7 +946,8 @@ START_TEST(egress_allow_list)
 	{
 		int seen = 0;
 		cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks"))
-			seen += !strcmp(jstr(c, "check"), "egress.proxy") || !strcmp(jstr(c, "check"), "egress.allowed") ||
+			seen += !strcmp(jstr(c, "check"), "egress.proxy") ||
+				!strcmp(jstr(c, "check"), "egress.allowed") ||
 				!strcmp(jstr(c, "check"), "egress.refused");
 		ck_assert_int_eq(seen, 3);
 	}
@@ -1228,7 +1231,8 @@ START_TEST(rootless_exec_ingress)
 
 	/* Publish ingress is refused, clearly, with nothing made. */
 	user(&r, bin_u, "up", "--name", "rl", "--workspace", ws, "--rootfs", rfs, "--runtime", "runc");
-	ck_assert_msg(r.status == 2 && strstr(r.err, "--ingress publish needs rootful Podman"), "%d %s", r.status, r.err);
+	ck_assert_msg(r.status == 2 && strstr(r.err, "--ingress publish needs rootful Podman"), "%d %s", r.status,
+		      r.err);
 
 	ck_assert_msg(user(&r, bin_u, "up", "--name", "rl", "--workspace", ws, "--rootfs", rfs, "--runtime", "runc",
 			   "--ingress", "exec", "--json") == 0, "rootless up: %s", r.err);
@@ -1250,8 +1254,8 @@ START_TEST(rootless_exec_ingress)
 	ck_assert_msg(rep != NULL, "rootless verify: %s %s", r.out, r.err);
 	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
 		const char *check = jstr(c, "check");
-		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"), "rootless: %s %s: %s",
-			      check, jstr(c, "status"), jstr(c, "evidence"));
+		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"),
+			      "rootless: %s %s: %s", check, jstr(c, "status"), jstr(c, "evidence"));
 		if (!strcmp(check, "limits") && want_fail[0])
 			ck_assert_ptr_nonnull(strstr(jstr(c, "evidence"), "cgroup v1"));
 	}
@@ -1274,8 +1278,8 @@ START_TEST(rootless_exec_ingress)
 	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
 		const char *check = jstr(c, "check");
 		int should_fail = !strcmp(check, "egress.firewall") || listed(want_fail, check);
-		ck_assert_msg(!strcmp(jstr(c, "status"), should_fail ? "fail" : "pass"), "rootless, no firewall: %s %s: %s",
-			      check, jstr(c, "status"), jstr(c, "evidence"));
+		ck_assert_msg(!strcmp(jstr(c, "status"), should_fail ? "fail" : "pass"),
+			      "rootless, no firewall: %s %s: %s", check, jstr(c, "status"), jstr(c, "evidence"));
 	}
 	cJSON_Delete(rep);
 

@@ -261,7 +261,8 @@ int kube_write(const char *path, const char *name, const cJSON *objs, asf_err *e
 	if (!text)
 		return asf_fail(e, "out of memory");
 	len = (size_t)snprintf(text, cap, "# Kubernetes objects of sandbox %s, written by asf-provision "
-				      "(JSON documents; the host key is in the Secret: keep this file private)\n", name);
+				      "(JSON documents; the host key is in the Secret: keep this file "
+				      "private)\n", name);
 	cJSON_ArrayForEach(o, objs) {
 		size_t n;
 		if (!(doc = cJSON_PrintUnformatted(o))) {

@@ -392,7 +392,8 @@ int podman_ready(asf_err *e)
 		asf_podman[0] = '\0';
 		return asf_fail(e, "%s not found in PATH (%s); install it (Debian: apt-get install %s) "
 				   "or fix PATH", asf_engine, getenv("PATH") ? getenv("PATH") : "unset",
-				engine_docker() ? "docker.io" : strcmp(asf_engine, "kubectl") ? "podman runc" : "kubectl");
+				engine_docker() ? "docker.io"
+				: strcmp(asf_engine, "kubectl") ? "podman runc" : "kubectl");
 	}
 	if (!strcmp(asf_engine, "kubectl")) { /* the client only: `up` finds out about the cluster */
 		if (podman(&o, e, "version", "--client", "--output=json", (char *)NULL))

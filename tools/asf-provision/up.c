@@ -391,7 +391,8 @@ static int validate(up_ctx *c, asf_err *e)
 	if (stat(c->ws_host, &st) || !S_ISDIR(st.st_mode))
 		return asf_fail(e, "--workspace %s: not a directory", ws);
 	if (strpbrk(c->ws_host, ":,\n"))
-		return asf_fail(e, "--workspace %s: ':', ',' and newlines cannot be passed to podman's mount syntax", ws);
+		return asf_fail(e, "--workspace %s: ':', ',' and newlines cannot be passed to podman's mount "
+				"syntax", ws);
 	/* Both are real paths (state_root_init resolved the state directory). */
 	if (!strcmp(c->ws_host, "/") || path_under(asf_state_root, c->ws_host))
 		return asf_fail(e, "--workspace %s: must not contain the state directory %s "

@@ -692,7 +692,8 @@ static void check_egress(vctx *v)
 			check(v, "egress.host_gateway", "error", "probe could not run: %s", r.ran ? r.out : r.err);
 		else if (!probe_connected(&r) && n == 0)
 			check(v, "egress.host_gateway", "pass", "connect to host listener %s:%d -> %s; the "
-			      "listener accepted 0 connections", gw, port, r.timed_out ? "no answer in 3 s (dropped)" : r.out);
+			      "listener accepted 0 connections", gw, port,
+			      r.timed_out ? "no answer in 3 s (dropped)" : r.out);
 		else
 			check(v, "egress.host_gateway", "fail", "connect to host listener %s:%d -> %s; the "
 			      "listener accepted %d connection(s)", gw, port, r.timed_out ? "timed out" : r.out, n);
@@ -934,7 +935,8 @@ static void check_dns(vctx *v)
 				"%snameserver %s is the sandbox's own loopback%s; ", evidence[0] ? "; " : "", ns,
 				rc > 0 ? ", and a resolver answers there" : "");
 			if (rc != 0) {
-				check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: nameserver %s: %s", ns, evidence);
+				check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: nameserver %s: %s", ns,
+				      evidence);
 				return;
 			}
 			continue;
@@ -987,7 +989,8 @@ static void check_dns(vctx *v)
 		if (rc != 0) {
 			flatten(resolv);
 			check(v, "dns", rc > 0 ? "fail" : "error", "resolv.conf: \"%s\"; %s%s", resolv, evidence,
-			      rc > 0 ? " - Docker's embedded resolver answers, and forwards what it cannot answer" : "");
+			      rc > 0 ? " - Docker's embedded resolver answers, and forwards what it cannot "
+				       "answer" : "");
 			return;
 		}
 	}
@@ -1075,7 +1078,7 @@ static void check_privileges(vctx *v)
 	      strtoull(p1, NULL, 16) == ASF_CAPS_MASK && strtoull(s1, NULL, 16) == ASF_CAPS_MASK &&
 	      !strcmp(caps, "CAP_SETGID,CAP_SETUID,CAP_SYS_CHROOT") ? "pass" : "fail",
 	      "CapBnd of pid 1 (sshd) %s, of a session process %s, expected %016llx "
-	      "(SETGID, SETUID, SYS_CHROOT); %s inspect: %s", 
+	      "(SETGID, SETUID, SYS_CHROOT); %s inspect: %s",
 	      p1, s1, ASF_CAPS_MASK, asf_engine, caps);
 	check(v, "caps.session",
 	      !strtoull(e1, NULL, 16) && !strtoull(pm, NULL, 16) && !strtoull(amb, NULL, 16) ? "pass" : "fail",
