@@ -13,42 +13,16 @@
  * test_discover_race.py, bindings/node/test/discover-race.test.js.)
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
-import fs from 'node:fs';
 import { createRequire } from 'node:module';
-import os from 'node:os';
-import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 
 import { createPiAspExtension } from '../index.js';
 
 const require = createRequire(import.meta.url);
+const { raceUser, startRace, TEST_USER } = require('../../../../bindings/node/test/discover-racer.js');
 const LOADS = 1000;
-const TEST_USER = 'asp-test';
 
-const RACER = `
-const koffi = require(process.argv[1]);
-const libc = koffi.load('libc.so.6');
-const renameat2 = libc.func('int renameat2(int, const char *, int, const char *, unsigned int)');
-const [a, b] = process.argv.slice(2);
-process.stdout.write('swapping\\n');
-while (renameat2(-100, a, -100, b, 2) === 0)
-	;
-process.exit(3);
-`;
-
-function testUser() {
-	try {
-		return {
-			uid: Number(execFileSync('id', ['-u', TEST_USER], { encoding: 'utf8' })),
-			gid: Number(execFileSync('id', ['-g', TEST_USER], { encoding: 'utf8' })),
-		};
-	} catch {
-		return null;
-	}
-}
-
-const user = process.getuid() === 0 ? testUser() : null;
+const user = raceUser();
 if (!user)
 	process.stderr.write(`SKIP pi-asp discover-race: needs root and the user ${TEST_USER} (tools/setup-deps.sh)\n`);
 
@@ -64,51 +38,14 @@ function recordingPi() {
 }
 
 describe('pi-asp discovery under a racing renamer', { skip: !user && 'needs root and asp-test' }, () => {
-	let base, victim, attacker, marker, racer;
-	const saved = {};
+	let race;
 
 	before(async () => {
-		base = fs.mkdtempSync(path.join(os.tmpdir(), 'asp-pirace.'));
-		fs.chmodSync(base, 0o755);
-		const shared = path.join(base, 'shared');
-		victim = path.join(shared, 'victim');
-		attacker = path.join(shared, 'attacker');
-		marker = path.join(base, 'foreign-command-ran');
-		fs.mkdirSync(shared);
-		fs.chownSync(shared, 0, user.gid);
-		fs.chmodSync(shared, 0o2775);
-		fs.mkdirSync(victim, { mode: 0o755 });
-		fs.mkdirSync(attacker, { mode: 0o755 });
-		fs.chownSync(attacker, user.uid, user.gid);
-		const conn = (who) => `"host":"127.0.0.1","port":1,"user":"${who}"`;
-		fs.writeFileSync(path.join(victim, '.asp.json'),
-			`{"version":"0","transport":"ssh","connection":{${conn('victim')}},"workspace":"/victim-ws"}`);
-		const theirs = path.join(attacker, '.asp.json');
-		fs.writeFileSync(theirs, `{"version":"0","transport":"ssh","connection":{${conn('attacker')},` +
-			`"x-asp-proxy-command":"touch ${marker}; exit 1"},"workspace":"/w"}`);
-		fs.chownSync(theirs, user.uid, user.gid);
-		for (const k of ['ASP_CONFIG', 'ASP_SAFE_DIRS', 'ASP_KNOWN_HOSTS'])
-			saved[k] = process.env[k];
-		delete process.env.ASP_CONFIG;
-		process.env.ASP_SAFE_DIRS = shared;
-		process.env.ASP_KNOWN_HOSTS = path.join(base, 'kh');
-		const koffi = require.resolve('koffi', { paths: [path.dirname(require.resolve('libasp'))] });
-		racer = spawn(process.execPath, ['-e', RACER, koffi, victim, attacker],
-			{ uid: user.uid, gid: user.gid, stdio: ['ignore', 'pipe', 'inherit'] });
-		const first = await new Promise((resolve) => racer.stdout.once('data', resolve));
-		assert.equal(String(first), 'swapping\n');
+		race = await startRace(user, 'asp-pirace.', '/victim-ws');
 	});
 
 	after(() => {
-		if (racer)
-			racer.kill('SIGKILL');
-		for (const [k, v] of Object.entries(saved))
-			if (v === undefined)
-				delete process.env[k];
-			else
-				process.env[k] = v;
-		if (base)
-			fs.rmSync(base, { recursive: true, force: true });
+		race?.stop();
 	});
 
 	it(`never obeys the swapped-in file in ${LOADS} loads`, async () => {
@@ -116,7 +53,7 @@ describe('pi-asp discovery under a racing renamer', { skip: !user && 'needs root
 		for (let i = 0; i < LOADS; i++) {
 			const told = [];
 			const p = recordingPi();
-			await createPiAspExtension({ startDir: victim, open: { connectTimeout: 5000 },
+			await createPiAspExtension({ startDir: race.victim, open: { connectTimeout: 5000 },
 				report: (m) => told.push(m) })(p);
 			/* Never opened (port 1): the tools fail closed, and the user is told why. */
 			assert.ok(p.tools.bash, 'the tools fail closed');
@@ -126,12 +63,9 @@ describe('pi-asp discovery under a racing renamer', { skip: !user && 'needs root
 				victimRuns++;
 			else
 				refused++;
-			if (fs.existsSync(marker)) {
-				fs.unlinkSync(marker);
-				foreign++;
-			}
+			foreign += race.foreignRan();
 		}
-		assert.equal(racer.exitCode, null, 'the racer stopped');
+		assert.equal(race.racer.exitCode, null, 'the racer stopped');
 		process.stderr.write(`discover race (pi-asp): ${LOADS} loads: ${victimRuns} victim, ${refused} ` +
 			`refused; the attacker's command ran ${foreign} times\n`);
 		assert.equal(foreign, 0, `the attacker's x-asp-proxy-command ran ${foreign} of ${LOADS} times`);
