@@ -40,7 +40,7 @@ integ=$(ls tests/integration/test_*.c | sed 's|.*/test_\(.*\)\.c|\1|')
 # Suites that have a test case tagged slow (tests/tiers.h).
 slow_suites=$(grep -l 'slow_case(\|SLOW_TAG' tests/integration/test_*.c | sed 's|.*/test_\(.*\)\.c|\1|')
 # Longest first (measured): a long suite started last would set the wall time alone.
-long_first="deadline pool bulk limits faults interop warm security cli hostile debris shfs"
+long_first="discover_race deadline pool bulk limits faults interop warm security cli hostile debris shfs"
 order() { # the words of $1 in long_first's order, then the rest
 	local w
 	for w in $long_first; do [[ " $(echo $1) " == *" $w "* ]] && echo "$w"; done
