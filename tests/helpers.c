@@ -390,6 +390,21 @@ int wait_gone(pid_t pid, long ms)
 	return !pid_alive(pid);
 }
 
+int text_is_clean(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	for (; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f)
+			return 0;
+		if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+			return 0;
+		if (p[0] == 0xe2 && p[1] == 0x80 && p[2] >= 0xa8 && p[2] <= 0xae)
+			return 0;
+	}
+	return 1;
+}
+
 /* A field of /proc/self/status in kB ("VmHWM", "VmRSS", "VmSize"), or -1. */
 long status_kb(const char *field)
 {

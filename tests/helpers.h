@@ -68,6 +68,9 @@ pid_t find_process(const char *needle);
 /* This process's memory, for the caps' tests: a field of /proc/self/status in kB
  * ("VmHWM", "VmRSS", "VmSize"), or -1; reset_peak sets VmHWM to the current RSS. */
 long status_kb(const char *field);
+
+/* 1 when s holds no raw C0 byte, DEL, UTF-8 C1 or bidi/line separator: escaped message text. */
+int text_is_clean(const char *s);
 int reset_peak(void);
 
 /* ------------------------------------------------------ local files and bytes */

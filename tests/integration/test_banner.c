@@ -12,26 +12,11 @@
 
 #include "asp.h"
 #include "cli_run.h"
+#include "helpers.h"
 
 /* ESC ] 0 ; title BEL, ESC [ 31 m, U+202E (RIGHT-TO-LEFT OVERRIDE), a backslash. */
 #define ADDENDUM "\x1b]0;pwned\x07\x1b[31mred\xe2\x80\xae-evil\\x"
 #define SHOWN "\\x1b]0;pwned\\x07\\x1b[31mred\\xe2\\x80\\xae-evil\\x5cx"
-
-/* 1 when s holds no C0 byte, DEL, UTF-8 C1 or bidi/line separator. */
-static int clean(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	for (; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			return 0;
-		if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-			return 0;
-		if (p[0] == 0xe2 && p[1] == 0x80 && p[2] >= 0xa8 && p[2] <= 0xae)
-			return 0;
-	}
-	return 1;
-}
 
 /* cli_setup's server, started again with the hostile banner. */
 static void hostile_banner(void)
@@ -58,7 +43,7 @@ START_TEST(test_banner_info_escaped)
 	/* The positive control: the addendum did reach the client. */
 	ck_assert_msg(strstr(info.server_banner, "pwned"), "banner without the addendum: %s",
 		      info.server_banner);
-	ck_assert_msg(clean(info.server_banner), "raw control bytes in server_banner");
+	ck_assert_msg(text_is_clean(info.server_banner), "raw control bytes in server_banner");
 	ck_assert_msg(strstr(info.server_banner, SHOWN), "not escaped as expected: %s", info.server_banner);
 	asp_close(sb);
 }

@@ -215,22 +215,6 @@ static void limits_ws_path(char *out, size_t len, const char *rel)
 	snprintf(out, len, "%s/%s", fx.workspace, rel);
 }
 
-/* 1 when the message holds no raw C0 byte, DEL, or UTF-8 C1 / bidi / line separator. */
-static int clean(const char *s)
-{
-	const unsigned char *p = (const unsigned char *)s;
-
-	for (; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f)
-			return 0;
-		if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
-			return 0;
-		if (p[0] == 0xe2 && p[1] == 0x80 && p[2] >= 0xa8 && p[2] <= 0xae)
-			return 0;
-	}
-	return 1;
-}
-
 static const char *show(const char *s)
 {
 	static char b[4 * ASP_ERROR_MESSAGE_MAX + 1];
@@ -529,7 +513,7 @@ static void expect_clean(int line, int rc, const asp_error *e, int want, const c
 {
 	ck_assert_msg(rc == want, "line %d [%s]: expected %s, got %s: %s", line, show(part),
 		      asp_error_name(want), asp_error_name(rc), show(e->message));
-	ck_assert_msg(clean(e->message), "line %d: raw control text reached the message: %s", line,
+	ck_assert_msg(text_is_clean(e->message), "line %d: raw control text reached the message: %s", line,
 		      show(e->message));
 }
 
@@ -566,7 +550,7 @@ START_TEST(test_messages_escape_names)
 		snprintf(rel2, sizeof(rel2), "%s/%s", rel, evil[i]);
 		rc = asp_list_dir(&l, sb, rel2, NULL, &e);
 		ck_assert_msg(rc != ASP_OK, "listing a file succeeded");
-		ck_assert_msg(clean(e.message), "list: %s", show(e.message));
+		ck_assert_msg(text_is_clean(e.message), "list: %s", show(e.message));
 		snprintf(rel2, sizeof(rel2), "missing-%s", evil[i]);
 		rc = asp_rename(sb, rel2, "elsewhere", NULL, &e);
 		EXPECT_CLEAN(rc, e, ASP_ENOENT, evil[i]);
@@ -574,7 +558,7 @@ START_TEST(test_messages_escape_names)
 		EXPECT_CLEAN(rc, e, ASP_ENOENT, evil[i]);
 		snprintf(rel2, sizeof(rel2), "%s/%s/under-a-file", rel, evil[i]);
 		rc = asp_write(sb, rel2, "x", 1, NULL, &e);
-		ck_assert_msg(rc != ASP_OK && clean(e.message), "write: %s: %s", asp_error_name(rc),
+		ck_assert_msg(rc != ASP_OK && text_is_clean(e.message), "write: %s: %s", asp_error_name(rc),
 			      show(e.message));
 		eo.cwd = rel2;
 		rc = asp_exec(&res, sb, "true", &eo, &e);
