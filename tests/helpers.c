@@ -436,7 +436,22 @@ int reset_peak(void)
 }
 
 /* A process (not this one) whose command line holds needle; 0 when none. */
-pid_t find_process(const char *needle)
+/* The parent of pid, or 0. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], *text, *p;
+	int ppid = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!(text = fx_read_file(path, NULL)))
+		return 0;
+	if ((p = strrchr(text, ')')) && sscanf(p + 1, " %*c %d", &ppid) != 1)
+		ppid = 0;
+	free(text);
+	return (pid_t)ppid;
+}
+
+pid_t find_process_under(const char *needle, pid_t ancestor)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
@@ -446,9 +461,13 @@ pid_t find_process(const char *needle)
 	while (!found && (e = readdir(d)) != NULL) {
 		char path[64], *text;
 		size_t len, i;
-		pid_t pid = (pid_t)atoi(e->d_name);
+		pid_t pid = (pid_t)atoi(e->d_name), up;
 
 		if (pid <= 0 || pid == getpid())
+			continue;
+		for (up = parent_of(pid); ancestor && up > 1 && up != ancestor; up = parent_of(up))
+			;
+		if (ancestor && up != ancestor)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
 		if (!(text = fx_read_file(path, &len)))
@@ -462,6 +481,11 @@ pid_t find_process(const char *needle)
 	}
 	closedir(d);
 	return found;
+}
+
+pid_t find_process(const char *needle)
+{
+	return find_process_under(needle, 0);
 }
 
 void suite_sshd_start(fx_sshd *fx)

@@ -64,6 +64,9 @@ int wait_gone(pid_t pid, long ms);
 
 /* A process (not this one) whose command line holds needle; 0 when none. */
 pid_t find_process(const char *needle);
+/* The same, among the descendants of ancestor only (a suite's own sshd: other suites run beside
+ * it); ancestor 0: any process. */
+pid_t find_process_under(const char *needle, pid_t ancestor);
 
 /* This process's memory, for the caps' tests: a field of /proc/self/status in kB
  * ("VmHWM", "VmRSS", "VmSize"), or -1; reset_peak sets VmHWM to the current RSS. */

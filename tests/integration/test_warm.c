@@ -820,7 +820,7 @@ START_TEST(test_warm_primed_shell_killed)
 	run_true(sb);
 	fx_sleep_ms(300);
 	run_true(sb);
-	for (until = fx_now_ms() + 5000; !(pid = find_process(PRIMED_NEEDLE)) && fx_now_ms() < until;)
+	for (until = fx_now_ms() + 5000; !(pid = find_process_under(PRIMED_NEEDLE, fx.pid)) && fx_now_ms() < until;)
 		fx_sleep_ms(20);
 	ck_assert_msg(pid > 0 && pid_alive(pid), "no primed shell runs in the sandbox");
 	ck_assert_int_eq(fx_run("kill -9 %d", (int)pid), 0);
