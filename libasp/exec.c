@@ -173,6 +173,7 @@ typedef struct run {
 	asp_exec_result *r;
 	LIBSSH2_CHANNEL *ch;
 	char marker[40];
+	char token[40];         /* "asp-call-<hex>", the wrapper's ASP_CALL: see asp__kill_script */
 	asp_buf pre;            /* stdout before the marker line */
 	int header_done;
 	char end[48];           /* "<marker>:end\n", the wrapper's last line */
@@ -447,7 +448,7 @@ static void kill_step(run *x)
 		return;
 	if (x->kill_state == 0) {
 		unsigned int grace = x->o->kill_grace_ms ? x->o->kill_grace_ms : ASP_KILL_GRACE_DEFAULT_MS;
-		if (asp__kill_script(&x->kscript, x->pgid, grace)) {
+		if (asp__kill_script(&x->kscript, x->pgid, x->token, grace)) {
 			x->kill_state = 4;
 			return;
 		}
@@ -1203,7 +1204,7 @@ static int check_cut(run *x, asp_error *err)
 	if (x->pgid <= 0) /* the marker always carries the shell's $$; never signal group 0 */
 		return asp__error(err, ASP_EPROTO, "%s: the command wrapper reported no process id",
 				  x->c->where);
-	if (asp__cut_check_script(&script, x->pgid, grace)) {
+	if (asp__cut_check_script(&script, x->pgid, x->token, grace)) {
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
@@ -1256,7 +1257,7 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 {
 	run x;
 	asp_buf script = { 0 }, piped = { 0 }, inl = { 0 };
-	unsigned char rnd[12];
+	unsigned char rnd[24];
 	uint64_t t0 = asp__now_ms();
 	int rc, i;
 
@@ -1267,10 +1268,13 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	if (asp__random(rnd, sizeof(rnd)))
 		return asp__error(err, ASP_ERROR, "no randomness for the command marker");
 	memcpy(x.marker, "asp-", 4);
+	memcpy(x.token, "asp-call-", 9);
 	for (i = 0; i < 12; i++) {
 		static const char hex[] = "0123456789abcdef";
 		x.marker[4 + 2 * i] = hex[rnd[i] >> 4];
 		x.marker[5 + 2 * i] = hex[rnd[i] & 15];
+		x.token[9 + 2 * i] = hex[rnd[12 + i] >> 4];
+		x.token[10 + 2 * i] = hex[rnd[12 + i] & 15];
 	}
 	x.end_len = strlen(x.marker);
 	memcpy(x.end, x.marker, x.end_len);
@@ -1280,9 +1284,9 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	 * The wrapper; for the exec request, with small stdin inside when that
 	 * saves a round trip (inline_stdin) and the whole still fits.
 	 */
-	if ((rc = asp__exec_script(&script, x.marker, cwd, o->env, command, own, err)) ||
+	if ((rc = asp__exec_script(&script, x.marker, x.token, cwd, o->env, command, own, err)) ||
 	    (rc = inline_stdin(c, o, command, &piped, err)) ||
-	    (piped.len && (rc = asp__exec_script(&inl, x.marker, cwd, o->env, (char *)piped.data, own,
+	    (piped.len && (rc = asp__exec_script(&inl, x.marker, x.token, cwd, o->env, (char *)piped.data, own,
 						 err)))) {
 		asp__buf_free(&piped);
 		asp__buf_free(&inl);

@@ -85,7 +85,7 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
 	return 0;
 }
 
-int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
+int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,
 		     const char *const *env, const char *command, int own, asp_error *err)
 {
 	size_t i;
@@ -105,6 +105,14 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
 	for (i = 0; env && env[i]; i++)
 		if ((rc = put_env(out, env[i], i, err)) != 0)
 			return rc;
+	/*
+	 * The call's token, after the caller's env so that none replaces it:
+	 * every process of the call inherits it, also one that left the process
+	 * group or lost its parent, and the kill script finds them by it. It is
+	 * not the marker, which the command never learns.
+	 */
+	if (asp__buf_printf(out, "export ASP_CALL=%s; ", token))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
 	/*
 	 * The leading ' ' keeps eval from reading a command that starts with '-'
 	 * as options. After the command, the end line goes to a copy of stdout
@@ -153,26 +161,51 @@ int asp__prime_frame(asp_buf *out, const char *script, size_t len)
 	return asp__buf_put(out, script, len) || asp__buf_puts(out, "\n.\n") ? ASP_ENOMEM : 0;
 }
 
-int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms)
+int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms)
 {
 	unsigned int steps = (grace_ms + 49) / 50;
 
 	/*
-	 * `kill -s SIG -- -PGID` is the spelling dash, bash and busybox agree on.
-	 * "Still alive" means a member of the group that is not a zombie: in a
-	 * container whose PID 1 reaps nothing, kill -0 alone would wait out the
-	 * whole grace period for corpses. /proc/PID/stat after "(comm) " reads
-	 * "STATE PPID PGRP ..."; without /proc, fall back to kill -0.
+	 * The call's processes are more than its group: a command that calls
+	 * setsid or setpgid leaves the group, and one whose parent died is
+	 * re-parented out of the tree. Where /proc exists, the members are
+	 * found by walking it, to a fixed point: the group (stat's "PGRP"), the
+	 * session the group leads ("SESSION"), children of a member ("PPID"),
+	 * and any process whose environment carries the call's token (the
+	 * wrapper exports ASP_CALL, which survives setsid, double forks and
+	 * re-parenting). Members are stopped as they are found, so that none
+	 * forks past the walk; the walk repeats until a pass finds no one new.
+	 * Then TERM (and CONT) to the group and every member, the grace period
+	 * while a member is alive (not a zombie: a container's PID 1 may reap
+	 * nothing), then KILL. Pid 1 and the script itself are never members.
+	 * Without /proc, the group alone, as `kill -s SIG -- -PGID` (the
+	 * spelling dash, bash and busybox agree on). /proc/PID/stat after
+	 * "(comm) " reads "STATE PPID PGRP SESSION ..."; the token is hex, and a
+	 * shell's read keeps or drops the environment's NULs, both of which the
+	 * match survives.
 	 */
 	return asp__buf_printf(out,
-			       "alive() { [ -d /proc/self ] || { kill -s 0 -- -%ld 2>/dev/null; return; }; "
-			       "for f in /proc/[0-9]*/stat; do { read -r l < \"$f\"; } 2>/dev/null || continue; "
-			       "set -- ${l##*) }; [ \"$1\" != Z ] && [ \"$3\" = %ld ] && return 0; done; "
+			       "m=' '; "
+			       "env_has() { { while IFS= read -r e || [ -n \"$e\" ]; do "
+			       "case $e in *%s*) return 0;; esac; e=; done < /proc/$1/environ; } 2>/dev/null; "
 			       "return 1; }; "
-			       "kill -s TERM -- -%ld 2>/dev/null; i=0; "
+			       "scan() { n=1; while [ $n = 1 ]; do n=0; "
+			       "for f in /proc/[0-9]*/stat; do p=${f#/proc/}; p=${p%%/stat}; "
+			       "case \"$m\" in *\" $p \"*) continue;; esac; "
+			       "[ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
+			       "{ read -r l < \"$f\"; } 2>/dev/null || continue; set -- ${l##*) }; "
+			       "[ \"$1\" = Z ] && continue; "
+			       "case \"$m\" in *\" $2 \"*) ;; *) [ \"$3\" = %ld ] || [ \"$4\" = %ld ] || "
+			       "env_has \"$p\" || continue;; esac; "
+			       "m=\"$m$p \"; n=1; kill -s STOP \"$p\" 2>/dev/null; done; done; }; "
+			       "alive() { [ -d /proc/self ] || { kill -s 0 -- -%ld 2>/dev/null; return; }; "
+			       "for p in $m; do { read -r l < /proc/$p/stat; } 2>/dev/null || continue; "
+			       "set -- ${l##*) }; [ \"$1\" != Z ] && return 0; done; return 1; }; "
+			       "[ -d /proc/self ] && scan; "
+			       "kill -s TERM -- -%ld $m 2>/dev/null; kill -s CONT -- -%ld $m 2>/dev/null; i=0; "
 			       "while [ $i -lt %u ] && alive; do sleep 0.05; i=$((i+1)); done; "
-			       "kill -s KILL -- -%ld 2>/dev/null; exit 0",
-			       pgid, pgid, pgid, steps, pgid);
+			       "kill -s KILL -- -%ld $m 2>/dev/null; exit 0",
+			       token, pgid, pgid, pgid, pgid, pgid, steps, pgid);
 }
 
 int asp__rm_rf_script(asp_buf *out, const char *path)
@@ -217,10 +250,10 @@ int asp__proxy_script(asp_buf *out, const char *command, const char *host, unsig
 	return 0;
 }
 
-int asp__cut_check_script(asp_buf *out, long pgid, unsigned int grace_ms)
+int asp__cut_check_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms)
 {
 	if (asp__buf_printf(out, "if kill -s 0 %ld 2>/dev/null; then echo running >&2; ", pgid) ||
-	    asp__kill_script(out, pgid, grace_ms) || asp__buf_puts(out, "; else echo gone >&2; fi"))
+	    asp__kill_script(out, pgid, token, grace_ms) || asp__buf_puts(out, "; else echo gone >&2; fi"))
 		return ASP_ENOMEM;
 	return 0;
 }

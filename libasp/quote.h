@@ -17,17 +17,20 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
 
 /*
  * The wrapper that runs a user command (see exec.c for the protocol):
- *   cd -- CWD || report "nocwd"; export NAME=VALUE...; report "$$"; eval COMMAND
+ *   cd -- CWD || report "nocwd"; export NAME=VALUE... ASP_CALL=TOKEN; report "$$";
+ *   eval COMMAND
  * The wrapper shell is a session and process-group leader under sshd, so
  * $$ is the process group that a timeout or cancel kills. The report is the
  * line "<marker>:<pid>\n" (or "<marker>:nocwd\n") on stdout; anything a
  * login script printed before it is discarded by the reader.
  * env entries must be NAME=value with a valid NAME (ASP_EINVAL otherwise).
+ * token: the call's "asp-call-<hex>", letters, digits and '-' only (the
+ * kill script's pattern); every process of the call inherits it.
  * own: COMMAND is one of libasp's file scripts (asp__shfs_*_script), which
  * may `exit`: it runs in the wrapper's shell, and an EXIT trap writes the
  * end line.
  */
-int asp__exec_script(asp_buf *out, const char *marker, const char *cwd,
+int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,
 		     const char *const *env, const char *command, int own, asp_error *err);
 
 /*
@@ -49,10 +52,12 @@ int asp__prime_frame(asp_buf *out, const char *script, size_t len);
 int asp__env_check(const char *const *env, asp_error *err);
 
 /*
- * The script that kills process group `pgid`: SIGTERM, then SIGKILL if any
- * member is still alive after grace_ms.
+ * The script that kills a call: process group `pgid`, the session it leads,
+ * and, where /proc exists, every descendant of those and every process whose
+ * environment carries `token` (asp__exec_script's ASP_CALL), stopped as
+ * found; SIGTERM, then SIGKILL if any is still alive after grace_ms.
  */
-int asp__kill_script(asp_buf *out, long pgid, unsigned int grace_ms);
+int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms);
 
 /* Remove a path recursively (rm -rf -- PATH). */
 int asp__rm_rf_script(asp_buf *out, const char *path);
@@ -71,7 +76,7 @@ int asp__proxy_script(asp_buf *out, const char *command, const char *host, unsig
  * still running?" It writes "running" to stderr and kills the group as
  * asp__kill_script does, or writes "gone". 0 or ASP_ENOMEM.
  */
-int asp__cut_check_script(asp_buf *out, long pgid, unsigned int grace_ms);
+int asp__cut_check_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms);
 
 
 /*

@@ -17,8 +17,8 @@
  *    server that never answers is ASP_ETIMEOUT after io_timeout_ms);
  *  - a server that does not run the command wrapper (not a POSIX shell) is
  *    ASP_EPROTO, not a silent success;
- *  - documented limit: a process that calls setsid leaves the process group
- *    and survives the timeout kill.
+ *  - a timeout kills a process that left the process group (setsid) and
+ *    lost its parent, and does not wait for it.
  *
  * Each test starts its own sshd (checked fixture).
  */
@@ -625,22 +625,27 @@ static int see_pids(asp_stream stream, const unsigned char *data, size_t len, vo
 
 /*
  * A process that makes its own session (setsid) leaves the process group,
- * so the timeout's group kill does not reach it. Documented in SECURITY.md;
- * this test notices if that ever changes. The shell and its sleep (in the
- * group) and the escaped sleep are all seen alive first; the group is gone
- * after the timeout, the escaped one is not.
+ * and one whose parent exits is re-parented out of the shell's tree: the
+ * timeout must still reach it. Here the escaped shell is both (a subshell
+ * starts it and exits), so only the call's ASP_CALL token still ties it to
+ * the call. The shell and its sleep (in the group) and the escaped shell are
+ * all seen alive first; after the timeout all are gone. The escaped shell
+ * would write escaped.marker 20 s on if it lived: the call returned without
+ * waiting for it (its stdout is the channel's) when the marker is absent.
  */
-START_TEST(test_setsid_escapes_group_kill)
+START_TEST(test_setsid_descendant_killed)
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
 	asp_sandbox *sb;
 	pids_seen ps = { 0 };
-	int escaped, alive;
+	char marker[400];
+	int escaped, gone;
 
 	start_server(NULL);
 	sb = open_ok(fx.config);
+	snprintf(marker, sizeof(marker), "%s/escaped.marker", fx.workspace);
 	/* The command names its pids as soon as the escaped one is up; 3 s leaves
 	 * time to see them alive under ASan on two busy cores. */
 	o.timeout_ms = 3000;
@@ -648,23 +653,27 @@ START_TEST(test_setsid_escapes_group_kill)
 	o.on_output = see_pids;
 	o.userdata = &ps;
 	ck_assert_int_eq(asp_exec(&r, sb,
-				  "setsid sh -c 'echo $$ > escaped.pid; exec sleep 30' & "
+				  "( setsid sh -c 'echo $$ > escaped.pid; sleep 20; "
+				  "echo survived > escaped.marker' & ); "
 				  "while [ ! -s escaped.pid ]; do sleep 0.05; done; "
 				  "sleep 30 & echo \"pids $$ $! $(cat escaped.pid)\"; wait",
 				  &o, &e),
 			 ASP_OK);
 	ck_assert(asp_exec_result_timed_out(r));
 	asp_exec_result_free(r);
+	ck_assert_msg(access(marker, F_OK) != 0,
+		      "the call waited for the escaped process (%s exists)", marker);
 	escaped = ps.npids == 3 ? ps.pids[2] : 0;
 	ck_assert_msg(ps.npids == 3 && ps.alive == 3,
-		      "saw %d of the %d pids (shell, sleep, escaped sleep) alive before the timeout",
+		      "saw %d of the %d pids (shell, sleep, escaped shell) alive before the timeout",
 		      ps.alive, ps.npids);
 	ck_assert_msg(wait_gone(ps.pids[0], 10000), "the shell survived the timeout");
 	ck_assert_msg(wait_gone(ps.pids[1], 10000), "the shell's sleep survived the timeout");
-	alive = kill(escaped, 0) == 0 && pid_alive(escaped);
-	if (escaped > 1)
+	gone = wait_gone(escaped, 10000);
+	if (!gone && escaped > 1)
 		kill(escaped, SIGKILL); /* the test's own escaped process, by its id */
-	ck_assert_msg(alive, "the setsid process was killed too: update docs/SECURITY.md");
+	ck_assert_msg(gone, "the setsid process (pid %d) survived the timeout", escaped);
+	ck_assert_msg(access(marker, F_OK) != 0, "the escaped process wrote %s", marker);
 	asp_close(sb);
 }
 END_TEST
@@ -690,6 +699,6 @@ Suite *suite_security(void)
 	tcase_add_test(slow, test_no_secret_reaches_sandbox);
 	tcase_add_test(slow, test_silent_sftp_server_times_out);
 	tcase_add_test(slow, test_silent_sftp_asked_once_per_handle);
-	tcase_add_test(slow, test_setsid_escapes_group_kill);
+	tcase_add_test(slow, test_setsid_descendant_killed);
 	return s;
 }

@@ -100,7 +100,7 @@ START_TEST(test_cut_check_stops_a_live_group)
 	ck_assert_int_gt(pid, 0);
 	setpgid(pid, pid);
 	ck_assert_int_eq(kill(pid, 0), 0); /* alive before the check */
-	ck_assert_int_eq(asp__cut_check_script(&b, pid, 1000), 0);
+	ck_assert_int_eq(asp__cut_check_script(&b, pid, "asp-call-00", 1000), 0);
 	run_sh((const char *)b.data, 2, out, sizeof(out));
 	ck_assert_str_eq(out, "running\n");
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -120,7 +120,7 @@ START_TEST(test_cut_check_says_gone)
 		_exit(0);
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(waitpid(pid, NULL, 0), pid); /* reaped: the pid names nothing now */
-	ck_assert_int_eq(asp__cut_check_script(&b, pid, 1000), 0);
+	ck_assert_int_eq(asp__cut_check_script(&b, pid, "asp-call-00", 1000), 0);
 	run_sh((const char *)b.data, 2, out, sizeof(out));
 	ck_assert_str_eq(out, "gone\n");
 	asp__buf_free(&b);
@@ -187,6 +187,81 @@ static sh_out run_in(size_t k, const char *script, const void *in, size_t inlen)
 	r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 	return r;
 }
+
+/*
+ * The kill script in every shell: it kills the group, and a process that
+ * left the group and session (setsid) but carries the call's token, and it
+ * spares a process that has neither.
+ */
+static pid_t start_sleeper(int own_session, const char *token)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		if (own_session)
+			setsid();
+		else
+			setpgid(0, 0);
+		if (token)
+			setenv("ASP_CALL", token, 1);
+		execl("/bin/sleep", "sleep", "60", (char *)NULL);
+		_exit(127);
+	}
+	ck_assert_int_gt(pid, 0);
+	if (!own_session)
+		setpgid(pid, pid);
+	return pid;
+}
+
+START_TEST(test_kill_script_reaches_escaped_in_every_shell)
+{
+	for (size_t k = 0; k < NSHELLS; k++) {
+		char token[40];
+		asp_buf b = { 0 };
+		pid_t group, escaped, bystander;
+		int st;
+		sh_out r;
+
+		if (access(shells[k][0], X_OK) != 0)
+			ck_abort_msg("%s is missing: the kill script must be tried in it", shells[k][0]);
+		snprintf(token, sizeof(token), "asp-call-%02zu%08x", k, (unsigned)getpid());
+		group = start_sleeper(0, NULL);
+		escaped = start_sleeper(1, token);
+		bystander = start_sleeper(1, NULL);
+		/* exec has happened once /proc shows sleep's environment with the token */
+		for (int i = 0; i < 200; i++) {
+			char path[64], env[4096];
+			FILE *f;
+			size_t n = 0;
+			snprintf(path, sizeof(path), "/proc/%d/environ", (int)escaped);
+			if ((f = fopen(path, "r"))) {
+				n = fread(env, 1, sizeof(env) - 1, f);
+				fclose(f);
+			}
+			env[n] = '\0';
+			for (size_t j = 0; j < n; j++)
+				if (!env[j])
+					env[j] = ' ';
+			if (strstr(env, token))
+				break;
+			usleep(10000);
+		}
+		ck_assert_int_eq(kill(escaped, 0), 0); /* alive before the script */
+		ck_assert_int_eq(asp__kill_script(&b, group, token, 1000), 0);
+		r = run_in(k, (const char *)b.data, NULL, 0);
+		free(r.out);
+		ck_assert_msg(r.status == 0, "%s: kill script exit %d", shells[k][0], r.status);
+		ck_assert_int_eq(waitpid(group, &st, 0), group);
+		ck_assert_msg(WIFSIGNALED(st), "%s: the group survived", shells[k][0]);
+		ck_assert_int_eq(waitpid(escaped, &st, 0), escaped);
+		ck_assert_msg(WIFSIGNALED(st), "%s: the escaped process survived", shells[k][0]);
+		ck_assert_int_eq(waitpid(bystander, &st, WNOHANG), 0); /* untouched */
+		kill(bystander, SIGKILL);
+		ck_assert_int_eq(waitpid(bystander, &st, 0), bystander);
+		asp__buf_free(&b);
+	}
+}
+END_TEST
 
 static char shfs_dir[64];
 
@@ -831,6 +906,7 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_shfs_list_decode);
 	tcase_add_test(tc, test_shfs_sweep_scripts);
 	tcase_add_test(tc, test_prime_frame_in_every_shell);
+	tcase_add_test(tc, test_kill_script_reaches_escaped_in_every_shell);
 	suite_add_tcase(s, tc);
 	return s;
 }
