@@ -177,7 +177,11 @@ int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int gr
 	 * forks past the walk; the walk repeats until a pass finds no one new.
 	 * Then TERM (and CONT) to the group and every member, the grace period
 	 * while a member is alive (not a zombie: a container's PID 1 may reap
-	 * nothing), then KILL. Pid 1 and the script itself are never members.
+	 * nothing), then KILL. Pid 1 and the script itself are never members,
+	 * but the script may be in the group: Dropbear runs the command and the
+	 * kill channel in the group of its connection process. So it ignores
+	 * TERM, or its own TERM to the group would end it before the CONT and
+	 * leave what it stopped stopped; and its KILL names the group last.
 	 * Without /proc, the group alone, as `kill -s SIG -- -PGID` (the
 	 * spelling dash, bash and busybox agree on). /proc/PID/stat after
 	 * "(comm) " reads "STATE PPID PGRP SESSION ..."; the token is hex, and a
@@ -185,7 +189,7 @@ int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int gr
 	 * match survives.
 	 */
 	return asp__buf_printf(out,
-			       "m=' '; "
+			       "trap '' TERM; m=' '; "
 			       "env_has() { { while IFS= read -r e || [ -n \"$e\" ]; do "
 			       "case $e in *%s*) return 0;; esac; e=; done < /proc/$1/environ; } 2>/dev/null; "
 			       "return 1; }; "
@@ -204,7 +208,7 @@ int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int gr
 			       "[ -d /proc/self ] && scan; "
 			       "kill -s TERM -- -%ld $m 2>/dev/null; kill -s CONT -- -%ld $m 2>/dev/null; i=0; "
 			       "while [ $i -lt %u ] && alive; do sleep 0.05; i=$((i+1)); done; "
-			       "kill -s KILL -- -%ld $m 2>/dev/null; exit 0",
+			       "kill -s KILL -- $m -%ld 2>/dev/null; exit 0",
 			       token, pgid, pgid, pgid, pgid, pgid, steps, pgid);
 }
 

@@ -263,6 +263,49 @@ START_TEST(test_kill_script_reaches_escaped_in_every_shell)
 }
 END_TEST
 
+/*
+ * The kill script run from inside the group it kills, as under Dropbear:
+ * the command's shell and the kill channel's shell share the group of the
+ * server's connection process. Its own TERM to the group must not end it
+ * before it sends CONT: a member it stopped would stay stopped for good.
+ */
+START_TEST(test_kill_script_inside_the_group_in_every_shell)
+{
+	for (size_t k = 0; k < NSHELLS; k++) {
+		asp_buf b = { 0 };
+		pid_t member, killer;
+		int st;
+
+		if (access(shells[k][0], X_OK) != 0)
+			ck_abort_msg("%s is missing: the kill script must be tried in it", shells[k][0]);
+		member = start_sleeper(0, NULL);
+		ck_assert_int_eq(asp__kill_script(&b, member, "asp-call-00", 1000), 0);
+		if ((killer = fork()) == 0) {
+			setpgid(0, member);
+			if (shells[k][2])
+				execl(shells[k][0], shells[k][1], shells[k][2], "-c", (char *)b.data,
+				      (char *)NULL);
+			else
+				execl(shells[k][0], shells[k][1], "-c", (char *)b.data, (char *)NULL);
+			_exit(127);
+		}
+		ck_assert_int_gt(killer, 0);
+		setpgid(killer, member);
+		ck_assert_int_eq(waitpid(killer, &st, 0), killer);
+		/* the script is over: the member is dead by now, or stopped for good */
+		ck_assert_int_eq(waitpid(member, &st, WUNTRACED), member);
+		if (WIFSTOPPED(st)) {
+			kill(member, SIGKILL);
+			waitpid(member, &st, 0);
+			ck_abort_msg("%s: the kill script left a member of its own group stopped",
+				     shells[k][0]);
+		}
+		ck_assert_msg(WIFSIGNALED(st), "%s: the group member survived", shells[k][0]);
+		asp__buf_free(&b);
+	}
+}
+END_TEST
+
 static char shfs_dir[64];
 
 static void shfs_setup(void)
@@ -907,6 +950,7 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_shfs_sweep_scripts);
 	tcase_add_test(tc, test_prime_frame_in_every_shell);
 	tcase_add_test(tc, test_kill_script_reaches_escaped_in_every_shell);
+	tcase_add_test(tc, test_kill_script_inside_the_group_in_every_shell);
 	suite_add_tcase(s, tc);
 	return s;
 }
