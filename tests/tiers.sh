@@ -181,6 +181,8 @@ group_provision() {
 		"$(engine_run podman "$BUILD") && $(engine_run docker "$SAN_BUILD" "$(san_env provision-docker)")"
 	job provision-docker-podman $W_SAN \
 		"$(engine_run docker "$BUILD") && $(engine_run podman "$SAN_BUILD" "$(san_env provision-podman)")"
+	# mkrootfs.sh's agent profile in a Podman sandbox (takes the Podman lock itself, for up only).
+	job provision-agent-profile $W_WAIT "sh tests/provision/agent-profile.sh"
 }
 
 group_fuzz() {

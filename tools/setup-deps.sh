@@ -12,7 +12,8 @@ python3-paramiko nftables iproute2 valgrind procps util-linux
 podman runc ripgrep clang libclang-rt-dev
 dropbear-bin tinysshd ucspi-tcp busybox dash zsh fish
 docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs catatonit
-gnuplot-nox tmux bsdutils"
+gnuplot-nox tmux bsdutils
+git curl ca-certificates less patch xz-utils bzip2"
 
 # The unprivileged login user of the integration tests' sshd.
 TEST_USER=asp-test

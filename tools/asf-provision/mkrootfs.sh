@@ -1,8 +1,19 @@
 #!/bin/sh
-# mkrootfs.sh DIR - build a minimal offline root filesystem for
-# `asf-provision up --rootfs DIR` from this host's own binaries: OpenSSH's
-# sshd and sftp-server, bash, coreutils and a few tools, plus every shared
-# library they load (found with ldd). No registry, no network.
+# mkrootfs.sh [--profile minimal|agent] DIR - build an offline root
+# filesystem for `asf-provision up --rootfs DIR` from this host's own
+# binaries, plus every shared library they load (found with ldd). No
+# registry, no network.
+#
+# Profiles:
+#   minimal (the default): OpenSSH's sshd and sftp-server, bash, and the
+#           coreutils and text tools a file tool and a short command need.
+#   agent:  minimal, plus whole Debian packages of this host an agent works
+#           with: coreutils (nohup, ...), procps (ps, pkill), util-linux
+#           (setsid), python3, git, tmux, ripgrep, curl with the CA
+#           certificates, less, patch, tar, gzip, xz, bzip2, findutils,
+#           diffutils, and the terminal descriptions (TERM) tmux needs.
+#           Each package must be installed on this host (the script names
+#           the ones that are not).
 #
 # The result holds the sandbox user "agent" (uid/gid 1000), sshd's
 # privilege-separation user "sshd", and the directories asf-provision
@@ -11,7 +22,17 @@
 # copies here only matter when the tree is used some other way.
 set -eu
 
-[ $# -eq 1 ] || { echo "usage: mkrootfs.sh DIR" >&2; exit 2; }
+usage() { echo "usage: mkrootfs.sh [--profile minimal|agent] DIR" >&2; exit 2; }
+profile=minimal
+case ${1-} in
+--profile) [ $# -ge 2 ] || usage; profile=$2; shift 2 ;;
+--profile=*) profile=${1#--profile=}; shift ;;
+esac
+[ $# -eq 1 ] || usage
+case $profile in
+minimal|agent) ;;
+*) echo "mkrootfs.sh: --profile $profile: expected minimal or agent" >&2; exit 2 ;;
+esac
 dir=$1
 [ ! -e "$dir" ] || [ -z "$(ls -A "$dir" 2>/dev/null)" ] || {
 	echo "mkrootfs.sh: $dir exists and is not empty" >&2; exit 1; }
@@ -46,6 +67,53 @@ for lib in "$libdir/libnss_files.so.2" "$libdir/libnss_dns.so.2" "$libdir/libres
 	if [ -e "$lib" ]; then copy "$lib"; fi
 done
 
+# The agent profile: whole packages, as dpkg installed them on this host
+# (documentation, manuals and translations left out), then the libraries
+# their programs and Python's extension modules load.
+AGENT_PACKAGES="coreutils procps util-linux findutils diffutils grep sed tar gzip xz-utils bzip2
+less patch python3 python3-minimal python3.11 python3.11-minimal libpython3.11-minimal
+libpython3.11-stdlib git tmux ripgrep curl ca-certificates ncurses-base"
+if [ "$profile" = agent ]; then
+	missing=
+	for p in $AGENT_PACKAGES; do
+		[ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] ||
+			missing="$missing $p"
+	done
+	[ -z "$missing" ] || {
+		echo "mkrootfs.sh: --profile agent copies packages this host lacks:$missing" >&2
+		echo "mkrootfs.sh: install them first: apt-get install$missing" >&2
+		exit 1; }
+	list=$(mktemp)
+	trap 'rm -f "$list"' EXIT
+	# shellcheck disable=SC2086
+	# The top-level links of a merged /usr (/bin -> usr/bin) are left out:
+	# the files under them land in the tree's own directories.
+	dpkg-query -L $AGENT_PACKAGES |
+		grep -Ev '^/usr/share/(doc|man|info|locale|lintian|bug)(/|$)|^/(bin|sbin|lib|lib32|lib64|libx32)$' |
+		sort -u > "$list"
+	# tar keeps each listed symlink as a link and does not descend into the
+	# listed directories (every file of a package is listed by itself).
+	tar -C / --no-recursion -cf - -T "$list" 2>/dev/null | tar -C "$dir" -xf -
+	# update-ca-certificates' output is no package's file: copy the bundle.
+	mkdir -p "$dir/etc/ssl/certs"
+	cp -L /etc/ssl/certs/ca-certificates.crt "$dir/etc/ssl/certs/"
+	# The C.UTF-8 locale (libc-bin's; tmux will not start without a UTF-8 one).
+	if [ -d /usr/lib/locale/C.utf8 ]; then
+		mkdir -p "$dir/usr/lib/locale"
+		cp -R /usr/lib/locale/C.utf8 "$dir/usr/lib/locale/"
+	fi
+	while read -r f; do
+		case $f in
+		*.so|*.so.*|/usr/bin/*|/bin/*|/usr/sbin/*|/sbin/*|/usr/lib/git-core/*) ;;
+		*) continue ;;
+		esac
+		[ -f "$f" ] && [ ! -L "$f" ] || continue
+		ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }'
+	done < "$list" | sort -u | while read -r lib; do
+		copy "$lib"
+	done
+fi
+
 mkdir -p "$dir/etc" "$dir/etc/asf" "$dir/workspace" "$dir/home/agent" "$dir/run/sshd" \
 	"$dir/tmp" "$dir/var/empty" "$dir/proc" "$dir/sys" "$dir/dev" "$dir/root"
 chmod 1777 "$dir/tmp"
@@ -65,4 +133,4 @@ printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' > "$dir/
 : > "$dir/etc/resolv.conf"
 printf '127.0.0.1 localhost\n::1 localhost\n' > "$dir/etc/hosts"
 chown 1000:1000 "$dir/home/agent" "$dir/workspace"
-echo "mkrootfs.sh: $(du -sh "$dir" | cut -f1) in $dir"
+echo "mkrootfs.sh: $profile profile, $(du -sh "$dir" | cut -f1) in $dir"
