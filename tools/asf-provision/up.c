@@ -16,7 +16,8 @@
  *      start`, the container waiting at a gate file until step 7);
  *   6. --egress allow: the proxy on the network's gateway (egress.c); from
  *      the host, inside the container's network namespace: the egress
- *      ruleset, and no default route (loopback publishing); sshd_config;
+ *      ruleset, and no default route (loopback publishing); docker: the
+ *      workspace remounted nosuid,nodev in its mount namespace; sshd_config;
  *   7. `podman start` (docker: the gate file); the .asp.json; a real
  *      connection through it.
  * --backend kubernetes leaves after step 3 for kube_build (kube.c).
@@ -29,12 +30,15 @@
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -728,7 +732,9 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 			argv_addf(a, "--publish=%s::%d/tcp", c->pub_addr, ASF_SSHD_PORT);
 	}
 	if (engine_docker()) {
-		/* docker's bind mounts take no nosuid/nodev/noexec (no_new_privs still holds). */
+		/* docker's bind mounts take no nosuid/nodev/noexec: the configuration files are
+		 * read-only (and no_new_privs holds); the workspace gets them from
+		 * docker_workspace_nosuid before sshd starts. */
 		argv_addf(a, "--mount=type=bind,src=%s/sshd,dst=" ASF_CTR_ETC ",readonly", c->dir);
 		argv_addf(a, "--mount=type=bind,src=%s/etc/passwd,dst=/etc/passwd,readonly", c->dir);
 		argv_addf(a, "--mount=type=bind,src=%s/etc/group,dst=/etc/group,readonly", c->dir);
@@ -798,6 +804,68 @@ static long container_pid(const char *ctr, asf_err *e)
 	if (pid <= 0)
 		return asf_fail(e, "container %s has no process", ctr);
 	return pid;
+}
+
+/*
+ * docker's bind mounts take no nosuid or nodev (its local volume driver
+ * applies them to a bind only read-only). So, before sshd runs, asf-provision
+ * remounts the container's /workspace with them itself, from the host, in
+ * the container's mount namespace: the flags live and die with the
+ * container, and the host's own mounts are untouched. A forked child does
+ * it (setns into a mount namespace needs a single-threaded caller). Not
+ * root (a member of the docker group): no remount; no_new_privs still makes
+ * a setuid file inert inside, and `up` says so.
+ */
+static int docker_workspace_nosuid(const up_ctx *c, long pid, asf_err *e)
+{
+	unsigned long flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (c->ws_ro ? MS_RDONLY : 0);
+	char ns[64];
+	int fd, p[2], status, err[2] = { 0, 0 };
+	pid_t child;
+
+	if (!engine_docker())
+		return 0;
+	if (geteuid() != 0) {
+		fprintf(stderr, "asf-provision: up %s: not root, so the workspace is not remounted nosuid,nodev "
+			"(a setuid file there is still inert inside: no_new_privs)\n", c->o->name);
+		return 0;
+	}
+	str_fmt(ns, sizeof(ns), "/proc/%ld/ns/mnt", pid);
+	if ((fd = open(ns, O_RDONLY | O_CLOEXEC)) < 0)
+		return asf_fail(e, "cannot open %s: %s", ns, strerror(errno));
+	if (pipe2(p, O_CLOEXEC)) {
+		close(fd);
+		return asf_fail(e, "pipe: %s", strerror(errno));
+	}
+	child = fork();
+	if (child == 0) {
+		/* err[0]: which step failed (1 setns, 2 mount), err[1]: its errno. */
+		if (setns(fd, CLONE_NEWNS))
+			err[0] = 1;
+		else if (mount(NULL, ASF_CTR_WORKSPACE, NULL, flags, NULL))
+			err[0] = 2;
+		err[1] = errno;
+		if (write(p[1], err, sizeof(err)) != (ssize_t)sizeof(err))
+			_exit(3);
+		_exit(err[0]);
+	}
+	close(fd);
+	close(p[1]);
+	if (child < 0) {
+		close(p[0]);
+		return asf_fail(e, "fork: %s", strerror(errno));
+	}
+	if (read(p[0], err, sizeof(err)) != (ssize_t)sizeof(err))
+		err[0] = 3;
+	close(p[0]);
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	if (err[0] == 1)
+		return asf_fail(e, "cannot enter the container's mount namespace (%s): %s", ns, strerror(err[1]));
+	if (err[0])
+		return asf_fail(e, "cannot remount " ASF_CTR_WORKSPACE " nosuid,nodev in the container: %s",
+				err[0] == 2 ? strerror(err[1]) : "the helper process failed");
+	return 0;
 }
 
 /* --egress allow: the gateway of the sandbox's network (the bridge exists once the container is initialised). */
@@ -1313,7 +1381,7 @@ static int build(up_ctx *c, asf_err *e)
 		goto fail;
 	/* Step 6: before sshd runs, so there is no moment with open egress. */
 	if ((c->allow && start_proxy(c, e)) || write_ruleset(c, e) || block_egress(c, pid, e) ||
-	    write_sshd_config(c, e))
+	    docker_workspace_nosuid(c, pid, e) || write_sshd_config(c, e))
 		goto fail;
 	/* Step 7. */
 	if (engine_docker()) {
