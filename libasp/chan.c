@@ -372,8 +372,8 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 	shell_reap(c);
 	if (c->chan.shell)
 		shell_retire(c); /* primed before this call ended: stale */
-	if (!alone || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening || !(ch = c->chan.warm) ||
-	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+	if (!alone || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening ||
+	    !(ch = c->chan.warm) || (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		return;
 	c->chan.warm = NULL;
 	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, ASP_PRIME_BOOT,
