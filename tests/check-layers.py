@@ -22,7 +22,7 @@ prefix, so a tree whose functions do not follow asp__<module>_<verb>
 Exit 0 when the graph has no cycle; else 1, naming each cycle with the
 line that makes each of its edges. --graph prints the edges, --layers the
 modules by layer (a module's layer is one more than the highest of what it
-depends on).
+depends on; the modules of a cycle share one, shown in braces).
 """
 import os
 import re
@@ -347,18 +347,26 @@ def main(argv):
     if show_graph:
         for (a, b), why in sorted(e.items()):
             print('%s -> %s\t%s' % (t.name(a), t.name(b), why))
-    bad = [c for c in sccs(nodes, adj) if len(c) > 1]
-    if show_layers and not bad:
+    comps = sccs(nodes, adj)
+    bad = [c for c in comps if len(c) > 1]
+    if show_layers:
+        # Over the cycles collapsed: a cycle's modules share one layer, shown as {a b}.
+        comp_of = {v: k for k, c in enumerate(comps) for v in c}
         layer = {}
 
-        def lay(v):
-            if v not in layer:
-                layer[v] = 1 + max([lay(w) for w in adj.get(v, ())], default=-1)
-            return layer[v]
-        for v in nodes:
-            lay(v)
-        for k in range(max(layer.values()) + 1):
-            print('layer %d: %s' % (k, ' '.join(sorted(t.name(v) for v in nodes if layer[v] == k))))
+        def lay(k):
+            if k not in layer:
+                layer[k] = 1 + max([lay(comp_of[w]) for v in comps[k] for w in adj.get(v, ())
+                                    if comp_of[w] != k], default=-1)
+            return layer[k]
+        for k in range(len(comps)):
+            lay(k)
+        for d in range(max(layer.values()) + 1):
+            names = []
+            for k in sorted((k for k in layer if layer[k] == d), key=lambda k: comps[k][0]):
+                c = [t.name(v) for v in comps[k]]
+                names.append(c[0] if len(c) == 1 else '{%s}' % ' '.join(c))
+            print('layer %d: %s' % (d, ' '.join(names)))
     for comp in bad:
         cyc = a_cycle(comp, adj)
         print('check-layers: cycle: %s' % ' -> '.join(t.name(v) for v in cyc), file=sys.stderr)
