@@ -31,7 +31,9 @@ import sys
 IDENT = re.compile(r'[A-Za-z_]\w*')
 INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 KEYWORDS = {'if', 'for', 'while', 'switch', 'return', 'sizeof', 'do', 'else', 'case',
-            '_Alignas', '_Static_assert', '__attribute__', 'defined', '_Atomic', 'typeof'}
+            '_Alignas', '_Static_assert', '__attribute__', 'defined', '_Atomic', 'typeof',
+            'void', 'char', 'short', 'int', 'long', 'unsigned', 'signed', 'float', 'double',
+            'const', 'volatile', 'struct', 'union', 'enum'}
 
 
 def strip(text):
@@ -120,7 +122,6 @@ def scan(code):
         if c == '=' and depth == 0:
             pend = None  # an initializer follows: what it names is referenced
             i += 1
-            j = i
             # up to the statement's end, as references
             k = i
             d = 0
@@ -130,7 +131,7 @@ def scan(code):
                 elif code[k] in ')}]':
                     d -= 1
                 k += 1
-            for m in IDENT.finditer(code, j, k):
+            for m in IDENT.finditer(code, i, k):
                 refs.append((m.group(0), line + code.count('\n', i, m.start())))
             line += code.count('\n', i, k)
             i = k
