@@ -24,6 +24,7 @@
  */
 #include "bulk.h"
 #include "exec.h"
+#include "route.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -227,11 +228,11 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 	int rc, sized;
 
 	/*
-	 * When a read goes to the warm exec channel (asp__exec_reads_faster:
+	 * When a read goes to the warm exec channel (asp__route_reads_faster:
 	 * the same 4 MiB in flight as one SFTP connection), it goes whole.
 	 * Parts over several connections are for SFTP.
 	 */
-	if (limit < BULK_MIN || asp__exec_reads_faster(c) || (rc = sftp_ready(c, bc, err)) == 0)
+	if (limit < BULK_MIN || asp__route_reads_faster(c) || (rc = sftp_ready(c, bc, err)) == 0)
 		return asp__fs_read(c, path, offset, limit, cap, out, err);
 	if (rc < 0)
 		return rc;

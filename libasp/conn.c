@@ -4,6 +4,7 @@
  * keepalive, idle checks and close. The session helpers it drives (waiting,
  * the error map, libssh2's callbacks) are in session.c.
  */
+#include "conn.h"
 #include "errtext.h"
 #include "ssh.h"
 
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "cancel.h"
+#include "chan.h"
 #include "kexinit.h"
 #include "quote.h"
 #include "sftp.h"
@@ -235,12 +237,9 @@ static int verify_host_key(asp_conn *c, const asp_conn_params *p, asp_error *err
 	return 0;
 }
 
-void asp__conn_rtt_sample(asp_conn *c, uint64_t ms)
+int asp__conn_global_init(asp_error *err)
 {
-	if (ms > UINT_MAX)
-		ms = UINT_MAX;
-	if (!c->rtt_samples++ || ms < c->rtt_ms)
-		c->rtt_ms = (unsigned int)ms;
+	return asp__ssh_global_init(err);
 }
 
 static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadline, int cancel_fd,
@@ -274,7 +273,7 @@ static int auth_publickey(asp_conn *c, const asp_conn_params *p, uint64_t deadli
 			if (++flights == 1)
 				flight1 = asp__now_ms();
 			else if (flights == 2)
-				asp__conn_rtt_sample(c, asp__now_ms() - flight1);
+				asp__ssh_rtt_sample(c, asp__now_ms() - flight1);
 			if (flights == 2) {
 				asp__chan_warm_start(c);
 				c->sent_this_call = 0;

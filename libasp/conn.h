@@ -32,8 +32,8 @@ typedef struct asp_conn_params {
 	_Atomic int *no_sftp;
 } asp_conn_params;
 
-/* Process-wide libssh2 initialisation, once, thread-safe. */
-int asp__ssh_global_init(asp_error *err);
+/* Process-wide libssh2 initialisation, once, thread-safe (asp__ssh_global_init). */
+int asp__conn_global_init(asp_error *err);
 
 /*
  * Connect, handshake, verify the host key (before any credential is sent),

@@ -17,9 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "quote.h"
-#include "sftp.h"
 #include "ssh.h"
+
+#include "chan.h"
+#include "quote.h"
+#include "route.h"
 
 /* ------------------------------------------------------------ capture */
 
@@ -155,17 +157,10 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define IO_BUF 65536
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
-#define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__exec_files_faster */
-#define ASP_EXEC_FILES_WRITE_MAX 65536u
-#define ASP_PRIME_PAUSE_MS 100u      /* see asp__chan_call_begin */
 #define ASP_PRIME_SCRIPT_MAX 2048u   /* a primed shell reads its script a byte at a time */
-#ifndef ASP_INLINE_STDIN_RTT_MS
-#define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
-#endif
 
 /* What asp__exec_stats reports (tests and bench). */
-static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline,
-	stat_rtt, stat_primed, stat_primed_used, stat_primed_closed, stat_primed_unused, stat_side_kills;
+static _Atomic unsigned long stat_inline, stat_side_kills;
 
 typedef struct run {
 	asp_conn *c;
@@ -204,8 +199,6 @@ typedef struct run {
 } run;
 
 static void start_kill(run *x, int timed_out);
-static LIBSSH2_CHANNEL *kill_open_step(asp_conn *c, int *begun, int *failed);
-static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch);
 
 /* stdin_fd is used only when asked for, so a zeroed struct never reads fd 0. */
 static int streams_fd(const asp_exec_options *o)
@@ -456,7 +449,7 @@ static void kill_step(run *x)
 	}
 	if (x->kill_state == 1) {
 		int failed;
-		if (!(x->kch = kill_open_step(x->c, &x->kill_begun, &failed))) {
+		if (!(x->kch = asp__chan_kill_open_step(x->c, &x->kill_begun, &failed))) {
 			if (failed) {
 				x->kill_state = 4;
 				if (!x->c->dead)
@@ -593,550 +586,24 @@ static int drive(run *x, asp_error *err)
 	}
 }
 
-static int close_channel(asp_conn *c, LIBSSH2_CHANNEL *ch, asp_error *err)
-{
-	int rc;
-
-	while ((rc = libssh2_channel_close(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
-			return rc;
-	if (rc)
-		return asp__ssh_error(c, rc, err, "closing the command channel");
-	while ((rc = libssh2_channel_wait_closed(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
-			return rc;
-	return rc ? asp__ssh_error(c, rc, err, "closing the command channel") : 0;
-}
-
-static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
-{
-	uint64_t deadline = asp__now_ms() + 1000;
-
-	if (!ch)
-		return;
-	if (c->dead) {
-		/* Nothing can be sent: libssh2 frees locally when the socket is gone. */
-		libssh2_channel_free(ch);
-		return;
-	}
-	while (libssh2_channel_free(ch) == LIBSSH2_ERROR_EAGAIN)
-		if (asp__ssh_wait(c, deadline, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
-			break;
-}
-
-/* ------------------------------------------------------------ channels */
-
-/*
- * Every session channel a command uses (its own, the kill channel, helper
- * scripts, file calls over exec) comes from here, so that the warm channel
- * serves them all and libssh2's single channel-open state is never used by
- * two opens at once.
- *
- * The warm channel: right after a command's exec request goes out, the
- * CHANNEL_OPEN for the next command's channel follows in the same flight;
- * its confirmation comes back with the command's answer and is taken before
- * the call returns. The next call sends its exec request at once: one round
- * trip instead of two. It holds one of the server's sessions (OpenSSH
- * MaxSessions) while idle; a server that refuses it gets no more warm
- * channels on that connection. A warm channel the server closed (Dropbear
- * does; OpenSSH 9.2's ChannelTimeout never expires a channel with no
- * request) is noticed before use, or, when the close crosses the request,
- * by the server's answer: a request the server did not acknowledge started
- * nothing and goes once more on a new channel.
- */
-
-static _Atomic int force_inline;
-
-void asp__exec_force_inline(int on)
-{
-	force_inline = on;
-}
-
-static _Atomic int force_files;
-
-void asp__exec_force_files(int on)
-{
-	force_files = on;
-}
-
-/*
- * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): an atomic
- * 4 KiB write costs 2 round trips over SFTP (LSTAT+OPEN, then the rest)
- * and 1 plus the processes it starts in the sandbox as one shell command
- * (its data inside the request); stat 1 either way, so it stays on SFTP.
- * On loopback the shell's start in the sandbox (a few ms) makes SFTP far
- * faster. So with file_transport auto, atomic writes of at most
- * ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the connection's round
- * trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more,
- * unless the login shell was found unable to run the wrapper (c->shell_bad):
- * SFTP needs no shell of ours, so fs.c sends the call there instead.
- */
-static int exec_route_open(const asp_conn *c)
-{
-	return c->files_want == ASP_FILES_AUTO && !c->dead && !c->shell_bad;
-}
-
-int asp__exec_files_faster(const asp_conn *c, size_t write_len)
-{
-	if (!exec_route_open(c) || write_len > ASP_EXEC_FILES_WRITE_MAX)
-		return 0;
-	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
-}
-
-/*
- * A read over SFTP costs one round trip once the connection can guess the
- * handle its OPEN will get (asp__sftp_guess: the READs go out behind the
- * OPEN), and starts no process in the sandbox; as a shell command it costs
- * one round trip plus the shell's processes (3 to 5 of them: 13 to 21 ms
- * on a slow virtual machine). So reads stay on SFTP, opening it first when
- * the connection has not yet, and take the exec route only on a long round
- * trip when SFTP cannot guess (two misses in a row, or a handle of ours
- * still open).
- */
-int asp__exec_reads_faster(const asp_conn *c)
-{
-	const unsigned char *g;
-
-	if (!exec_route_open(c))
-		return 0;
-	if (force_files)
-		return 1;
-	return c->rtt_ms >= ASP_EXEC_FILES_RTT_MS && c->file_transport == ASP_FILES_SFTP &&
-	       !asp__sftp_guess(c, &g);
-}
-
-int asp__exec_shell_refused(const asp_conn *c, int rc)
-{
-	return rc == ASP_EPROTO && c->shell_bad && !c->dead;
-}
+/* ------------------------------------------------------------ stats */
 
 void asp__exec_stats(asp_exec_stats *out)
 {
-	out->opens = stat_opens;
-	out->warm_used = stat_warm_used;
-	out->warm_closed = stat_warm_closed;
-	out->resent = stat_resent;
+	asp_chan_stats ch;
+
+	asp__chan_stats(&ch);
+	out->opens = ch.opens;
+	out->warm_used = ch.warm_used;
+	out->warm_closed = ch.warm_closed;
+	out->resent = ch.resent;
 	out->stdin_inline = stat_inline;
-	out->rtt_samples = stat_rtt;
-	out->primed = stat_primed;
-	out->primed_used = stat_primed_used;
-	out->primed_closed = stat_primed_closed;
-	out->primed_unused = stat_primed_unused;
+	out->rtt_samples = ch.rtt_samples;
+	out->primed = ch.primed;
+	out->primed_used = ch.primed_used;
+	out->primed_closed = ch.primed_closed;
+	out->primed_unused = ch.primed_unused;
 	out->side_kills = stat_side_kills;
-}
-
-static LIBSSH2_CHANNEL *open_step(asp_conn *c)
-{
-	return libssh2_channel_open_ex(c->session, "session", 7, ASP_EXEC_WINDOW, ASP_PACKET_SIZE,
-				       NULL, 0);
-}
-
-/* Take the warm channel's confirmation if it came; never waits. */
-static void warm_poll(asp_conn *c)
-{
-	LIBSSH2_CHANNEL *ch;
-	int rc;
-
-	if (!c->warm_opening)
-		return;
-	if ((ch = open_step(c))) {
-		c->warm = ch;
-		c->warm_opening = 0;
-		asp__conn_rtt_sample(c, asp__now_ms() - c->warm_sent_ms);
-		stat_rtt++;
-		return;
-	}
-	if ((rc = libssh2_session_last_errno(c->session)) == LIBSSH2_ERROR_EAGAIN)
-		return;
-	/*
-	 * Refused (the server's session limit) or the link failed: the next call
-	 * will see which. A primed shell holds a session: then the shells stop.
-	 */
-	c->warm_opening = 0;
-	if (c->shell || c->spent)
-		c->shell_off = 1;
-	else
-		c->warm_off = 1;
-	if (asp__ssh_is_transport_error(rc))
-		c->dead = 1;
-}
-
-void asp__chan_warm_start(asp_conn *c)
-{
-	/* Only behind a packet that went out whole: libssh2 sends one packet at a time. */
-	if (c->warm || c->warm_opening || c->warm_off || c->dead ||
-	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
-		return;
-	c->warm_opening = 1;
-	c->warm_sent_ms = asp__now_ms();
-	stat_opens++;
-	warm_poll(c);
-}
-
-int asp__chan_settle(asp_conn *c, asp_error *err)
-{
-	int rc;
-
-	for (;;) {
-		warm_poll(c);
-		if (!c->warm_opening)
-			return 0;
-		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
-			return rc;
-	}
-}
-
-/*
- * ch, kept ready, unless the server has closed it meanwhile (a zero-byte
- * read takes in what arrived while it waited): then NULL, ch is freed, and
- * *lost counts it (two in a row set *off). The caller counts which.
- */
-static LIBSSH2_CHANNEL *still_open(asp_conn *c, LIBSSH2_CHANNEL *ch, int *lost, int *off)
-{
-	char b;
-
-	libssh2_channel_read_ex(ch, 0, &b, 0);
-	if (!libssh2_channel_eof(ch) && !c->dead) {
-		*lost = 0;
-		return ch;
-	}
-	if (++*lost >= 2)
-		*off = 1;
-	free_channel(c, ch);
-	return NULL;
-}
-
-/*
- * The warm channel, unless the server has closed it meanwhile (Dropbear
- * closes a session channel with no request once another one's command
- * ends). NULL when there is none.
- */
-static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
-{
-	LIBSSH2_CHANNEL *ch = c->warm;
-
-	c->warm = NULL;
-	if (!ch)
-		return NULL;
-	if (!(ch = still_open(c, ch, &c->warm_lost, &c->warm_off)))
-		stat_warm_closed++;
-	return ch;
-}
-
-/*
- * A server at its session limit refuses the open. OpenSSH frees a closed
- * channel's session only after it has handled the packets that came with
- * the close, so an open that follows a close closely can be refused for a
- * slot that is free a moment later: try again a few times, a little later.
- */
-static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
-{
-	static const unsigned int later_ms[] = { 2, 10, 50 };
-	unsigned int refused = 0;
-	int rc;
-
-	stat_opens++;
-	while (!(*out = open_step(c))) {
-		rc = libssh2_session_last_errno(c->session);
-		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->spent) {
-			/* A shell told to end still holds its session: wait for its close. */
-			free_channel(c, c->spent);
-			c->spent = NULL;
-			stat_opens++;
-			continue;
-		}
-		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead &&
-		    refused < sizeof(later_ms) / sizeof(later_ms[0])) {
-			uint64_t until = asp__now_ms() + later_ms[refused++];
-			while (asp__now_ms() < until)
-				if ((rc = asp__ssh_wait(c, until, -1, NULL, 0, ASP_WAIT_PATIENT, err)) &&
-				    rc != ASP_ETIMEOUT)
-					return rc;
-			stat_opens++;
-			continue;
-		}
-		if (rc != LIBSSH2_ERROR_EAGAIN)
-			return asp__ssh_error(c, rc, err, "opening a channel");
-		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
-			return rc;
-	}
-	return 0;
-}
-
-/* A channel for a command: the warm one when it is still open, else a new one. */
-static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err)
-{
-	int rc;
-
-	*warm = 0;
-	if (c->dead)
-		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
-	if ((rc = asp__chan_settle(c, err)))
-		return rc;
-	if ((*out = warm_take(c))) {
-		*warm = 1;
-		stat_warm_used++;
-		return 0;
-	}
-	if (c->dead)
-		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
-	return open_channel(c, out, err);
-}
-
-/*
- * The primed shell. A command on the warm channel still waits for the
- * sandbox to start it: sshd forks, the login shell starts and reads its
- * startup files, the wrapper runs (9 to 11 ms on the benchmark's virtual
- * machine, 0.2 round trips at 50 ms). A caller that pauses between calls
- * (an agent: the model thinks between tool calls) can have that done
- * during the pause. When a call that came after a pause ends and no other
- * call of the handle runs, the warm channel gets its exec request at once,
- * ASP_PRIME_BOOT: the login shell starts and waits for a script on stdin
- * (quote.h), and a new warm channel is opened behind it. The next command
- * sends its wrapper, framed, as data: one round trip and what the command
- * itself costs.
- *
- * What a shell started after the previous call ended sees is what a shell
- * started at the next call would see, unless a call ended in between: a
- * call that ends makes every primed shell of the handle stale (the call
- * may have changed a startup file, ~/.ssh/environment, the login shell),
- * and a stale one is told to end, never used. So one call after another
- * from one caller runs on shells that saw everything before them; calls
- * made in a burst (no pause) do not prime at all, and run on the warm
- * channel as before.
- *
- * Never twice: a primed shell found closed (ChannelTimeout, a kill in the
- * sandbox) before any byte of the script was sent ran nothing, and the
- * command goes the usual way. Once bytes were sent, an end without the
- * wrapper's marker is reported as a lost channel, as for any command
- * (no_marker). Two shells in a row found closed stop the priming on that
- * connection (sshd's ChannelTimeout closes a quiet session channel once
- * it runs something).
- */
-
-/* Take the primed shell's answer if it came; never waits. */
-static void shell_poll(asp_conn *c)
-{
-	int rc;
-
-	if (!c->shell || c->shell_ready)
-		return;
-	rc = libssh2_channel_process_startup(c->shell, "exec", 4, ASP_PRIME_BOOT,
-					     sizeof(ASP_PRIME_BOOT) - 1);
-	if (!rc) {
-		c->shell_ready = 1;
-		return;
-	}
-	if (rc == LIBSSH2_ERROR_EAGAIN && !libssh2_channel_eof(c->shell))
-		return;
-	/* Refused, closed before answering, or the link failed. */
-	if (asp__ssh_is_transport_error(rc))
-		c->dead = 1;
-	c->shell_off = 1;
-	free_channel(c, c->shell);
-	c->shell = NULL;
-}
-
-/* A shell told to end closes soon after: free it once it has. */
-static void shell_reap(asp_conn *c)
-{
-	char b;
-
-	if (!c->spent)
-		return;
-	libssh2_channel_read_ex(c->spent, 0, &b, 0);
-	if (libssh2_channel_eof(c->spent) || c->dead) {
-		free_channel(c, c->spent);
-		c->spent = NULL;
-	}
-}
-
-/* Tell the primed shell to end: EOF on its stdin, before its script's "." line, runs nothing. */
-static void shell_retire(asp_conn *c)
-{
-	LIBSSH2_CHANNEL *ch = c->shell;
-	int rc;
-
-	c->shell = NULL;
-	stat_primed_unused++;
-	if (c->spent) {
-		free_channel(c, c->spent);
-		c->spent = NULL;
-	}
-	while ((rc = libssh2_channel_send_eof(ch)) == LIBSSH2_ERROR_EAGAIN)
-		if (asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
-			break;
-	if (rc && !c->dead) {
-		free_channel(c, ch);
-		return;
-	}
-	c->spent = ch;
-}
-
-/*
- * The primed shell for the current call: ready, primed since the last call
- * of the handle ended, still open. NULL otherwise (a stale or unanswered
- * one stays, told to end when the call ends).
- */
-static LIBSSH2_CHANNEL *shell_take(asp_conn *c)
-{
-	LIBSSH2_CHANNEL *ch;
-
-	shell_poll(c);
-	if (!(ch = c->shell) || !c->shell_ready || c->shell_gen != c->call_gen)
-		return NULL;
-	c->shell = NULL;
-	if ((ch = still_open(c, ch, &c->shell_lost, &c->shell_off)))
-		stat_primed_used++;
-	else
-		stat_primed_closed++;
-	return ch;
-}
-
-static _Atomic unsigned int prime_pause_ms = ASP_PRIME_PAUSE_MS;
-
-void asp__exec_prime_pause(unsigned int ms)
-{
-	prime_pause_ms = ms ? ms : ASP_PRIME_PAUSE_MS;
-}
-
-void asp__chan_call_begin(asp_conn *c, uint64_t gen)
-{
-	/* A pause: longer than a shell needs to be ready (a round trip and its start). */
-	c->call_gen = gen;
-	c->paused = c->last_end_ms &&
-		    asp__now_ms() - c->last_end_ms >= (uint64_t)c->rtt_ms + prime_pause_ms;
-}
-
-void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
-{
-	LIBSSH2_CHANNEL *ch;
-	int rc;
-
-	c->last_end_ms = asp__now_ms();
-	if (c->dead)
-		return;
-	shell_reap(c);
-	if (c->shell)
-		shell_retire(c); /* primed before this call ended: stale */
-	if (!alone || !c->paused || c->shell_off || c->shell_bad || c->warm_opening || !(ch = c->warm) ||
-	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
-		return;
-	c->warm = NULL;
-	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, ASP_PRIME_BOOT,
-						     sizeof(ASP_PRIME_BOOT) - 1)) == LIBSSH2_ERROR_EAGAIN &&
-	       (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
-		/* Sent in part: libssh2 must finish this packet before any other. */
-		if (asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
-			break;
-	if ((rc && rc != LIBSSH2_ERROR_EAGAIN) || c->dead) {
-		c->shell_off = 1;
-		free_channel(c, ch);
-		return;
-	}
-	c->shell = ch;
-	c->shell_ready = !rc;
-	c->shell_gen = gen;
-	stat_primed++;
-	asp__chan_warm_start(c);
-}
-
-/* The server answered neither yes nor no: it closed the channel instead (nothing ran). */
-#define NOT_ANSWERED 1
-#define REFUSED 2
-
-/*
- * Send the exec request and wait for the server's answer; the next warm
- * channel's CHANNEL_OPEN follows the request. *sent becomes 1 once bytes of
- * the request may have reached the server. 0 when the server acknowledged
- * it (the command runs), REFUSED or NOT_ANSWERED when it started nothing,
- * else an ASP_E* code.
- */
-static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, int *sent,
-			asp_error *err)
-{
-	uint64_t tx = c->tx_bytes;
-	int rc;
-
-	for (;;) {
-		rc = libssh2_channel_process_startup(ch, "exec", 4, (const char *)script->data,
-						     (unsigned int)script->len);
-		if (c->tx_bytes != tx)
-			*sent = 1;
-		if (rc != LIBSSH2_ERROR_EAGAIN)
-			break;
-		/*
-		 * libssh2 returns the answer as soon as it is read, so a close
-		 * already seen came before any answer: the request was not acted on.
-		 */
-		if (libssh2_channel_eof(ch))
-			return NOT_ANSWERED;
-		asp__chan_warm_start(c);
-		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
-			return rc;
-	}
-	if (rc == LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED)
-		return REFUSED;
-	if (rc)
-		return asp__ssh_error(c, rc, err, "starting the command");
-	asp__chan_warm_start(c); /* when the answer came at once: the command runs meanwhile */
-	return 0;
-}
-
-/*
- * Take a channel and start `script` on it. A warm channel that the server
- * closed, or that refused or went unanswered, started nothing: the request
- * goes once more on a new channel. *started becomes 1 once the request may
- * have been acted on: from then on a failure is never retried.
- */
-static int chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, int *started,
-		      asp_error *err)
-{
-	int attempt, warm = 0, sent, rc = 0;
-
-	*out = NULL;
-	for (attempt = 0; attempt < 2; attempt++) {
-		sent = 0;
-		if ((rc = chan_take(c, out, &warm, err)))
-			return rc;
-		rc = request_exec(c, *out, script, &sent, err);
-		if (rc != REFUSED && rc != NOT_ANSWERED) {
-			*started = sent;
-			return rc;
-		}
-		free_channel(c, *out);
-		*out = NULL;
-		if (!warm)
-			break;
-		stat_resent++;
-	}
-	if (rc == REFUSED)
-		return asp__error(err, ASP_EACCES, "%s: the server refused to run commands", c->where);
-	return asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel before "
-			  "answering its exec request; the command did not start", c->where);
-}
-
-/* The kill channel, one step at a time: the warm channel when there is one. */
-static LIBSSH2_CHANNEL *kill_open_step(asp_conn *c, int *begun, int *failed)
-{
-	LIBSSH2_CHANNEL *ch;
-	int rc;
-
-	*failed = 0;
-	warm_poll(c);
-	if (c->warm_opening)
-		return NULL;
-	if (!*begun && (ch = warm_take(c)))
-		return ch;
-	if (!*begun) {
-		*begun = 1;
-		stat_opens++;
-	}
-	if ((ch = open_step(c)))
-		return ch;
-	if ((rc = libssh2_session_last_errno(c->session)) != LIBSSH2_ERROR_EAGAIN)
-		*failed = 1;
-	return NULL;
 }
 
 /*
@@ -1177,7 +644,7 @@ static int no_marker(run *x, asp_error *err)
 {
 	int rc, silent = !x->pre.len && !x->r->out[1].total;
 
-	if ((rc = close_channel(x->c, x->ch, err)) || (rc = exit_status(x, err)))
+	if ((rc = asp__chan_close(x->c, x->ch, err)) || (rc = exit_status(x, err)))
 		return rc;
 	if (silent && !x->r->signal && !x->r->exit_code)
 		return asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel "
@@ -1227,7 +694,7 @@ static int check_cut(run *x, asp_error *err)
  * round trip more. Small stdin can ride in the request instead, as the
  * command's stdin through a pipe from printf (the command then runs in a
  * subshell, which costs a fork in the sandbox): done when the connection's
- * round trip is longer than that (ASP_INLINE_STDIN_RTT_MS), for stdin_data
+ * round trip is longer than that (asp__route_stdin_inline), for stdin_data
  * of at most ASP_INLINE_STDIN_MAX bytes without a NUL byte and with no
  * stdin_fd to follow it. *out is the command to run, or empty.
  */
@@ -1238,7 +705,7 @@ static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *comm
 	int rc;
 
 	if (!o->stdin_data || !o->stdin_len || o->stdin_len > ASP_INLINE_STDIN_MAX || streams_fd(o) ||
-	    (c->rtt_ms < ASP_INLINE_STDIN_RTT_MS && !force_inline) ||
+	    !asp__route_stdin_inline(c) ||
 	    memchr(o->stdin_data, 0, o->stdin_len))
 		return 0;
 	if (!(text = asp__malloc(o->stdin_len + 1)))
@@ -1307,17 +774,17 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
 	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
 	    (streams_fd(o) && !(x.fdbuf = asp__malloc(IO_BUF))) ||
-	    (c->shell && script.len < ASP_PRIME_SCRIPT_MAX - 16 &&
+	    (c->chan.shell && script.len < ASP_PRIME_SCRIPT_MAX - 16 &&
 	     asp__prime_frame(&x.frame, (char *)script.data, script.len))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto out;
 	}
 	x.started = started;
-	if (!x.frame.len || !(x.ch = shell_take(c))) {
+	if (!x.frame.len || !(x.ch = asp__chan_shell_take(c))) {
 		asp__buf_free(&x.frame);
 		x.stdin_inline = inl.len > 0;
 		stat_inline += x.stdin_inline;
-		if ((rc = chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
+		if ((rc = asp__chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
 			goto out;
 	}
 	/* Started: from here the command's own timeout and cancel rule, not the call's deadline. */
@@ -1337,7 +804,7 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 		rc = no_marker(&x, err);
 		goto out;
 	}
-	if ((rc = close_channel(c, x.ch, err)) || (rc = exit_status(&x, err)))
+	if ((rc = asp__chan_close(c, x.ch, err)) || (rc = exit_status(&x, err)))
 		goto out;
 	if (!x.end_seen && !x.kill_wanted && !x.r->signal && !x.r->exit_code &&
 	    (rc = check_cut(&x, err)))
@@ -1367,8 +834,8 @@ out:
 		if (err)
 			err->code = rc;
 	}
-	free_channel(c, x.kch);
-	free_channel(c, x.ch);
+	asp__chan_free(c, x.kch);
+	asp__chan_free(c, x.ch);
 	if (x.kill_begun && !x.kch)
 		c->dead = 1; /* its open is still out: libssh2 cannot open another channel on this session */
 	if (!c->dead)
@@ -1404,7 +871,7 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 
 	if (asp__buf_puts(&s, script))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	if ((rc = chan_start(c, &s, &ch, &started, err)))
+	if ((rc = asp__chan_start(c, &s, &ch, &started, err)))
 		goto out;
 	while (!libssh2_channel_eof(ch)) {
 		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf)), m;
@@ -1425,11 +892,11 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 		    (rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			goto out;
 	}
-	if ((rc = close_channel(c, ch, err)))
+	if ((rc = asp__chan_close(c, ch, err)))
 		goto out;
 	*status = libssh2_channel_get_exit_status(ch);
 out:
-	free_channel(c, ch);
+	asp__chan_free(c, ch);
 	if (!c->dead)
 		asp__chan_settle(c, NULL);
 	asp__buf_free(&s);

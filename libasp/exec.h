@@ -6,6 +6,7 @@
 
 #include "cancel.h"
 #include "conn.h"
+#include "route.h"
 
 /* SIGTERM, then SIGKILL after this long, when asp_exec_options.kill_grace_ms is 0 (docs/api.md). */
 #define ASP_KILL_GRACE_DEFAULT_MS 2000u
@@ -19,18 +20,15 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		  const asp_exec_options *o, int *started, asp_error *err);
 
 /*
- * Process-wide counts, read by the tests: session channels opened for
- * commands (warm ones included), commands started on a warm channel, warm
- * channels found closed by the server before use, requests sent once more
- * on a new channel because a warm one closed under them, commands whose
- * stdin went inside the exec request, and warm channel confirmations taken
- * as round-trip samples.
+ * Process-wide counts, read by the tests: those of the channels (chan.h:
+ * asp_chan_stats, the same names), commands whose stdin went inside the
+ * exec request, and kills sent on a connection of their own.
  */
 typedef struct asp_exec_stats {
 	unsigned long opens, warm_used, warm_closed, resent;
 	unsigned long stdin_inline; /* commands whose stdin_data rode in the exec request */
 	unsigned long rtt_samples;  /* warm channel confirmations taken as round-trip samples */
-	/* primed shells (exec.c): started, used by a command, found closed before use, told to end unused */
+	/* primed shells (chan.c): started, used by a command, found closed before use, told to end unused */
 	unsigned long primed, primed_used, primed_closed, primed_unused;
 	unsigned long side_kills;   /* kills sent on a connection of their own (kill_elsewhere) */
 } asp_exec_stats;
@@ -38,43 +36,12 @@ typedef struct asp_exec_stats {
 void asp__exec_stats(asp_exec_stats *out);
 
 /*
- * A call of the handle begins on c (gen: how many of the handle's calls had
- * ended when it began), and ends (gen: that count with it; alone: no other
- * call of the handle runs). When the call came after a pause and ran
- * alone, its end primes a shell for the next command on c (exec.c).
+ * The file routes' earlier names (route.h), for the callers in fs.c and
+ * shfs.c; new code calls asp__route_* itself.
  */
-void asp__chan_call_begin(asp_conn *c, uint64_t gen);
-void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone);
-
-/* Tests only: what counts as a pause before a call, in ms past the round trip (0: the default). */
-void asp__exec_prime_pause(unsigned int ms);
-
-/* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
-void asp__exec_force_inline(int on);
-
-/*
- * 1 when an atomic write of write_len bytes is faster as a shell command on
- * the warm channel than over SFTP on c: the file transport is auto and the
- * round trip is long (see exec.c).
- */
-int asp__exec_files_faster(const asp_conn *c, size_t write_len);
-
-/*
- * 1 when a read is faster as a shell command than over SFTP on c: only on
- * a long round trip when SFTP cannot make it one round trip (see exec.c).
- */
-int asp__exec_reads_faster(const asp_conn *c);
-
-/*
- * 1 when rc is a command's failure because the login shell cannot run the
- * command wrapper (fish, csh): none of the command ran, the connection
- * lives, and asp__exec_files_faster says 0 from then on. A small read or
- * write taken as a shell command for speed then goes over SFTP (fs.c).
- */
-int asp__exec_shell_refused(const asp_conn *c, int rc);
-
-/* Tests only: take that route whatever the round trip (1) or not (0). */
-void asp__exec_force_files(int on);
+#define asp__exec_files_faster asp__route_files_faster
+#define asp__exec_reads_faster asp__route_reads_faster
+#define asp__exec_shell_refused asp__route_shell_refused
 
 /*
  * Tests only: fn (or NULL) is called between the reads of a channel's two

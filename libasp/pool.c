@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "exec.h"
+#include "cancel.h"
 
 struct asp_pool {
 	pthread_mutex_t mu;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bulk.h"
+#include "chan.h"
 #include "common.h"
 #include "config.h"
 #include "conn.h"
@@ -35,7 +36,7 @@ struct asp_sandbox {
 	asp_conn_params params;
 	_Atomic int no_sftp;         /* params.no_sftp points here */
 	_Atomic uint64_t calls_ended; /* calls that have ended, and calls running (with_conn): */
-	_Atomic unsigned int calls_running; /* whether a primed shell is still fresh (exec.c) */
+	_Atomic unsigned int calls_running; /* whether a primed shell is still fresh (chan.c) */
 	asp_pool *pool;
 	unsigned int max_connections;
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
@@ -190,7 +191,7 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	if (o.file_transport > ASP_FILES_EXEC)
 		return asp__error(err, ASP_EINVAL, "asp_open_options.file_transport %u is not an "
 				  "asp_file_transport value (0 auto, 1 sftp, 2 exec)", o.file_transport);
-	if ((rc = asp__ssh_global_init(err)))
+	if ((rc = asp__conn_global_init(err)))
 		return rc;
 	if (!(sb = asp__calloc(1, sizeof(*sb))))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
@@ -439,7 +440,7 @@ int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_o
 	return explain_timeout(&cl, rc, err);
 }
 
-/* A call on c ended: counted before a shell is primed for the next one (exec.c). */
+/* A call on c ended: counted before a shell is primed for the next one (chan.c). */
 static void call_end(asp_sandbox *sb, asp_conn *c)
 {
 	uint64_t gen = atomic_fetch_add(&sb->calls_ended, 1) + 1;

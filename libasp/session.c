@@ -9,6 +9,7 @@
 #include "kexinit.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <string.h>
@@ -414,4 +415,12 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	for (i = 0; i < nextra && i + 1 + (cancel_fd >= 0) < n; i++)
 		extra[i].revents = pfd[i + 1 + (cancel_fd >= 0)].revents;
 	return 0;
+}
+
+void asp__ssh_rtt_sample(asp_conn *c, uint64_t ms)
+{
+	if (ms > UINT_MAX)
+		ms = UINT_MAX;
+	if (!c->rtt_samples++ || ms < c->rtt_ms)
+		c->rtt_ms = (unsigned int)ms;
 }

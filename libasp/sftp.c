@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "chan.h"
 #include "ssh.h"
 
 #define SFTP_MAX_PACKET (1024u * 1024u) /* larger replies are a protocol violation */

@@ -10,7 +10,9 @@
 
 #include <stdint.h>
 
-#include "conn.h"
+#include "common.h"
+
+typedef struct asp_conn asp_conn; /* ssh.h */
 
 enum {
 	SSH_FXP_INIT = 1, SSH_FXP_VERSION = 2, SSH_FXP_OPEN = 3, SSH_FXP_CLOSE = 4,

@@ -1,8 +1,9 @@
 /*
- * ssh.h - the SSH layer's shared internals (session.c, conn.c, sftp.c,
- * exec.c): the connection structure, the session helpers of session.c
- * (creating a session, waiting on it with deadlines, the single libssh2 ->
- * asp error map). Only these four files include libssh2.h.
+ * ssh.h - the SSH layer's shared internals (session.c, chan.c, conn.c,
+ * sftp.c, exec.c): the connection structure, the session helpers of
+ * session.c (creating a session, waiting on it with deadlines, the single
+ * libssh2 -> asp error map, the round trip). Only these files include
+ * libssh2.h. It sits below conn.h: conn.c includes it, not the reverse.
  */
 #ifndef ASP_SSH_H
 #define ASP_SSH_H
@@ -12,8 +13,11 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "conn.h"
+#include "common.h"
 #include "pin.h"
+
+typedef struct asp_conn asp_conn;    /* also in conn.h (the API above the SSH layer) */
+struct asp_conn_params;              /* conn.h */
 
 /* Receive windows: large ones keep bulk transfers from stalling on round trips. */
 #define ASP_SFTP_WINDOW (16u * 1024 * 1024)
@@ -50,6 +54,36 @@ typedef struct asp_sftp_state {
 	uint8_t guess_missed;
 } asp_sftp_state;
 
+/*
+ * The channels a connection keeps ready for commands (chan.c).
+ *
+ * The warm channel: a session channel opened ahead of the next command, so
+ * that a call costs one round trip (the exec request). While warm_opening,
+ * libssh2's one channel-open state is taken: every other channel open on
+ * this session must go through asp__chan_settle first.
+ *
+ * The primed shell: when a call came after a pause, the warm channel gets
+ * its exec request as that call ends, and the login shell waits there for
+ * the next command's script on stdin.
+ */
+typedef struct asp_chan_state {
+	LIBSSH2_CHANNEL *warm;    /* open, no request sent on it yet; or NULL */
+	int warm_opening;         /* its CHANNEL_OPEN is out, the confirmation not yet taken */
+	int warm_off;             /* the server refused one (its session limit), or closed two in a
+				     row before use: open on demand only */
+	int warm_lost;            /* warm channels in a row found closed by the server */
+	uint64_t warm_sent_ms;    /* when the warm channel's CHANNEL_OPEN went out */
+	LIBSSH2_CHANNEL *shell;   /* its exec request out (shell_ready 0) or answered (1); or NULL */
+	LIBSSH2_CHANNEL *spent;   /* a shell told to end (EOF sent), freed once it has closed */
+	int shell_ready;
+	int shell_off;            /* no more primed shells on this connection */
+	int shell_lost;           /* primed shells in a row found closed by the server */
+	int paused;               /* the current call came after a pause */
+	uint64_t shell_gen;       /* calls of the handle ended when the shell was primed */
+	uint64_t call_gen;        /* calls of the handle ended when the current call began */
+	uint64_t last_end_ms;     /* when the last call on this connection ended, or 0 */
+} asp_chan_state;
+
 /* The link before each block libssh2 allocates (session.c). */
 typedef struct asp_ssh_block {
 	_Alignas(max_align_t) struct asp_ssh_block *prev;
@@ -76,43 +110,17 @@ struct asp_conn {
 	asp_cancel *op_cancel;    /* that token (NULL = none), for commands run for the call */
 	unsigned int files_want;  /* asp_conn_params.file_transport; file_transport: decided */
 	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
-	const asp_conn_params *params; /* what it was opened with (the handle's): for a side connection */
+	const struct asp_conn_params *params; /* what it was opened with (the handle's): for a side connection */
 	int dead;
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */
 	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */
 	int kex_capture_done;
-	/*
-	 * The warm channel (exec.c): a session channel opened ahead of the next
-	 * command, so that a call costs one round trip (the exec request).
-	 * While warm_opening, libssh2's one channel-open state is taken: every
-	 * other channel open on this session must go through exec.c's
-	 * asp__chan_settle first.
-	 */
-	LIBSSH2_CHANNEL *warm;    /* open, no request sent on it yet; or NULL */
-	int warm_opening;         /* its CHANNEL_OPEN is out, the confirmation not yet taken */
-	int warm_off;             /* the server refused one (its session limit), or closed two in a
-				     row before use: open on demand only */
-	int warm_lost;            /* warm channels in a row found closed by the server */
 	int shell_bad;            /* the login shell did not run the command wrapper (fish, csh):
-				     small files stay on SFTP (asp__exec_files_faster) */
-	uint64_t warm_sent_ms;    /* when the warm channel's CHANNEL_OPEN went out */
+				     small files stay on SFTP (asp__route_files_faster) */
+	asp_chan_state chan;      /* the warm channel and the primed shell (chan.c) */
 	/*
-	 * The primed shell (exec.c): when a call came after a pause, the warm
-	 * channel gets its exec request as that call ends, and the login shell
-	 * waits there for the next command's script on stdin.
-	 */
-	LIBSSH2_CHANNEL *shell;   /* its exec request out (shell_ready 0) or answered (1); or NULL */
-	LIBSSH2_CHANNEL *spent;   /* a shell told to end (EOF sent), freed once it has closed */
-	int shell_ready;
-	int shell_off;            /* no more primed shells on this connection */
-	int shell_lost;           /* primed shells in a row found closed by the server */
-	int paused;               /* the current call came after a pause */
-	uint64_t shell_gen;       /* calls of the handle ended when the shell was primed */
-	uint64_t call_gen;        /* calls of the handle ended when the current call began */
-	uint64_t last_end_ms;     /* when the last call on this connection ended, or 0 */
-	/*
-	 * The round trip: the least of every sample taken (asp__conn_rtt_sample),
+	 * The round trip: the least of every sample taken (asp__ssh_rtt_sample),
 	 * 0 before the first. Each sample is a request's answer time, at least
 	 * one round trip: a stall on either end only inflates one sample.
 	 */
@@ -134,6 +142,9 @@ struct asp_conn {
 	char host_key_type[32];
 	char host_key_fingerprint[ASP_FINGERPRINT_MAX];
 };
+
+/* Process-wide libssh2 initialisation, once, thread-safe (conn.h: asp__conn_global_init). */
+int asp__ssh_global_init(asp_error *err);
 
 /* How asp__ssh_wait treats silence from the server. */
 enum {
@@ -206,19 +217,10 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what);
 int asp__ssh_is_transport_error(int rc);
 
 /*
- * The warm channel (exec.c). asp__chan_warm_start sends the CHANNEL_OPEN
- * for the next one when the connection has none (never waits);
- * asp__chan_settle waits for its confirmation, and must be called before
- * any other channel is opened on the session.
+ * A round-trip sample of ms milliseconds (session.c): authentication's key
+ * query (conn.c), and each warm channel's CHANNEL_OPEN until its
+ * confirmation was taken (chan.c). c->rtt_ms keeps the least.
  */
-void asp__chan_warm_start(asp_conn *c);
-int asp__chan_settle(asp_conn *c, asp_error *err);
-
-/*
- * A round-trip sample of ms milliseconds (conn.c): authentication's key
- * query, and each warm channel's CHANNEL_OPEN until its confirmation was
- * taken. c->rtt_ms keeps the least.
- */
-void asp__conn_rtt_sample(asp_conn *c, uint64_t ms);
+void asp__ssh_rtt_sample(asp_conn *c, uint64_t ms);
 
 #endif

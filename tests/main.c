@@ -39,8 +39,8 @@ int main(void)
 			srunner_free(sr);
 			return EXIT_FAILURE;
 		}
-		asp__exec_force_files(1);
-		asp__exec_force_inline(1);
+		asp__route_force_files(1);
+		asp__route_force_inline(1);
 	}
 
 #define ASP_SUITE(fn)                                                      \

@@ -111,6 +111,8 @@ group_static() {
 	job meta $W_BUSY "BUILD=$BUILD sh tests/meta.sh"
 	job schema $W_WAIT "$PYTHON tests/schema_agree.py"
 	job style $W_WAIT "sh tests/check-style.sh"
+	job layers-selftest $W_WAIT "sh tests/check-layers-selftest.sh"
+	job layers $W_WAIT "sh tests/check-layers.sh"
 }
 
 group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }

@@ -80,7 +80,7 @@ static asp_sandbox *open_bulk(unsigned int max_conns, uint64_t max_read)
 	/*
 	 * The watchers follow sftp-server processes. With auto, a read goes
 	 * over exec channels when the connection measured a round trip of
-	 * 10 ms or more (asp__exec_files_faster), which a loaded machine can.
+	 * 10 ms or more (asp__route_files_faster), which a loaded machine can.
 	 */
 	o.file_transport = ASP_FILES_SFTP;
 	o.max_connections = max_conns;

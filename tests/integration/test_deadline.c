@@ -104,7 +104,7 @@ static asp_sandbox *open_sb(const fx_sshd *fx, unsigned int op_timeout_ms)
 	/*
 	 * The trickling server's SFTP is what never answers. With auto, small
 	 * reads and writes would go as shell commands when the connection
-	 * measured a round trip of 10 ms or more (asp__exec_files_faster), which
+	 * measured a round trip of 10 ms or more (asp__route_files_faster), which
 	 * a loaded machine (sanitizers, CI) can: they would finish at once.
 	 */
 	if (fx == &trickle)

@@ -292,7 +292,7 @@ static void close_while_down_then_fresh(int warm_route)
 	ck_assert_int_eq(fx_sshd_start_again(&fx), 0);
 
 	sb2 = open_sb(fx.config, 0);
-	asp__exec_force_files(warm_route);
+	asp__route_force_files(warm_route);
 	write_text(sb2, "other.txt", "one\n");
 	ck_assert(find_temp(fx.workspace, "torn.bin", temp, sizeof(temp), &st));
 	age = time(NULL) - st.st_mtime;
@@ -323,7 +323,7 @@ static void close_while_down_then_fresh(int warm_route)
 	snprintf(path, sizeof(path), "%s/torn.bin", fx.workspace);
 	expect_sha(path, old_sha);
 	asp_close(sb2);
-	asp__exec_force_files(0);
+	asp__route_force_files(0);
 }
 
 START_TEST(test_crash_close_while_down_then_fresh_handle)

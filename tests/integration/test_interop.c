@@ -300,7 +300,7 @@ END_TEST
 /*
  * fish is not POSIX: the error names it, and says what to do; files still
  * work. With file_transport auto, small reads and writes go as shell
- * commands on a link of 10 ms or more (asp__exec_files_faster): forced
+ * commands on a link of 10 ms or more (asp__route_files_faster): forced
  * here on a fresh handle, they find that the login shell cannot run them
  * and go over SFTP, which sshd starts through the login shell too.
  */
@@ -314,10 +314,10 @@ START_TEST(test_fish_named)
 
 	start_row(&r);
 	sb = sb_open(fx.config);
-	asp__exec_force_files(1);
+	asp__route_force_files(1);
 	put(sb, "routed.txt", "routed\n");
 	assert_content(sb, "routed.txt", "routed\n", 7);
-	asp__exec_force_files(0);
+	asp__route_force_files(0);
 	rc = asp_exec(&res, sb, "echo hi", NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EPROTO, "the login shell /usr/bin/fish did not run the command wrapper");
 	ck_assert_msg(strstr(e.message, "POSIX"), "%s", e.message);

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "chan.h"
 #include "exec.h"
 #include "sftp.h"
 #include "ssh.h"
@@ -436,7 +437,7 @@ START_TEST(test_warm_stdin_inline)
 
 	server_up(NULL);
 	sb = sb_open(fx.config);
-	asp__exec_force_inline(1);
+	asp__route_force_inline(1);
 	stdin_case(sb, "cat", text, strlen(text), text, strlen(text), 0, 1);
 	stdin_case(sb, "cat; exit 3", "x", 1, "x", 1, 3, 1);
 	stdin_case(sb, "head -c 3", text, strlen(text), text, 3, 0, 1);
@@ -468,7 +469,7 @@ START_TEST(test_warm_stdin_inline)
 		ck_assert_uint_eq(s1.stdin_inline, s0.stdin_inline);
 		asp_exec_result_free(r);
 	}
-	asp__exec_force_inline(0);
+	asp__route_force_inline(0);
 	asp_close(sb);
 }
 END_TEST
@@ -493,7 +494,7 @@ START_TEST(test_warm_small_files_over_exec)
 		bin[i] = (unsigned char)i;
 	server_up(NULL);
 	sb = sb_open(fx.config);
-	asp__exec_force_files(1);
+	asp__route_force_files(1);
 	s0 = stats();
 	put(sb, "small.txt", text); /* also connects, and looks for old temp files here once */
 	commands = log_count("Starting session: command");
@@ -511,7 +512,7 @@ START_TEST(test_warm_small_files_over_exec)
 	ck_assert_int_eq(log_count("subsystem 'sftp'"), 1);
 	wo.in_place = 1;
 	ck_assert_int_eq(asp_write(sb, "small.txt", "x", 1, &wo, &e), ASP_OK);
-	asp__exec_force_files(0);
+	asp__route_force_files(0);
 	assert_local_content(ws_path(fx.workspace, "small.txt"), "x", 1);
 	asp_close(sb);
 }
@@ -543,26 +544,26 @@ START_TEST(test_warm_rtt_is_the_least_sample)
 
 		memset(&c, 0, sizeof(c));
 		for (unsigned int k = 0; k < cases[i].n; k++)
-			asp__conn_rtt_sample(&c, cases[i].samples[k]);
+			asp__ssh_rtt_sample(&c, cases[i].samples[k]);
 		ck_assert_msg(c.rtt_ms == cases[i].rtt, "case %zu: rtt %u, expected %u", i, c.rtt_ms,
 			      cases[i].rtt);
-		ck_assert_msg(asp__exec_files_faster(&c, 0) == cases[i].exec_files,
-			      "case %zu: files over exec %d", i, asp__exec_files_faster(&c, 0));
+		ck_assert_msg(asp__route_files_faster(&c, 0) == cases[i].exec_files,
+			      "case %zu: files over exec %d", i, asp__route_files_faster(&c, 0));
 		ck_assert_int_eq(c.rtt_ms >= 5, cases[i].inline_stdin_link);
 		/*
 		 * Reads: SFTP not open yet (opened for them) or able to guess its
 		 * handles (one round trip): SFTP; exec only when it cannot guess.
 		 */
-		ck_assert_msg(!asp__exec_reads_faster(&c), "case %zu: read over exec before SFTP", i);
+		ck_assert_msg(!asp__route_reads_faster(&c), "case %zu: read over exec before SFTP", i);
 		c.file_transport = ASP_FILES_SFTP;
 		c.sftp.guess_len = 4;
-		ck_assert_msg(!asp__exec_reads_faster(&c), "case %zu: read over exec, SFTP guessing", i);
+		ck_assert_msg(!asp__route_reads_faster(&c), "case %zu: read over exec, SFTP guessing", i);
 		c.sftp.held = 1;
-		ck_assert_msg(asp__exec_reads_faster(&c) == cases[i].exec_files,
-			      "case %zu: a handle held: read over exec %d", i, asp__exec_reads_faster(&c));
+		ck_assert_msg(asp__route_reads_faster(&c) == cases[i].exec_files,
+			      "case %zu: a handle held: read over exec %d", i, asp__route_reads_faster(&c));
 		c.sftp.held = 0;
 		c.sftp.guess_missed = 2;
-		ck_assert_int_eq(asp__exec_reads_faster(&c), cases[i].exec_files);
+		ck_assert_int_eq(asp__route_reads_faster(&c), cases[i].exec_files);
 	}
 }
 END_TEST
@@ -786,14 +787,14 @@ START_TEST(test_warm_primed_shell_after_pause)
 	 * pause (it primes nothing): a stale shell would be the only one there.
 	 */
 	ck_assert_uint_eq(s1.primed, s0.primed + 1);
-	asp__exec_prime_pause(60000);
+	asp__chan_prime_pause(60000);
 	fx_sleep_ms(300);
 	ck_assert_int_eq(asp_write(sb, "primed.txt", "x", 1, NULL, &e), ASP_OK);
 	ended = uptime_ms();
 	s0 = stats();
 	started = probe(sb);
 	s1 = stats();
-	asp__exec_prime_pause(0);
+	asp__chan_prime_pause(0);
 	ck_assert_msg(s1.primed_used == s0.primed_used && s1.primed == s0.primed,
 		      "the command after the write: %lu primed shells used, %lu primed",
 		      s1.primed_used - s0.primed_used, s1.primed - s0.primed);

@@ -11,6 +11,7 @@
  *   keys.c    ed25519 host and client keys (ssh-keygen)
  *   egress.c  --egress allow=...: the host-side forward proxy (Squid), its config and lifetime
  *   state.c   the state directory, state.json, small file helpers
+ *   report.c  the entries of a teardown report (asf_note)
  *
  * Every function that can fail prints nothing itself unless its comment
  * says so: it returns -1 and leaves a message in the caller's asf_err.
@@ -245,7 +246,7 @@ int id_owner(unsigned int id, int subids, char *who, size_t n);
 #define ASF_UID_FIRST 1879048192u /* 0x70000000: above systemd's container range, below 2^31 */
 #define ASF_UID_COUNT 65536u
 
-/* manage.c: one {object, name, result[, detail]} in a `down` report (report may be NULL). */
+/* report.c: one {object, name, result[, detail]} in a `down` report (report may be NULL). */
 void asf_note(cJSON *report, const char *object, const char *name, const char *result, const char *detail);
 
 /* ------------------------------------------------------------ kube.c */

@@ -18,22 +18,6 @@
 
 #include "asf.h"
 
-void asf_note(cJSON *report, const char *object, const char *name, const char *result,
-	      const char *detail)
-{
-	cJSON *r;
-
-	if (!report)
-		return;
-	r = cJSON_CreateObject();
-	cJSON_AddStringToObject(r, "object", object);
-	cJSON_AddStringToObject(r, "name", name);
-	cJSON_AddStringToObject(r, "result", result);
-	if (detail && *detail)
-		cJSON_AddStringToObject(r, "detail", detail);
-	cJSON_AddItemToArray(report, r);
-}
-
 static int contains(char **v, size_t n, const char *s)
 {
 	size_t i;

@@ -1,0 +1,92 @@
+/*
+ * route.c - which way a call goes, by what each way costs on the
+ * connection (its round trip, the least sample: asp__ssh_rtt_sample): a
+ * small file call over SFTP or as one shell command on the warm channel,
+ * a command's small stdin inside its exec request or on its channel.
+ */
+#include "route.h"
+
+#include "sftp.h"
+#include "ssh.h"
+
+#define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__route_files_faster */
+#define ASP_EXEC_FILES_WRITE_MAX 65536u
+#ifndef ASP_INLINE_STDIN_RTT_MS
+#define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
+#endif
+
+static _Atomic int force_inline;
+
+void asp__route_force_inline(int on)
+{
+	force_inline = on;
+}
+
+static _Atomic int force_files;
+
+void asp__route_force_files(int on)
+{
+	force_files = on;
+}
+
+/*
+ * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): an atomic
+ * 4 KiB write costs 2 round trips over SFTP (LSTAT+OPEN, then the rest)
+ * and 1 plus the processes it starts in the sandbox as one shell command
+ * (its data inside the request); stat 1 either way, so it stays on SFTP.
+ * On loopback the shell's start in the sandbox (a few ms) makes SFTP far
+ * faster. So with file_transport auto, atomic writes of at most
+ * ASP_EXEC_FILES_WRITE_MAX bytes go over exec when the connection's round
+ * trip (c->rtt_ms, the least sample) is ASP_EXEC_FILES_RTT_MS or more,
+ * unless the login shell was found unable to run the wrapper (c->shell_bad):
+ * SFTP needs no shell of ours, so fs.c sends the call there instead.
+ */
+static int shell_route_open(const asp_conn *c)
+{
+	return c->files_want == ASP_FILES_AUTO && !c->dead && !c->shell_bad;
+}
+
+int asp__route_files_faster(const asp_conn *c, size_t write_len)
+{
+	if (!shell_route_open(c) || write_len > ASP_EXEC_FILES_WRITE_MAX)
+		return 0;
+	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
+}
+
+/*
+ * A read over SFTP costs one round trip once the connection can guess the
+ * handle its OPEN will get (asp__sftp_guess: the READs go out behind the
+ * OPEN), and starts no process in the sandbox; as a shell command it costs
+ * one round trip plus the shell's processes (3 to 5 of them: 13 to 21 ms
+ * on a slow virtual machine). So reads stay on SFTP, opening it first when
+ * the connection has not yet, and take the exec route only on a long round
+ * trip when SFTP cannot guess (two misses in a row, or a handle of ours
+ * still open).
+ */
+int asp__route_reads_faster(const asp_conn *c)
+{
+	const unsigned char *g;
+
+	if (!shell_route_open(c))
+		return 0;
+	if (force_files)
+		return 1;
+	return c->rtt_ms >= ASP_EXEC_FILES_RTT_MS && c->file_transport == ASP_FILES_SFTP &&
+	       !asp__sftp_guess(c, &g);
+}
+
+/*
+ * OpenSSH opens a session channel's window only when its command starts,
+ * so stdin sent on the channel waits for the exec request's answer: a
+ * round trip more. Small stdin riding in the request instead costs a
+ * subshell's fork in the sandbox, less than ASP_INLINE_STDIN_RTT_MS.
+ */
+int asp__route_stdin_inline(const asp_conn *c)
+{
+	return force_inline || c->rtt_ms >= ASP_INLINE_STDIN_RTT_MS;
+}
+
+int asp__route_shell_refused(const asp_conn *c, int rc)
+{
+	return rc == ASP_EPROTO && c->shell_bad && !c->dead;
+}
