@@ -7,6 +7,7 @@
  * so it can be unit-tested and fuzzed on arbitrary bytes. Only
  * asp__known_hosts_verify touches the file system.
  */
+#include "ascii.h"
 #include "errtext.h"
 #include "hostkey.h"
 #include "discover.h"
@@ -39,18 +40,6 @@
 #define STORE_LOCK_WAIT_MS 5000
 static long store_lock_wait_ms = STORE_LOCK_WAIT_MS;
 
-/* ------------------------------------------------------------ small helpers */
-
-static int is_space(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-static char ascii_lower(char c)
-{
-	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
 /* ------------------------------------------------------- known_hosts parsing */
 
 /* A run of bytes inside the known_hosts text (not NUL-terminated). */
@@ -62,12 +51,12 @@ typedef struct span {
 /* The next whitespace-separated token of a line; 0 at the end. */
 static int next_token(span *tok, span *line)
 {
-	while (line->n > 0 && is_space(*line->p)) {
+	while (line->n > 0 && asp__ascii_blank(*line->p)) {
 		line->p++;
 		line->n--;
 	}
 	tok->p = line->p;
-	while (line->n > 0 && !is_space(*line->p)) {
+	while (line->n > 0 && !asp__ascii_blank(*line->p)) {
 		line->p++;
 		line->n--;
 	}
@@ -90,7 +79,7 @@ static int glob_match(const char *pat, size_t pn, const char *name)
 		if (p < pn && pat[p] == '*') {
 			star_p = p++;
 			star_s = s;
-		} else if (p < pn && (pat[p] == '?' || ascii_lower(pat[p]) == name[s])) {
+		} else if (p < pn && (pat[p] == '?' || asp__ascii_lower(pat[p]) == name[s])) {
 			p++;
 			s++;
 		} else if (star_p != (size_t)-1) {
@@ -265,7 +254,7 @@ static int lookup_name(char out[LOOKUP_MAX], const char *host, unsigned int port
 	if (port != 22)
 		*p++ = '[';
 	for (i = 0; i < n; i++)
-		*p++ = ascii_lower(host[i]);
+		*p++ = asp__ascii_lower(host[i]);
 	if (port != 22)
 		p += sprintf(p, "]:%u", port);
 	*p = '\0';
