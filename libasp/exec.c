@@ -163,9 +163,11 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
 #endif
 
-/* What asp__exec_stats reports (tests and bench). */
+/* What asp__exec_stats reports (tests: a hook, common.h). */
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_inline,
 	stat_rtt, stat_primed, stat_primed_used, stat_primed_closed, stat_primed_unused, stat_side_kills;
+#endif
 
 typedef struct run {
 	asp_conn *c;
@@ -312,6 +314,8 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 	return pass_stdout(x, x->pre.data + used, x->pre.len - used, err);
 }
 
+/* Between the reads of a channel's two streams: the tests' hook, if any. */
+#ifdef ASP_TEST_HOOKS
 static void (*_Atomic stream_gap)(int helper);
 
 void asp__exec_stream_gap(void (*fn)(int helper))
@@ -319,7 +323,6 @@ void asp__exec_stream_gap(void (*fn)(int helper))
 	stream_gap = fn;
 }
 
-/* Between the reads of a channel's two streams: the tests' hook, if any. */
 static void between_streams(int helper)
 {
 	void (*fn)(int) = stream_gap;
@@ -327,6 +330,9 @@ static void between_streams(int helper)
 	if (fn)
 		fn(helper);
 }
+#else
+#define between_streams(helper) ((void)0)
+#endif
 
 static int read_streams(run *x, int *progress, asp_error *err)
 {
@@ -435,7 +441,7 @@ static void kill_elsewhere(run *x)
 		return;
 	asp__exec_simple(side, (const char *)x->kscript.data, &status, NULL, NULL, NULL);
 	asp__conn_close(side);
-	stat_side_kills++;
+	ASP_TEST_COUNT(stat_side_kills);
 }
 
 /* Drive the kill channel one step; it never blocks (but see kill_elsewhere). */
@@ -645,6 +651,8 @@ static void free_channel(asp_conn *c, LIBSSH2_CHANNEL *ch)
  * nothing and goes once more on a new channel.
  */
 
+/* Tests: the small-stdin and small-file routes taken whatever the round trip. */
+#ifdef ASP_TEST_HOOKS
 static _Atomic int force_inline;
 
 void asp__exec_force_inline(int on)
@@ -658,6 +666,10 @@ void asp__exec_force_files(int on)
 {
 	force_files = on;
 }
+#else
+#define force_inline 0
+#define force_files 0
+#endif
 
 /*
  * Measured at 50 ms round trip (bench/delayproxy, OpenSSH 9.2): an atomic
@@ -710,6 +722,7 @@ int asp__exec_shell_refused(const asp_conn *c, int rc)
 	return rc == ASP_EPROTO && c->shell_bad && !c->dead;
 }
 
+#ifdef ASP_TEST_HOOKS
 void asp__exec_stats(asp_exec_stats *out)
 {
 	out->opens = stat_opens;
@@ -724,6 +737,7 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->primed_unused = stat_primed_unused;
 	out->side_kills = stat_side_kills;
 }
+#endif
 
 static LIBSSH2_CHANNEL *open_step(asp_conn *c)
 {
@@ -743,7 +757,7 @@ static void warm_poll(asp_conn *c)
 		c->warm = ch;
 		c->warm_opening = 0;
 		asp__conn_rtt_sample(c, asp__now_ms() - c->warm_sent_ms);
-		stat_rtt++;
+		ASP_TEST_COUNT(stat_rtt);
 		return;
 	}
 	if ((rc = libssh2_session_last_errno(c->session)) == LIBSSH2_ERROR_EAGAIN)
@@ -769,7 +783,7 @@ void asp__chan_warm_start(asp_conn *c)
 		return;
 	c->warm_opening = 1;
 	c->warm_sent_ms = asp__now_ms();
-	stat_opens++;
+	ASP_TEST_COUNT(stat_opens);
 	warm_poll(c);
 }
 
@@ -819,7 +833,7 @@ static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
 	if (!ch)
 		return NULL;
 	if (!(ch = still_open(c, ch, &c->warm_lost, &c->warm_off)))
-		stat_warm_closed++;
+		ASP_TEST_COUNT(stat_warm_closed);
 	return ch;
 }
 
@@ -835,14 +849,14 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 	unsigned int refused = 0;
 	int rc;
 
-	stat_opens++;
+	ASP_TEST_COUNT(stat_opens);
 	while (!(*out = open_step(c))) {
 		rc = libssh2_session_last_errno(c->session);
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->spent) {
 			/* A shell told to end still holds its session: wait for its close. */
 			free_channel(c, c->spent);
 			c->spent = NULL;
-			stat_opens++;
+			ASP_TEST_COUNT(stat_opens);
 			continue;
 		}
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead &&
@@ -852,7 +866,7 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 				if ((rc = asp__ssh_wait(c, until, -1, NULL, 0, ASP_WAIT_PATIENT, err)) &&
 				    rc != ASP_ETIMEOUT)
 					return rc;
-			stat_opens++;
+			ASP_TEST_COUNT(stat_opens);
 			continue;
 		}
 		if (rc != LIBSSH2_ERROR_EAGAIN)
@@ -875,7 +889,7 @@ static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *e
 		return rc;
 	if ((*out = warm_take(c))) {
 		*warm = 1;
-		stat_warm_used++;
+		ASP_TEST_COUNT(stat_warm_used);
 		return 0;
 	}
 	if (c->dead)
@@ -958,7 +972,7 @@ static void shell_retire(asp_conn *c)
 	int rc;
 
 	c->shell = NULL;
-	stat_primed_unused++;
+	ASP_TEST_COUNT(stat_primed_unused);
 	if (c->spent) {
 		free_channel(c, c->spent);
 		c->spent = NULL;
@@ -987,18 +1001,23 @@ static LIBSSH2_CHANNEL *shell_take(asp_conn *c)
 		return NULL;
 	c->shell = NULL;
 	if ((ch = still_open(c, ch, &c->shell_lost, &c->shell_off)))
-		stat_primed_used++;
+		ASP_TEST_COUNT(stat_primed_used);
 	else
-		stat_primed_closed++;
+		ASP_TEST_COUNT(stat_primed_closed);
 	return ch;
 }
 
+/* Tests: the pause after which a call primes a shell. */
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned int prime_pause_ms = ASP_PRIME_PAUSE_MS;
 
 void asp__exec_prime_pause(unsigned int ms)
 {
 	prime_pause_ms = ms ? ms : ASP_PRIME_PAUSE_MS;
 }
+#else
+#define prime_pause_ms ASP_PRIME_PAUSE_MS
+#endif
 
 void asp__chan_call_begin(asp_conn *c, uint64_t gen)
 {
@@ -1037,7 +1056,7 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 	c->shell = ch;
 	c->shell_ready = !rc;
 	c->shell_gen = gen;
-	stat_primed++;
+	ASP_TEST_COUNT(stat_primed);
 	asp__chan_warm_start(c);
 }
 
@@ -1108,7 +1127,7 @@ static int chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out,
 		*out = NULL;
 		if (!warm)
 			break;
-		stat_resent++;
+		ASP_TEST_COUNT(stat_resent);
 	}
 	if (rc == REFUSED)
 		return asp__error(err, ASP_EACCES, "%s: the server refused to run commands", c->where);
@@ -1130,7 +1149,7 @@ static LIBSSH2_CHANNEL *kill_open_step(asp_conn *c, int *begun, int *failed)
 		return ch;
 	if (!*begun) {
 		*begun = 1;
-		stat_opens++;
+		ASP_TEST_COUNT(stat_opens);
 	}
 	if ((ch = open_step(c)))
 		return ch;
@@ -1316,7 +1335,7 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	if (!x.frame.len || !(x.ch = shell_take(c))) {
 		asp__buf_free(&x.frame);
 		x.stdin_inline = inl.len > 0;
-		stat_inline += x.stdin_inline;
+		ASP_TEST_ADD(stat_inline, x.stdin_inline);
 		if ((rc = chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
 			goto out;
 	}

@@ -19,7 +19,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		  const asp_exec_options *o, int *started, asp_error *err);
 
 /*
- * Process-wide counts, read by the tests: session channels opened for
+ * Process-wide counts, read by the tests (a hook: common.h): session channels opened for
  * commands (warm ones included), commands started on a warm channel, warm
  * channels found closed by the server before use, requests sent once more
  * on a new channel because a warm one closed under them, commands whose
@@ -35,7 +35,9 @@ typedef struct asp_exec_stats {
 	unsigned long side_kills;   /* kills sent on a connection of their own (kill_elsewhere) */
 } asp_exec_stats;
 
+#ifdef ASP_TEST_HOOKS
 void asp__exec_stats(asp_exec_stats *out);
+#endif
 
 /*
  * A call of the handle begins on c (gen: how many of the handle's calls had
@@ -46,11 +48,13 @@ void asp__exec_stats(asp_exec_stats *out);
 void asp__chan_call_begin(asp_conn *c, uint64_t gen);
 void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests only: what counts as a pause before a call, in ms past the round trip (0: the default). */
 void asp__exec_prime_pause(unsigned int ms);
 
 /* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
 void asp__exec_force_inline(int on);
+#endif
 
 /*
  * 1 when an atomic write of write_len bytes is faster as a shell command on
@@ -73,9 +77,12 @@ int asp__exec_reads_faster(const asp_conn *c);
  */
 int asp__exec_shell_refused(const asp_conn *c, int rc);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests only: take that route whatever the round trip (1) or not (0). */
 void asp__exec_force_files(int on);
+#endif
 
+#ifdef ASP_TEST_HOOKS
 /*
  * Tests only: fn (or NULL) is called between the reads of a channel's two
  * streams, with helper 0 for a command's channel and 1 for a helper
@@ -83,6 +90,7 @@ void asp__exec_force_files(int on);
  * in from the socket what the first stream was waiting for.
  */
 void asp__exec_stream_gap(void (*fn)(int helper));
+#endif
 
 /*
  * Run a short helper script (no stdin, no cwd change) and collect its

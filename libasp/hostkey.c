@@ -38,7 +38,17 @@
 #define STORE_MAX ((size_t)64 << 20)
 /* How long a first use waits for another process's read-modify-write of the store. */
 #define STORE_LOCK_WAIT_MS 5000
+/* Tests: how long store_lock waits (hostkey.h; 0 restores the default). */
+#ifdef ASP_TEST_HOOKS
 static long store_lock_wait_ms = STORE_LOCK_WAIT_MS;
+
+void asp__known_hosts_lock_wait(long ms)
+{
+	store_lock_wait_ms = ms > 0 ? ms : STORE_LOCK_WAIT_MS;
+}
+#else
+#define store_lock_wait_ms ((long)STORE_LOCK_WAIT_MS)
+#endif
 
 /* ------------------------------------------------------- known_hosts parsing */
 
@@ -290,6 +300,8 @@ static int kh_scan(kh_result *r, const char *text, size_t len, const char *host,
 	return 0;
 }
 
+/* Tests (the unit tests, the fuzz target): kh_scan on its own. */
+#ifdef ASP_TEST_HOOKS
 asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *host,
 				     unsigned int port, const unsigned char *blob, size_t blob_len)
 {
@@ -300,6 +312,7 @@ asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *h
 		return ASP_KH_MISMATCH;
 	return r.status;
 }
+#endif
 
 /* ------------------------------------------------------------- store path */
 
@@ -506,12 +519,6 @@ static int lock_open(int *out_fd, const char *lock, asp_error *err)
 	}
 	close(fd);
 	return ASP_ECONFIG;
-}
-
-/* Tests: how long store_lock waits (0 restores the default). */
-void asp__known_hosts_lock_wait(long ms)
-{
-	store_lock_wait_ms = ms > 0 ? ms : STORE_LOCK_WAIT_MS;
 }
 
 /*
