@@ -62,7 +62,7 @@ lib: $(SHARED) $(STATIC) $(BUILD)/libasp.so $(BUILD)/$(SONAME) $(BUILD)/libasp.p
 $(BUILD)/obj/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj
 	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -DASP_BUILDING -c $< -o $@
 
-$(BUILD)/obj $(BUILD)/tests $(BUILD)/bin:
+$(BUILD)/obj $(BUILD)/obj-hooks $(BUILD)/tests $(BUILD)/bin:
 	mkdir -p $@
 
 # libasp/libasp.map: asp_* global, everything else local.
@@ -175,15 +175,30 @@ $(BUILD)/tests/unit_suites.h: $(UNIT_SRC) | $(BUILD)/tests
 $(BUILD)/tests/integration_suites.h: $(INTEG_SRC) | $(BUILD)/tests
 	for f in $(INTEG_SRC); do b=$$(basename $$f .c); echo "ASP_SUITE(suite_$${b#test_})"; done > $@
 
-TEST_CFLAGS := $(CFLAGS_ALL) -Wno-missing-prototypes -Itests -I$(BUILD)/tests $(shell pkg-config --cflags check 2>/dev/null)
+TEST_CFLAGS := $(CFLAGS_ALL) -Wno-missing-prototypes -Itests -I$(BUILD)/tests $(shell pkg-config --cflags check 2>/dev/null) \
+               -DASP_TEST_HOOKS
 
-$(BUILD)/tests/test-unit: tests/main.c $(UNIT_SRC) $(BUILD)/tests/unit_suites.h $(STATIC) $(wildcard tests/*.h)
+# The test hooks (common.h): the release library ($(STATIC), $(SHARED)) has none; test-unit
+# and test-integration link HOOKS_LIB, the release objects with the few files that have a
+# hook (they say ASP_TEST_) compiled again, with -DASP_TEST_HOOKS, into $(BUILD)/obj-hooks/.
+HOOKS_SRC := $(shell grep -l ASP_TEST_ $(LIB_SRC))
+HOOKS_OBJ := $(HOOKS_SRC:libasp/%.c=$(BUILD)/obj-hooks/%.o)
+HOOKS_LIB := $(BUILD)/tests/libasp-hooks.a
+
+$(BUILD)/obj-hooks/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj-hooks
+	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -DASP_BUILDING -DASP_TEST_HOOKS -c $< -o $@
+
+$(HOOKS_LIB): $(filter-out $(HOOKS_SRC:libasp/%.c=$(BUILD)/obj/%.o),$(LIB_OBJ)) $(HOOKS_OBJ) | $(BUILD)/tests
+	rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/tests/test-unit: tests/main.c $(UNIT_SRC) $(BUILD)/tests/unit_suites.h $(HOOKS_LIB) $(wildcard tests/*.h)
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"unit_suites.h"' -o $@ tests/main.c $(UNIT_SRC) \
-	    $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
+	    $(HOOKS_LIB) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
-$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(INTEG_LIB_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(STATIC) $(wildcard tests/*.h tests/integration/*.h tests/fixture/*.h)
+$(BUILD)/tests/test-integration: tests/main.c $(INTEG_SRC) $(INTEG_LIB_SRC) $(FIXTURE_SRC) $(BUILD)/tests/integration_suites.h $(HOOKS_LIB) $(wildcard tests/*.h tests/integration/*.h tests/fixture/*.h)
 	$(CC) $(TEST_CFLAGS) -DASP_SUITES='"integration_suites.h"' -o $@ tests/main.c $(INTEG_SRC) \
-	    $(INTEG_LIB_SRC) $(FIXTURE_SRC) $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
+	    $(INTEG_LIB_SRC) $(FIXTURE_SRC) $(HOOKS_LIB) $(LDFLAGS_ALL) $(DEP_LIBS) $(CHECK_LIBS)
 
 $(BUILD)/tests/config-lint: tests/tools/config_lint.c $(STATIC) | $(BUILD)/tests
 	$(CC) $(CFLAGS_ALL) $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS) -o $@
@@ -215,9 +230,9 @@ FUZZ_CORPUS_quote  := tests/fuzz/corpus/quote
 FUZZ_CORPUS_sftp   := tests/fuzz/corpus/sftp
 FUZZ_BUILD         := build-fuzz
 
-$(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(STATIC)
+$(BUILD)/fuzz/replay-%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(HOOKS_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(TEST_CFLAGS) -o $@ $< tests/fuzz/replay.c $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+	$(CC) $(TEST_CFLAGS) -o $@ $< tests/fuzz/replay.c $(HOOKS_LIB) $(LDFLAGS_ALL) $(DEP_LIBS)
 
 # FUZZ_RUNNER runs each replay (check-deep: valgrind).
 FUZZ_RUNNER ?=
@@ -232,7 +247,7 @@ fuzz:
 	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_one,$(t)))
 
 define fuzz_one
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilibasp \
+	clang -std=c11 -D_GNU_SOURCE -DASP_TEST_HOOKS -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilibasp \
 	    $(DEP_CFLAGS) -o $(FUZZ_BUILD)/fuzz-$(1) tests/fuzz/fuzz_$(1).c $(LIB_SRC) $(DEP_LIBS)
 	mkdir -p $(FUZZ_BUILD)/corpus-$(1)
 	n=0; for f in $$(find $(FUZZ_CORPUS_$(1)) -type f ! -name '*.expect'); do \

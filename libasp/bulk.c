@@ -85,12 +85,14 @@ static void job_fail(job *j, int rc, const asp_error *e)
 		asp_cancel_trigger(j->stop);
 }
 
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned long stat_redone;
 
 void asp__bulk_stats(asp_bulk_stats *out)
 {
 	out->parts_redone = stat_redone;
 }
+#endif
 
 static int job_take(job *j, size_t *i)
 {
@@ -110,7 +112,7 @@ static void job_give_back(job *j, size_t i)
 	pthread_mutex_lock(&j->mu);
 	j->redo[j->nredo++] = i; /* one per helper at most: it stops after this */
 	pthread_mutex_unlock(&j->mu);
-	stat_redone++;
+	ASP_TEST_COUNT(stat_redone);
 }
 
 /* Work through parts on c until none is left or one fails; helper: c is a helper's. */

@@ -25,7 +25,9 @@ typedef struct asp_bulk_stats {
 	unsigned long parts_redone;
 } asp_bulk_stats;
 
+#ifdef ASP_TEST_HOOKS
 void asp__bulk_stats(asp_bulk_stats *out);
+#endif
 
 /* asp__fs_read, in parallel ranges when the file is large. */
 int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint64_t offset,

@@ -11,7 +11,8 @@
 
 #define ASP_PRIME_PAUSE_MS 100u      /* see asp__chan_call_begin */
 
-/* What asp__chan_stats reports (tests and bench). */
+/* What asp__chan_stats reports (tests: a hook, common.h). */
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned long stat_opens, stat_warm_used, stat_warm_closed, stat_resent, stat_rtt,
 	stat_primed, stat_primed_used, stat_primed_closed, stat_primed_unused;
 
@@ -27,6 +28,7 @@ void asp__chan_stats(asp_chan_stats *out)
 	out->primed_closed = stat_primed_closed;
 	out->primed_unused = stat_primed_unused;
 }
+#endif
 
 /*
  * Every session channel a command uses (its own, the kill channel, helper
@@ -96,7 +98,7 @@ static void warm_poll(asp_conn *c)
 		c->chan.warm = ch;
 		c->chan.warm_opening = 0;
 		asp__ssh_rtt_sample(c, asp__now_ms() - c->chan.warm_sent_ms);
-		stat_rtt++;
+		ASP_TEST_COUNT(stat_rtt);
 		return;
 	}
 	if ((rc = libssh2_session_last_errno(c->session)) == LIBSSH2_ERROR_EAGAIN)
@@ -122,7 +124,7 @@ void asp__chan_warm_start(asp_conn *c)
 		return;
 	c->chan.warm_opening = 1;
 	c->chan.warm_sent_ms = asp__now_ms();
-	stat_opens++;
+	ASP_TEST_COUNT(stat_opens);
 	warm_poll(c);
 }
 
@@ -172,7 +174,7 @@ static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
 	if (!ch)
 		return NULL;
 	if (!(ch = still_open(c, ch, &c->chan.warm_lost, &c->chan.warm_off)))
-		stat_warm_closed++;
+		ASP_TEST_COUNT(stat_warm_closed);
 	return ch;
 }
 
@@ -188,14 +190,14 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 	unsigned int refused = 0;
 	int rc;
 
-	stat_opens++;
+	ASP_TEST_COUNT(stat_opens);
 	while (!(*out = open_step(c))) {
 		rc = libssh2_session_last_errno(c->session);
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->chan.spent) {
 			/* A shell told to end still holds its session: wait for its close. */
 			asp__chan_free(c, c->chan.spent);
 			c->chan.spent = NULL;
-			stat_opens++;
+			ASP_TEST_COUNT(stat_opens);
 			continue;
 		}
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead &&
@@ -205,7 +207,7 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 				if ((rc = asp__ssh_wait(c, until, -1, NULL, 0, ASP_WAIT_PATIENT, err)) &&
 				    rc != ASP_ETIMEOUT)
 					return rc;
-			stat_opens++;
+			ASP_TEST_COUNT(stat_opens);
 			continue;
 		}
 		if (rc != LIBSSH2_ERROR_EAGAIN)
@@ -228,7 +230,7 @@ static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *e
 		return rc;
 	if ((*out = warm_take(c))) {
 		*warm = 1;
-		stat_warm_used++;
+		ASP_TEST_COUNT(stat_warm_used);
 		return 0;
 	}
 	if (c->dead)
@@ -311,7 +313,7 @@ static void shell_retire(asp_conn *c)
 	int rc;
 
 	c->chan.shell = NULL;
-	stat_primed_unused++;
+	ASP_TEST_COUNT(stat_primed_unused);
 	if (c->chan.spent) {
 		asp__chan_free(c, c->chan.spent);
 		c->chan.spent = NULL;
@@ -340,18 +342,23 @@ LIBSSH2_CHANNEL *asp__chan_shell_take(asp_conn *c)
 		return NULL;
 	c->chan.shell = NULL;
 	if ((ch = still_open(c, ch, &c->chan.shell_lost, &c->chan.shell_off)))
-		stat_primed_used++;
+		ASP_TEST_COUNT(stat_primed_used);
 	else
-		stat_primed_closed++;
+		ASP_TEST_COUNT(stat_primed_closed);
 	return ch;
 }
 
+/* Tests: the pause after which a call primes a shell. */
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned int prime_pause_ms = ASP_PRIME_PAUSE_MS;
 
 void asp__chan_prime_pause(unsigned int ms)
 {
 	prime_pause_ms = ms ? ms : ASP_PRIME_PAUSE_MS;
 }
+#else
+#define prime_pause_ms ASP_PRIME_PAUSE_MS
+#endif
 
 void asp__chan_call_begin(asp_conn *c, uint64_t gen)
 {
@@ -390,7 +397,7 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 	c->chan.shell = ch;
 	c->chan.shell_ready = !rc;
 	c->chan.shell_gen = gen;
-	stat_primed++;
+	ASP_TEST_COUNT(stat_primed);
 	asp__chan_warm_start(c);
 }
 
@@ -461,7 +468,7 @@ int asp__chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, i
 		*out = NULL;
 		if (!warm)
 			break;
-		stat_resent++;
+		ASP_TEST_COUNT(stat_resent);
 	}
 	if (rc == REFUSED)
 		return asp__error(err, ASP_EACCES, "%s: the server refused to run commands", c->where);
@@ -483,7 +490,7 @@ LIBSSH2_CHANNEL *asp__chan_kill_open_step(asp_conn *c, int *begun, int *failed)
 		return ch;
 	if (!*begun) {
 		*begun = 1;
-		stat_opens++;
+		ASP_TEST_COUNT(stat_opens);
 	}
 	if ((ch = open_step(c)))
 		return ch;

@@ -32,7 +32,9 @@ typedef struct asp_chan_stats {
 	unsigned long primed, primed_used, primed_closed, primed_unused;
 } asp_chan_stats;
 
+#ifdef ASP_TEST_HOOKS
 void asp__chan_stats(asp_chan_stats *out);
+#endif
 
 /*
  * The warm channel. asp__chan_warm_start sends the CHANNEL_OPEN for the
@@ -52,8 +54,10 @@ int asp__chan_settle(asp_conn *c, asp_error *err);
 void asp__chan_call_begin(asp_conn *c, uint64_t gen);
 void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests only: what counts as a pause before a call, in ms past the round trip (0: the default). */
 void asp__chan_prime_pause(unsigned int ms);
+#endif
 
 /*
  * Take a channel (the warm one when it is still open) and start `script`

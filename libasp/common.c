@@ -57,18 +57,6 @@ void asp__error_prefix(asp_error *err, const char *fmt, ...)
 	err->message[sizeof(err->message) - 1] = '\0';
 }
 
-static _Atomic unsigned int slowdown = 1;
-
-void asp__test_slowdown(unsigned int n)
-{
-	slowdown = n ? n : 1;
-}
-
-unsigned int asp__slowdown(void)
-{
-	return slowdown;
-}
-
 #ifdef ASP_ALLOC_TEST
 /*
  * Allocation-failure testing (tests/alloc/torture.c), compiled in only with

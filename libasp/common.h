@@ -58,13 +58,30 @@ void asp__free(void *p);
 void asp__free_secret(void *p, size_t n);
 
 /*
- * Tests: how many times slower than a plain build this run is (ASan,
- * valgrind; tests/main.c passes check's CK_TIMEOUT_MULTIPLIER). The
- * defaults a caller left at 0 (connect_timeout_ms, io_timeout_ms) are
- * multiplied by it; a value the caller set never is.
+ * Test hooks: what exists only so that tests can reach in (a timer made
+ * shorter, a route forced, a counter read) is compiled only with
+ * -DASP_TEST_HOOKS, which the tests' copy of the library has
+ * (build/tests/libasp-hooks.a) and the release library has not: there a
+ * hook's setting is a constant and its counting nothing (tests/meta.sh
+ * checks that no hook symbol is left in it). The Makefile compiles twice
+ * each libasp source file that says ASP_TEST_ (these macros or the #ifdef), and
+ * only those: keep hook code in .c files, a header only declares.
+ * ASP_TEST_COUNT(v) / ASP_TEST_ADD(v, n) count into a hook's counter v.
+ */
+#ifdef ASP_TEST_HOOKS
+#define ASP_TEST_COUNT(v) ((void)((v)++))
+#define ASP_TEST_ADD(v, n) ((void)((v) += (n)))
+/*
+ * How many times slower than a plain build this run is (ASan, valgrind;
+ * tests/main.c passes check's CK_TIMEOUT_MULTIPLIER). The defaults a caller
+ * left at 0 (connect_timeout_ms, io_timeout_ms) are multiplied by it; a value
+ * the caller set never is. In sandbox.c.
  */
 void asp__test_slowdown(unsigned int n);
-unsigned int asp__slowdown(void);
+#else
+#define ASP_TEST_COUNT(v) ((void)0)
+#define ASP_TEST_ADD(v, n) ((void)0)
+#endif
 
 #ifdef ASP_ALLOC_TEST
 /*

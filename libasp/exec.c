@@ -159,8 +159,10 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
 #define ASP_PRIME_SCRIPT_MAX 2048u   /* a primed shell reads its script a byte at a time */
 
-/* What asp__exec_stats reports (tests and bench). */
+/* What asp__exec_stats reports (tests: a hook, common.h). */
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned long stat_inline, stat_side_kills;
+#endif
 
 typedef struct run {
 	asp_conn *c;
@@ -305,6 +307,8 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 	return pass_stdout(x, x->pre.data + used, x->pre.len - used, err);
 }
 
+/* Between the reads of a channel's two streams: the tests' hook, if any. */
+#ifdef ASP_TEST_HOOKS
 static void (*_Atomic stream_gap)(int helper);
 
 void asp__exec_stream_gap(void (*fn)(int helper))
@@ -312,7 +316,6 @@ void asp__exec_stream_gap(void (*fn)(int helper))
 	stream_gap = fn;
 }
 
-/* Between the reads of a channel's two streams: the tests' hook, if any. */
 static void between_streams(int helper)
 {
 	void (*fn)(int) = stream_gap;
@@ -320,6 +323,9 @@ static void between_streams(int helper)
 	if (fn)
 		fn(helper);
 }
+#else
+#define between_streams(helper) ((void)0)
+#endif
 
 static int read_streams(run *x, int *progress, asp_error *err)
 {
@@ -428,7 +434,7 @@ static void kill_elsewhere(run *x)
 		return;
 	asp__exec_simple(side, (const char *)x->kscript.data, &status, NULL, NULL, NULL);
 	asp__conn_close(side);
-	stat_side_kills++;
+	ASP_TEST_COUNT(stat_side_kills);
 }
 
 /* Drive the kill channel one step; it never blocks (but see kill_elsewhere). */
@@ -588,6 +594,7 @@ static int drive(run *x, asp_error *err)
 
 /* ------------------------------------------------------------ stats */
 
+#ifdef ASP_TEST_HOOKS
 void asp__exec_stats(asp_exec_stats *out)
 {
 	asp_chan_stats ch;
@@ -605,6 +612,7 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->primed_unused = ch.primed_unused;
 	out->side_kills = stat_side_kills;
 }
+#endif
 
 /*
  * The wrapper is POSIX shell text; a login shell that is not (fish, csh,
@@ -783,7 +791,7 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	if (!x.frame.len || !(x.ch = asp__chan_shell_take(c))) {
 		asp__buf_free(&x.frame);
 		x.stdin_inline = inl.len > 0;
-		stat_inline += x.stdin_inline;
+		ASP_TEST_ADD(stat_inline, x.stdin_inline);
 		if ((rc = asp__chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
 			goto out;
 	}

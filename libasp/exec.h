@@ -20,7 +20,7 @@ int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const
 		  const asp_exec_options *o, int *started, asp_error *err);
 
 /*
- * Process-wide counts, read by the tests: those of the channels (chan.h:
+ * Process-wide counts, read by the tests (a hook: common.h): those of the channels (chan.h:
  * asp_chan_stats, the same names), commands whose stdin went inside the
  * exec request, and kills sent on a connection of their own.
  */
@@ -33,8 +33,6 @@ typedef struct asp_exec_stats {
 	unsigned long side_kills;   /* kills sent on a connection of their own (kill_elsewhere) */
 } asp_exec_stats;
 
-void asp__exec_stats(asp_exec_stats *out);
-
 /*
  * The file routes' earlier names (route.h), for the callers in fs.c and
  * shfs.c; new code calls asp__route_* itself.
@@ -43,6 +41,9 @@ void asp__exec_stats(asp_exec_stats *out);
 #define asp__exec_reads_faster asp__route_reads_faster
 #define asp__exec_shell_refused asp__route_shell_refused
 
+#ifdef ASP_TEST_HOOKS
+void asp__exec_stats(asp_exec_stats *out);
+
 /*
  * Tests only: fn (or NULL) is called between the reads of a channel's two
  * streams, with helper 0 for a command's channel and 1 for a helper
@@ -50,6 +51,7 @@ void asp__exec_stats(asp_exec_stats *out);
  * in from the socket what the first stream was waiting for.
  */
 void asp__exec_stream_gap(void (*fn)(int helper));
+#endif
 
 /*
  * Run a short helper script (no stdin, no cwd change) and collect its

@@ -7,6 +7,7 @@
  * so it can be unit-tested and fuzzed on arbitrary bytes. Only
  * asp__known_hosts_verify touches the file system.
  */
+#include "ascii.h"
 #include "errtext.h"
 #include "hostkey.h"
 #include "discover.h"
@@ -37,19 +38,17 @@
 #define STORE_MAX ((size_t)64 << 20)
 /* How long a first use waits for another process's read-modify-write of the store. */
 #define STORE_LOCK_WAIT_MS 5000
+/* Tests: how long store_lock waits (hostkey.h; 0 restores the default). */
+#ifdef ASP_TEST_HOOKS
 static long store_lock_wait_ms = STORE_LOCK_WAIT_MS;
 
-/* ------------------------------------------------------------ small helpers */
-
-static int is_space(char c)
+void asp__known_hosts_lock_wait(long ms)
 {
-	return c == ' ' || c == '\t';
+	store_lock_wait_ms = ms > 0 ? ms : STORE_LOCK_WAIT_MS;
 }
-
-static char ascii_lower(char c)
-{
-	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
+#else
+#define store_lock_wait_ms ((long)STORE_LOCK_WAIT_MS)
+#endif
 
 /* ------------------------------------------------------- known_hosts parsing */
 
@@ -62,12 +61,12 @@ typedef struct span {
 /* The next whitespace-separated token of a line; 0 at the end. */
 static int next_token(span *tok, span *line)
 {
-	while (line->n > 0 && is_space(*line->p)) {
+	while (line->n > 0 && asp__ascii_blank(*line->p)) {
 		line->p++;
 		line->n--;
 	}
 	tok->p = line->p;
-	while (line->n > 0 && !is_space(*line->p)) {
+	while (line->n > 0 && !asp__ascii_blank(*line->p)) {
 		line->p++;
 		line->n--;
 	}
@@ -90,7 +89,7 @@ static int glob_match(const char *pat, size_t pn, const char *name)
 		if (p < pn && pat[p] == '*') {
 			star_p = p++;
 			star_s = s;
-		} else if (p < pn && (pat[p] == '?' || ascii_lower(pat[p]) == name[s])) {
+		} else if (p < pn && (pat[p] == '?' || asp__ascii_lower(pat[p]) == name[s])) {
 			p++;
 			s++;
 		} else if (star_p != (size_t)-1) {
@@ -265,7 +264,7 @@ static int lookup_name(char out[LOOKUP_MAX], const char *host, unsigned int port
 	if (port != 22)
 		*p++ = '[';
 	for (i = 0; i < n; i++)
-		*p++ = ascii_lower(host[i]);
+		*p++ = asp__ascii_lower(host[i]);
 	if (port != 22)
 		p += sprintf(p, "]:%u", port);
 	*p = '\0';
@@ -301,6 +300,8 @@ static int kh_scan(kh_result *r, const char *text, size_t len, const char *host,
 	return 0;
 }
 
+/* Tests (the unit tests, the fuzz target): kh_scan on its own. */
+#ifdef ASP_TEST_HOOKS
 asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *host,
 				     unsigned int port, const unsigned char *blob, size_t blob_len)
 {
@@ -311,6 +312,7 @@ asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *h
 		return ASP_KH_MISMATCH;
 	return r.status;
 }
+#endif
 
 /* ------------------------------------------------------------- store path */
 
@@ -517,12 +519,6 @@ static int lock_open(int *out_fd, const char *lock, asp_error *err)
 	}
 	close(fd);
 	return ASP_ECONFIG;
-}
-
-/* Tests: how long store_lock waits (0 restores the default). */
-void asp__known_hosts_lock_wait(long ms)
-{
-	store_lock_wait_ms = ms > 0 ? ms : STORE_LOCK_WAIT_MS;
 }
 
 /*

@@ -24,16 +24,21 @@ typedef enum asp_kh_status {
  * as `host` for port 22 and `[host]:port` otherwise; hashed (|1|salt|hash),
  * comma lists, `*`/`?` wildcards and `!` negations are understood;
  * `@cert-authority` lines are skipped; `@revoked` lines match any host.
- * Malformed lines are skipped.
+ * Malformed lines are skipped. A test hook (common.h): asp__known_hosts_verify
+ * is what the library uses.
  */
+#ifdef ASP_TEST_HOOKS
 asp_kh_status asp__known_hosts_check(const char *text, size_t len, const char *host,
 				     unsigned int port, const unsigned char *blob, size_t blob_len);
+#endif
 
 /* The known_hosts path: explicit, else $ASP_KNOWN_HOSTS, else the XDG default. */
 int asp__known_hosts_path(char **out, const char *explicit_path, asp_error *err);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests: how long a first use waits for the store's lock; 0 restores the default (5 s). */
 void asp__known_hosts_lock_wait(long ms);
+#endif
 
 /*
  * Verify a received key against the store at `path`: on NOTFOUND, append

@@ -3,6 +3,7 @@
  * OpenSSH public key line or a SHA256 fingerprint, and matching a received
  * key against it (in constant time). No I/O.
  */
+#include "ascii.h"
 #include "pin.h"
 
 #include <string.h>
@@ -14,22 +15,12 @@
 
 /* ------------------------------------------------------------ small helpers */
 
-static int is_space(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
-static char ascii_lower(char c)
-{
-	return (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
-}
-
 static int ascii_ncaseeq(const char *a, const char *b, size_t n)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (ascii_lower(a[i]) != ascii_lower(b[i]))
+		if (asp__ascii_lower(a[i]) != asp__ascii_lower(b[i]))
 			return 0;
 	return 1;
 }
@@ -137,7 +128,7 @@ static int is_md5_hex(const char *s, size_t n)
 	if (n != 47)
 		return 0;
 	for (i = 0; i < n; i++) {
-		char c = ascii_lower(s[i]);
+		char c = asp__ascii_lower(s[i]);
 		if (i % 3 == 2 ? c != ':' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
 			return 0;
 	}
@@ -217,13 +208,13 @@ static int pin_parse_line(asp_pin *out, const char *s, size_t n, asp_error *err)
 {
 	size_t t = 0, k, klen;
 
-	while (t < n && !is_space(s[t]))
+	while (t < n && !asp__ascii_blank(s[t]))
 		t++;
 	k = t;
-	while (k < n && is_space(s[k]))
+	while (k < n && asp__ascii_blank(s[k]))
 		k++;
 	klen = 0;
-	while (k + klen < n && !is_space(s[k + klen]))
+	while (k + klen < n && !asp__ascii_blank(s[k + klen]))
 		klen++;
 	if (!asp__key_type_name(s, t) || klen == 0)
 		return pin_expected_error(err, s, n, NULL);
@@ -240,11 +231,11 @@ int asp__pin_parse(asp_pin *out, const char *text, asp_error *err)
 	ASP_ASSERT_ARG(text);
 	s = text;
 	n = strlen(text);
-	while (n > 0 && (is_space(*s) || *s == '\n' || *s == '\r')) {
+	while (n > 0 && (asp__ascii_blank(*s) || *s == '\n' || *s == '\r')) {
 		s++;
 		n--;
 	}
-	while (n > 0 && (is_space(s[n - 1]) || s[n - 1] == '\n' || s[n - 1] == '\r'))
+	while (n > 0 && (asp__ascii_blank(s[n - 1]) || s[n - 1] == '\n' || s[n - 1] == '\r'))
 		n--;
 	/* Never echo a private key back, not even its first characters. */
 	if (n >= 10 && !memcmp(s, "-----BEGIN", 10))

@@ -33,10 +33,12 @@ int asp__route_shell_refused(const asp_conn *c, int rc);
 /* 1 when a command's small stdin_data is worth putting inside its exec request on c (exec.c). */
 int asp__route_stdin_inline(const asp_conn *c);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests only: take the shell-command file route whatever the round trip (1) or not (0). */
 void asp__route_force_files(int on);
 
 /* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
 void asp__route_force_inline(int on);
+#endif
 
 #endif

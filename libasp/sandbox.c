@@ -175,6 +175,18 @@ static int prepare_trust(asp_sandbox *sb, const asp_open_options *o, asp_error *
 	return asp__known_hosts_path(&sb->known_hosts, o->known_hosts, err);
 }
 
+/* The default timeouts' multiplier (common.h, asp__test_slowdown): 1 outside the tests. */
+#ifdef ASP_TEST_HOOKS
+static _Atomic unsigned int slowdown = 1;
+
+void asp__test_slowdown(unsigned int n)
+{
+	slowdown = n ? n : 1;
+}
+#else
+#define slowdown 1u
+#endif
+
 int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
@@ -204,8 +216,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.identity = sb->identity;
 	sb->params.pin = sb->pinned ? &sb->pin : NULL;
 	sb->params.known_hosts = sb->known_hosts;
-	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000 * asp__slowdown();
-	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000 * asp__slowdown();
+	sb->params.connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 10000 * slowdown;
+	sb->params.io_timeout_ms = o.io_timeout_ms ? o.io_timeout_ms : 30000 * slowdown;
 	sb->params.keepalive_s = o.keepalive_s ? o.keepalive_s : 15;
 	sb->params.file_transport = o.file_transport;
 	atomic_init(&sb->no_sftp, 0);

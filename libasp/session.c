@@ -124,6 +124,7 @@ static void note_alloc_failure(void **abstract)
  * connect timeout, a cancel, a bulk helper no longer needed) kept it for the
  * life of the process, unwiped.
  */
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned long stat_live, stat_reclaimed;
 
 unsigned long asp__ssh_allocs_live(void)
@@ -135,6 +136,7 @@ unsigned long asp__ssh_allocs_reclaimed(void)
 {
 	return stat_reclaimed;
 }
+#endif
 
 static void *block_data(asp_ssh_block *b)
 {
@@ -158,7 +160,7 @@ static void block_free(asp_ssh_block *b)
 	b->next->prev = b->prev;
 	OPENSSL_cleanse(b, malloc_usable_size(b));
 	asp__free(b);
-	stat_live--;
+	ASP_TEST_ADD(stat_live, -1);
 }
 
 static LIBSSH2_ALLOC_FUNC(ssh_alloc)
@@ -174,7 +176,7 @@ static LIBSSH2_ALLOC_FUNC(ssh_alloc)
 	b->next = c->ssh_blocks.next;
 	b->next->prev = b;
 	c->ssh_blocks.next = b;
-	stat_live++;
+	ASP_TEST_COUNT(stat_live);
 	return block_data(b);
 }
 
@@ -312,16 +314,18 @@ void asp__ssh_session_free(asp_conn *c)
 	c->session = NULL;
 	while (c->ssh_blocks.next != &c->ssh_blocks) {
 		block_free(c->ssh_blocks.next);
-		stat_reclaimed++;
+		ASP_TEST_COUNT(stat_reclaimed);
 	}
 }
 
+#ifdef ASP_TEST_HOOKS
 static _Atomic unsigned long stat_ran_out;
 
 unsigned long asp__ssh_waits_ran_out(void)
 {
 	return stat_ran_out;
 }
+#endif
 
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err)
@@ -406,7 +410,7 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	if (rc < 0 && errno != EINTR)
 		return asp__error(err, ASP_ERROR, "%s: poll: %s", c->where, ASP_ERRNO_TEXT(errno));
 	if (rc == 0 && timeout > 0)
-		stat_ran_out++;
+		ASP_TEST_COUNT(stat_ran_out);
 	if (cancel_fd >= 0 && (pfd[1].revents & POLLIN)) {
 		if (op_cancel)
 			c->dead = 1; /* a reply is still due: the connection cannot be reused */

@@ -97,8 +97,10 @@ int asp__sftp_flush(asp_conn *c, asp_error *err);
 /* Wait for the next kept reply (dropping discarded ones) and check its id. */
 int asp__sftp_reply(asp_conn *c, asp_sftp_reply *r, uint32_t id, asp_error *err);
 
-/* Number of kept replies still to come. */
+#ifdef ASP_TEST_HOOKS
+/* Tests: the number of kept replies still to come. */
 size_t asp__sftp_pending(const asp_conn *c);
+#endif
 
 /* Consume every outstanding reply, kept or not. */
 int asp__sftp_drain(asp_conn *c, asp_error *err);
@@ -117,9 +119,11 @@ void asp__sftp_got_handle(asp_conn *c, const unsigned char *h, size_t hl);
 void asp__sftp_no_handle(asp_conn *c);
 void asp__sftp_guessed(asp_conn *c, int hit);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests only: guesses that hit and missed (every connection), and a guess to make instead (NULL: none). */
 void asp__sftp_guess_stats(unsigned long *hit, unsigned long *missed);
 void asp__sftp_force_guess(const void *h, size_t len);
+#endif
 
 /* Reply decoding. */
 int asp__sftp_get_u32(const unsigned char **p, size_t *len, uint32_t *v);

@@ -176,6 +176,7 @@ enum {
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err);
 
+#ifdef ASP_TEST_HOOKS
 /* Tests only: how many waits so far slept until their time limit (the poll timed out). */
 unsigned long asp__ssh_waits_ran_out(void);
 
@@ -185,6 +186,7 @@ unsigned long asp__ssh_waits_ran_out(void);
  */
 unsigned long asp__ssh_allocs_live(void);
 unsigned long asp__ssh_allocs_reclaimed(void);
+#endif
 
 /*
  * A non-blocking-ready session for c: libssh2 allocates through libasp's

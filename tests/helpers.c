@@ -133,19 +133,22 @@ void sha256_hex(const void *data, size_t len, char out[65])
 	out[64] = '\0';
 }
 
-/* Deterministic pseudo-random bytes (xorshift64). */
+/*
+ * Deterministic pseudo-random bytes (xorshift64, 8 bytes a step): the same
+ * for the same seed, different for every seed.
+ */
 unsigned char *random_bytes(size_t len, uint64_t seed)
 {
 	unsigned char *p = malloc(len ? len : 1);
-	uint64_t x = seed | 1;
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
 	size_t i;
 
 	ck_assert_ptr_nonnull(p);
-	for (i = 0; i < len; i++) {
+	for (i = 0; i < len; i += 8) {
 		x ^= x << 13;
 		x ^= x >> 7;
 		x ^= x << 17;
-		p[i] = (unsigned char)(x >> 24);
+		memcpy(p + i, &x, len - i < 8 ? len - i : 8);
 	}
 	return p;
 }

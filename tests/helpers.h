@@ -84,7 +84,7 @@ int local_exists(const char *path);
 struct stat local_lstat(const char *path);
 /* Exact byte comparison that reports where the first difference is. */
 void assert_bytes(const char *what, const void *got, size_t glen, const void *want, size_t wlen);
-/* Deterministic pseudo-random bytes (xorshift64); malloc'd. */
+/* Deterministic pseudo-random bytes (xorshift64), different for every seed; malloc'd. */
 unsigned char *random_bytes(size_t len, uint64_t seed);
 /* `reps` copies of the bytes 0x00..0xff; malloc'd. */
 unsigned char *all_bytes(size_t reps, size_t *len);

@@ -56,21 +56,6 @@ static void teardown(void)
 	fx_sshd_stop(&fx);
 }
 
-static unsigned char *make_data(size_t len, uint64_t seed)
-{
-	unsigned char *d = malloc(len);
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	ck_assert(d != NULL);
-	for (size_t i = 0; i < len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		memcpy(d + i, &x, len - i < 8 ? len - i : 8);
-	}
-	return d;
-}
-
 static asp_sandbox *open_sb(const char *config, unsigned int io_timeout_ms)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
@@ -180,7 +165,7 @@ static void *kill_when_half_way(void *arg)
  */
 static void crash_mid_write(asp_sandbox *sb, char old_sha[65])
 {
-	unsigned char *old = make_data(1u << 20, 1), *big = make_data(BIG_LEN, 2);
+	unsigned char *old = random_bytes(1u << 20, 1), *big = random_bytes(BIG_LEN, 2);
 	asp_error err = { 0 };
 	killer k = { fx.workspace, "torn.bin", 0, 0 };
 	char path[400];
@@ -415,7 +400,7 @@ static const char *const foreign[] = {
  */
 START_TEST(test_sweep_spares_live_writer_and_foreign_names)
 {
-	unsigned char *big = make_data(BIG_LEN, 7);
+	unsigned char *big = random_bytes(BIG_LEN, 7);
 	char cfg[400], dir[400], temp[600], sha[65], path[600];
 	asp_sandbox *a, *b;
 	writer w;

@@ -55,22 +55,6 @@ static int is_link_error(int rc)
 	return rc == ASP_ETIMEOUT || rc == ASP_ECONNLOST || rc == ASP_ECONNECT;
 }
 
-/* Deterministic bytes that differ per seed. */
-static unsigned char *make_data(size_t len, uint64_t seed)
-{
-	unsigned char *d = malloc(len);
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	ck_assert(d != NULL);
-	for (size_t i = 0; i < len; i += 8) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		memcpy(d + i, &x, len - i < 8 ? len - i : 8);
-	}
-	return d;
-}
-
 /* Temp files of atomic writes to `name` left in dir: ".NAME.asp-*.tmp". */
 static int count_temps(const char *dir, const char *name)
 {
@@ -500,7 +484,7 @@ static void *blackhole_after_bytes(void *arg)
 START_TEST(test_blackhole_mid_atomic_write)
 {
 	asp_error err = { 0 };
-	unsigned char *big = make_data(BIG_LEN, 3);
+	unsigned char *big = random_bytes(BIG_LEN, 3);
 	char path[400], *text;
 	hole_after h = { 8u * 1024 * 1024, 0, 0 };
 	pthread_t th;
@@ -670,7 +654,7 @@ static void *watch_target(void *arg)
 START_TEST(test_cut_mid_atomic_write)
 {
 	asp_error err = { 0 };
-	unsigned char *old = make_data(1u << 20, 1), *big = make_data(BIG_LEN, 2);
+	unsigned char *old = random_bytes(1u << 20, 1), *big = random_bytes(BIG_LEN, 2);
 	char path[400];
 	watcher w;
 	pthread_t th;

@@ -17,14 +17,10 @@ import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PKG_ROOT = os.path.dirname(HERE)
-REPO = os.path.dirname(os.path.dirname(PKG_ROOT))
-AGENT = os.path.join(REPO, "examples", "python", "agent.py")
-sys.path.insert(0, PKG_ROOT)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import PKG_ROOT, REPO, SshdFixture  # noqa: E402
 
-from sshd_fixture import SshdFixture  # noqa: E402
+AGENT = os.path.join(REPO, "examples", "python", "agent.py")
 
 
 def load_agent():

@@ -16,10 +16,8 @@ import tempfile
 import threading
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-from sshd_fixture import SshdFixture  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import SshdFixture  # noqa: E402
 from test_agent_example import run_agent  # noqa: E402
 
 MODEL = "test-model"

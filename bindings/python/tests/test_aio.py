@@ -13,27 +13,13 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PKG_ROOT = os.path.dirname(HERE)
-sys.path.insert(0, PKG_ROOT)
-sys.path.insert(0, HERE)
-
-import asp  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import FixtureForModule, asp  # noqa: E402
 import asp.aio  # noqa: E402
-from sshd_fixture import SshdFixture  # noqa: E402
 from test_asp import proc_alive, wait_dead  # noqa: E402
 
-FX = None
-
-
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
-
-
-def tearDownModule():
-    if FX:
-        FX.stop()
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 
 
 class LagProbe:

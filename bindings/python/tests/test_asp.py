@@ -21,29 +21,16 @@ import time
 import unittest
 from unittest import mock
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PKG_ROOT = os.path.dirname(HERE)                    # bindings/python
-REPO = os.path.dirname(os.path.dirname(PKG_ROOT))   # the checkout
-sys.path.insert(0, PKG_ROOT)
-sys.path.insert(0, HERE)
-
-import asp  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shared  # noqa: E402
+from shared import PKG_ROOT, REPO, FixtureForModule, SshdFixture, asp  # noqa: E402
 from asp import _lib  # noqa: E402
 import sshd_fixture  # noqa: E402
-from sshd_fixture import OMIT, SshdFixture  # noqa: E402
+from sshd_fixture import OMIT  # noqa: E402
 
 IS_ROOT = os.geteuid() == 0
-FX = None
-
-
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
-
-
-def tearDownModule():
-    if FX:
-        FX.stop()
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 
 
 def proc_alive(pid):
@@ -116,29 +103,10 @@ def closed_port():
     return sshd_fixture.free_port()
 
 
-class SandboxTest(unittest.TestCase):
+class SandboxTest(shared.SandboxTest):
     """One sandbox per class on the module's server; each test gets its own directory."""
 
-    open_kwargs = {}
-
-    @classmethod
-    def setUpClass(cls):
-        cls.sb = asp.open(FX.config, **cls.open_kwargs)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
-
-    def setUp(self):
-        self.d = "t-" + self.id().rsplit(".", 1)[1]
-        self.sb.mkdir(self.d, parents=True)
-
-    def p(self, *names):
-        return "/".join((self.d,) + names)
-
-    def local(self, *names):
-        """The same path seen locally (the fixture's workspace is a local directory)."""
-        return os.path.join(FX.workspace, self.d, *names)
+    fx = FX
 
 
 # ====================================================================== no server needed

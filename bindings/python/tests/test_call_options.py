@@ -11,39 +11,20 @@ import threading
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import FixtureForModule, SandboxTest, asp  # noqa: E402
 
-import asp  # noqa: E402
-from sshd_fixture import SshdFixture  # noqa: E402
-
-FX = None
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 
 
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
+class TestCallOptions(SandboxTest):
 
-
-def tearDownModule():
-    if FX:
-        FX.stop()
-
-
-class TestCallOptions(unittest.TestCase):
-
-    @classmethod
-    def setUpClass(cls):
-        cls.sb = asp.open(FX.config)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.sb.close()
+    fx = FX
+    dir_prefix = "co-"
 
     def setUp(self):
-        self.d = "co-" + self.id().rsplit(".", 1)[1]
-        self.sb.mkdir(self.d, parents=True)
+        super().setUp()
         self.fifo = self.d + "/fifo"
         r = self.sb.exec("mkfifo " + self.fifo)
         self.assertEqual(r.exit_code, 0, r.stderr)

@@ -9,12 +9,8 @@ import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-import asp  # noqa: E402
-from sshd_fixture import SshdFixture  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import SshdFixture, asp  # noqa: E402
 
 ALL_BYTES = bytes(range(256)) * 3
 

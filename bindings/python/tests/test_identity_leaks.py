@@ -20,26 +20,13 @@ import tempfile
 import traceback
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-
-import asp  # noqa: E402
-from sshd_fixture import SshdFixture  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import FixtureForModule, asp  # noqa: E402
 
 VAR = "ASP_PY_IDENTITY_VALUE"
 WINDOW = 16
-FX = None
-
-
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
-
-
-def tearDownModule():
-    if FX:
-        FX.stop()
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 
 
 def keygen(path, passphrase=""):
