@@ -111,6 +111,8 @@ group_static() {
 	job meta $W_BUSY "BUILD=$BUILD sh tests/meta.sh"
 	job schema $W_WAIT "$PYTHON tests/schema_agree.py"
 	job style $W_WAIT "sh tests/check-style.sh"
+	# Every code block of the docs, run against the sshd fixture (tests/docs_run.py).
+	job docs $W_WAIT "BUILD=$BUILD $PYTHON tests/docs_run.py"
 }
 
 group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }
