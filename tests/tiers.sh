@@ -113,6 +113,7 @@ group_static() {
 	job style $W_WAIT "sh tests/check-style.sh"
 	# Every code block of the docs, run against the sshd fixture (tests/docs_run.py).
 	job docs $W_WAIT "BUILD=$BUILD $PYTHON tests/docs_run.py"
+	job man $W_WAIT "BUILD=$BUILD sh tests/man.sh"
 }
 
 group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }
