@@ -168,6 +168,7 @@ $(BUILD)/man/%: docs/%.md tools/md2man.py
 	python3 tools/md2man.py $< > $@.tmp && mv $@.tmp $@
 
 install: install-man
+check-build: man
 uninstall: uninstall-man
 
 install-man: $(MAN_PAGES)
