@@ -7,7 +7,8 @@ Reads README.md, docs/*.md and bindings/*/README.md (or the files named), takes
 every fenced code block and runs it against a real sshd (the tests' fixture,
 build/tests/sshd-fixture), with ASP_CONFIG naming the fixture's .asp.json:
 
-  c            compiled with cc against include/ and build/libasp.so, then run
+  c            compiled with gcc and clang against include/ and build/libasp.so, each
+               program run; both must print the same
   python       run by /usr/bin/python3 with bindings/python on PYTHONPATH
   js           run by node from the repository root
   sh           run by bash -e from the repository root, build/bin first in PATH
@@ -37,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -163,25 +165,51 @@ class Runner:
         })
 
     def run(self, argv, cwd=None, env=None, stdin=subprocess.DEVNULL):
-        p = subprocess.run(argv, cwd=cwd or ROOT, env=env or self.env, stdin=stdin,
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=BLOCK_TIMEOUT)
-        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+        """argv in a session of its own: on a timeout, or when this script is stopped, the
+        whole session is killed, not only its first process."""
+        p = subprocess.Popen(argv, cwd=cwd or ROOT, env=env or self.env, stdin=stdin,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, errs = p.communicate(timeout=BLOCK_TIMEOUT)
+        except BaseException:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # what the block left running
+            except ProcessLookupError:
+                pass
+        return p.returncode, out.decode("utf-8", "replace"), errs.decode("utf-8", "replace")
 
     def fresh(self, suffix):
         self.n += 1
         return os.path.join(self.tmp, f"block{self.n}{suffix}")
 
     def c(self, b):
-        src, exe = self.fresh(".c"), self.fresh("")
+        """Built and run with gcc and with clang (where installed): they evaluate a call's
+        arguments in different orders, and the program must print the same under both."""
+        src = self.fresh(".c")
         with open(src, "w") as f:
             f.write(b.text)
         lib = os.path.join(ROOT, BUILD)
-        rc, out, errs = self.run(["cc", "-std=c11", "-Wall", "-Wextra", "-Werror",
-                      "-I" + os.path.join(ROOT, "include"), src, "-L" + lib, "-lasp",
-                      "-Wl,-rpath," + lib, "-o", exe])
-        if rc != 0:
-            return rc, out, "cc: " + errs
-        return self.run([exe])
+        results = []
+        for compiler in [c for c in ("gcc", "clang") if shutil.which(c)] or ["cc"]:
+            exe = self.fresh("")
+            rc, out, errs = self.run([compiler, "-std=c11", "-Wall", "-Wextra", "-Werror",
+                                      "-I" + os.path.join(ROOT, "include"), src, "-L" + lib, "-lasp",
+                                      "-Wl,-rpath," + lib, "-o", exe])
+            if rc != 0:
+                return rc, out, compiler + ": " + errs
+            rc, out, errs = self.run([exe])
+            if rc != 0:
+                return rc, out, f"built by {compiler}: " + errs
+            results.append((compiler, out, errs))
+        for compiler, out, _ in results[1:]:
+            if out != results[0][1]:
+                return 1, out, (f"built by {compiler} it prints {out!r}, built by {results[0][0]} "
+                                f"{results[0][1]!r}")
+        return 0, results[0][1], results[0][2]
 
     def python(self, b):
         return self.run(["/usr/bin/python3", "-c", b.text])
@@ -236,7 +264,13 @@ class Runner:
                          "    sys.exit(r.exit_code != 0)", path], env=env)
 
 
+def stopped(signum, frame):
+    raise SystemExit(f"docs: stopped by signal {signum}")  # the finally blocks clean up
+
+
 def main(argv):
+    signal.signal(signal.SIGTERM, stopped)
+    signal.signal(signal.SIGHUP, stopped)
     files = argv[1:] or default_files()
     blocks = [b for f in files for b in parse(f)]
     ran = skipped = failed = 0
@@ -272,7 +306,8 @@ def main(argv):
                 rc, out, errs = -1, "", f"still running after {BLOCK_TIMEOUT} s"
             why = None
             if rc != 0:
-                why = f"exit status {rc}"
+                last = errs.strip().split("\n")[-1] if errs.strip() else ""
+                why = f"exit status {rc}" + (f": {last[:300]}" if last else "")
             else:
                 nxt = blocks[k + 1] if k + 1 < len(blocks) else None
                 if nxt and nxt.file == b.file and nxt.marker == "output":
