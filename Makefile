@@ -154,6 +154,33 @@ install-asf-provision: $(ASF_PROVISION)
 uninstall-asf-provision:
 	rm -f $(DESTDIR)$(BINDIR)/asf-provision
 
+# ---- man pages: asp-exec(1), asf-provision(1) and libasp(3), converted from
+# docs/NAME.N.md by tools/md2man.py (python3's standard library only) into
+# $(BUILD)/man; `make install` puts them in MANDIR. tests/man.sh checks them.
+MANDIR    ?= $(PREFIX)/share/man
+MAN_PAGES := $(BUILD)/man/asp-exec.1 $(BUILD)/man/asf-provision.1 $(BUILD)/man/libasp.3
+.PHONY: man install-man uninstall-man
+
+man: $(MAN_PAGES)
+
+$(BUILD)/man/%: docs/%.md tools/md2man.py
+	@mkdir -p $(BUILD)/man
+	python3 tools/md2man.py $< > $@.tmp && mv $@.tmp $@
+
+install: install-man
+check-build: man
+uninstall: uninstall-man
+
+install-man: $(MAN_PAGES)
+	install -d $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man3
+	install -m 0644 $(BUILD)/man/asp-exec.1 $(BUILD)/man/asf-provision.1 $(DESTDIR)$(MANDIR)/man1/
+	install -m 0644 $(BUILD)/man/libasp.3 $(DESTDIR)$(MANDIR)/man3/
+
+uninstall-man:
+	rm -f $(DESTDIR)$(MANDIR)/man1/asp-exec.1 $(DESTDIR)$(MANDIR)/man1/asf-provision.1 \
+	      $(DESTDIR)$(MANDIR)/man3/libasp.3
+# ---- end man pages
+
 # The probe suite, part of check-provision: every verify check broken in turn
 # on a live sandbox, the egress allow-list, rootless Podman (~2-3 min; root
 # and Podman, or SKIPPED - a failure under ASF_REQUIRE_PODMAN=1).

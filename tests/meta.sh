@@ -4,7 +4,7 @@
 #    (libasp/libasp.map) and is documented in docs/api.md;
 #  - every error code in asp.h is in docs/api.md's table;
 #  - asp.h compiles as C99, C11 and C++ with warnings as errors;
-#  - the README's C example compiles and links;
+#  - the README's C example compiles and links (tests/docs_run.py runs it);
 #  - no test hook (libasp/common.h) is in the release library, and no function
 #    only the tests call is outside the hooks.
 set -u

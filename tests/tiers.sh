@@ -11,7 +11,7 @@
 # only runs what is built.
 #
 #   check   = unit integration static fuzz-replay python node
-#   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke
+#   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo
 #
 # Every test of the integration binary runs in exactly one of the two
 # plain runs: `integration` leaves out the test cases tagged slow
@@ -113,6 +113,9 @@ group_static() {
 	job style $W_WAIT "sh tests/check-style.sh"
 	job layers-selftest $W_WAIT "sh tests/check-layers-selftest.sh"
 	job layers $W_WAIT "sh tests/check-layers.sh"
+	# Every code block of the docs, run against the sshd fixture (tests/docs_run.py).
+	job docs $W_WAIT "BUILD=$BUILD $PYTHON tests/docs_run.py"
+	job man $W_WAIT "BUILD=$BUILD sh tests/man.sh"
 }
 
 group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }
@@ -199,11 +202,13 @@ group_soak() { job soak $W_BUSY "$MAKE_QUIET soak SOAK_OPS=3000"; }
 group_wipe() { job wipe $W_WAIT "$MAKE_QUIET check-wipe"; }
 group_pi() { job pi $W_BUSY "$MAKE_QUIET check-node-pi"; }
 group_bench_smoke() { job bench-smoke $W_BUSY "$PYTHON bench/run.py --scale smoke"; }
+# make demo's Podman sandbox: it runs, its user is no host account, /tmp is left clean.
+group_demo() { job demo $W_BUSY "sh tests/demo-check.sh"; }
 
 expand() {
 	case $1 in
 	check) echo unit integration static fuzz-replay python node ;;
-	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke ;;
+	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo ;;
 	*) echo "$1" ;;
 	esac
 }

@@ -13,28 +13,71 @@
 
 #include "asf.h"
 
+/* Each command's usage; the global options go before the command. */
+static const struct {
+	const char *cmd, *text;
+} usages[] = {
+	{ "up", "up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
+		"     [--runtime runc|crun|krun] [--ingress publish|exec]\n"
+		"     [--egress none | --egress allow=HOST[:PORT][,...] [--proxy-hosts FILE]]\n"
+		"     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
+		"     [--uid UID [--allow-host-account-uid]] [--out FILE.asp.json] [--replace] [--json]\n"
+		"  up|manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
+		"     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
+		"     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n"
+		"     (--engine kubectl, the default here: a cluster; podman: podman kube play)\n" },
+	{ "manifest", "manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
+		      "     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
+		      "     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n" },
+	{ "verify", "verify N [--report FILE] [--json]\n" },
+	{ "status", "status [N] [--json]\n" },
+	{ "list", "list [--json]\n" },
+	{ "down", "down N [--json]\n" },
+};
+#define NUSAGES (sizeof(usages) / sizeof(usages[0]))
+
+static const char usage_tail[] =
+	"\n"
+	"--engine: the container engine (default podman); verify, status and down\n"
+	"use the one recorded when the sandbox was made.\n"
+	"State: --state-dir, $ASF_STATE_DIR, /var/lib/asf-provision (root) or\n"
+	"$XDG_STATE_HOME/asf-provision. See asf-provision(1).\n";
+
 static void usage(FILE *f)
 {
-	fputs("usage: asf-provision [--state-dir DIR] [--engine podman|docker] COMMAND ...\n"
-	      "\n"
-	      "  up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
-	      "     [--runtime runc|crun|krun] [--ingress publish|exec]\n"
-	      "     [--egress none | --egress allow=HOST[:PORT][,...] [--proxy-hosts FILE]]\n"
-	      "     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
-	      "     [--uid UID [--allow-host-account-uid]] [--out FILE.asp.json] [--replace] [--json]\n"
-	      "  up|manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
-	      "     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
-	      "     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n"
-	      "     (--engine kubectl, the default here: a cluster; podman: podman kube play)\n"
-	      "  verify N [--report FILE] [--json]\n"
-	      "  status [N] [--json]\n"
-	      "  list [--json]\n"
-	      "  down N [--json]\n"
-	      "\n"
-	      "--engine: the container engine (default podman); verify, status and down\n"
-	      "use the one recorded when the sandbox was made.\n"
-	      "State: --state-dir, $ASF_STATE_DIR, /var/lib/asf-provision (root) or\n"
-	      "$XDG_STATE_HOME/asf-provision. See asf-provision(1).\n", f);
+	size_t k;
+
+	fputs("usage: asf-provision [--state-dir DIR] [--engine podman|docker] COMMAND ...\n\n", f);
+	for (k = 0; k < NUSAGES; k++)
+		if (strcmp(usages[k].cmd, "manifest")) /* shown with up */
+			fprintf(f, "  %s", usages[k].text);
+	fputs(usage_tail, f);
+}
+
+/* `asf-provision CMD --help`: CMD's usage on stdout. Non-zero when CMD is not a command. */
+static int command_usage(const char *cmd)
+{
+	size_t k;
+
+	for (k = 0; k < NUSAGES; k++) {
+		if (strcmp(usages[k].cmd, cmd))
+			continue;
+		printf("usage: asf-provision [OPTIONS] %s"
+		       "OPTIONS: [--state-dir DIR] [--engine podman|docker|kubectl]\n%s", usages[k].text, usage_tail);
+		return 0;
+	}
+	return -1;
+}
+
+/* A -h or --help among a command's arguments. */
+static int wants_help(int argc, char **argv)
+{
+	int i;
+
+	for (i = 0; i < argc; i++)
+		if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return 1;
+	return 0;
 }
 
 /* The value of option argv[*i] ("--opt VALUE" or "--opt=VALUE"), or NULL. */
@@ -101,6 +144,13 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		else if (!strcmp(argv[i], "--replace")) o.replace = 1;
 		else if (!strcmp(argv[i], "--json")) o.json = 1;
 		else return bad_arg(manifest_only ? "manifest" : "up", argv[i]);
+	}
+	/* Required, before anything is looked at: the message names what is missing. */
+	if (!o.name || !o.workspace || (!o.image && !o.rootfs)) {
+		fprintf(stderr, "asf-provision: %s: %s is required\n", manifest_only ? "manifest" : "up",
+			!o.name ? "--name N" : !o.workspace ? "--workspace HOSTDIR[:ro]"
+			: "--image IMG (or --rootfs DIR)");
+		return 2;
 	}
 	/* A cluster unless --engine says otherwise (podman: podman kube play here). */
 	if (o.backend && !strcmp(o.backend, "kubernetes") && !engine && engine_set("kubectl", &e)) {
@@ -202,9 +252,13 @@ int main(int argc, char **argv)
 	}
 	cmd = argv[i++];
 	if (!strcmp(cmd, "help")) {
+		if (i < argc && !command_usage(argv[i]))
+			return 0;
 		usage(stdout);
 		return 0;
 	}
+	if (wants_help(argc - i, argv + i) && !command_usage(cmd))
+		return 0;
 	if (state_root_init(state, &e) || (engine && engine_set(engine, &e))) {
 		fprintf(stderr, "asf-provision: %s\n", e.msg);
 		return 2;
