@@ -346,6 +346,16 @@ PYTHON ?= /usr/bin/python3
 check-python: lib
 	$(PYTHON) -m unittest discover -s bindings/python/tests
 
+# `make python-wheel`: a wheel of bindings/python that carries libasp.so.0 (tagged
+# py3-none-<platform>), into WHEEL_DIR; built from a copy, so the tree stays as it is.
+WHEEL_DIR ?= $(BUILD)/python
+.PHONY: python-wheel
+python-wheel: lib
+	rm -rf $(WHEEL_DIR)/src && mkdir -p $(WHEEL_DIR)/src
+	cd bindings/python && cp -r asp pyproject.toml setup.py README.md $(abspath $(WHEEL_DIR))/src/
+	rm -rf $(WHEEL_DIR)/src/asp/__pycache__ && cp $(SHARED) $(WHEEL_DIR)/src/asp/$(SONAME)
+	$(PYTHON) -m pip wheel --no-build-isolation --no-index --no-deps -q -w $(WHEEL_DIR) $(WHEEL_DIR)/src
+
 # The Node binding and the pi example, against the sshd fixture program (build/tests/sshd-fixture).
 # The pi example needs a newer Node than Debian 12's (make deps installs one): with an older
 # node its tests are SKIPPED, loudly; ASP_REQUIRE_NODE20=1 (or CI=true) makes that a failure.
