@@ -388,6 +388,30 @@ PYTHON ?= /usr/bin/python3
 check-python: lib
 	$(PYTHON) -m unittest discover -s bindings/python/tests
 
+# `make python-wheel`: a wheel of bindings/python that carries libasp.so.0 (tagged
+# py3-none-<platform>), into WHEEL_DIR; built from a copy, so the tree stays as it is.
+WHEEL_DIR ?= $(BUILD)/python
+.PHONY: python-wheel
+python-wheel: lib
+	rm -rf $(WHEEL_DIR)/src && mkdir -p $(WHEEL_DIR)/src
+	cd bindings/python && cp -r asp pyproject.toml setup.py README.md $(abspath $(WHEEL_DIR))/src/
+	rm -rf $(WHEEL_DIR)/src/asp/__pycache__ && cp $(SHARED) $(WHEEL_DIR)/src/asp/$(SONAME)
+	$(PYTHON) -m pip wheel --no-build-isolation --no-index --no-deps -q -w $(WHEEL_DIR) $(WHEEL_DIR)/src
+
+# `make deb`: the Debian packages of debian/ (libasp0, libasp-dev, asp-exec, asf-provision,
+# python3-libasp), built by dpkg-buildpackage in a copy of the tree; the .debs land in DEB_DIR,
+# lintian checks them (an error fails). tests/deb/test-deb.sh installs and uses them.
+DEB_DIR ?= $(BUILD)/deb
+.PHONY: deb
+deb:
+	test "$$(dpkg-parsechangelog -S Version)" = "$(VERSION)" || \
+		{ echo "deb: debian/changelog is not at asp.h's version $(VERSION)"; exit 1; }
+	rm -rf $(DEB_DIR) && mkdir -p $(DEB_DIR)/libasp-$(VERSION)
+	tar --exclude=./build --exclude='./build-*' --exclude=./$(BUILD) --exclude=node_modules --exclude=./.git \
+		-cf - . | tar -C $(DEB_DIR)/libasp-$(VERSION) -xf -
+	cd $(DEB_DIR)/libasp-$(VERSION) && dpkg-buildpackage -us -uc -b -J2
+	lintian --fail-on error $(DEB_DIR)/libasp_$(VERSION)_*.changes
+
 # The Node binding and the pi example, against the sshd fixture program (build/tests/sshd-fixture).
 # The pi example needs a newer Node than Debian 12's (make deps installs one): with an older
 # node its tests are SKIPPED, loudly; ASP_REQUIRE_NODE20=1 (or CI=true) makes that a failure.

@@ -11,7 +11,7 @@
 # only runs what is built.
 #
 #   check   = unit integration static fuzz-replay python node
-#   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo
+#   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb
 #
 # Every test of the integration binary runs in exactly one of the two
 # plain runs: `integration` leaves out the test cases tagged slow
@@ -204,11 +204,13 @@ group_pi() { job pi $W_BUSY "$MAKE_QUIET check-node-pi"; }
 group_bench_smoke() { job bench-smoke $W_BUSY "$PYTHON bench/run.py --scale smoke"; }
 # make demo's Podman sandbox: it runs, its user is no host account, /tmp is left clean.
 group_demo() { job demo $W_BUSY "sh tests/demo-check.sh"; }
+# make deb, then the packages installed into a fresh Debian 12 root (tests/deb/test-deb.sh).
+group_deb() { job deb $W_CORE "BUILD=$BUILD sh tests/deb/test-deb.sh"; }
 
 expand() {
 	case $1 in
 	check) echo unit integration static fuzz-replay python node ;;
-	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo ;;
+	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb ;;
 	*) echo "$1" ;;
 	esac
 }

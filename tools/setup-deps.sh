@@ -13,7 +13,9 @@ podman runc ripgrep clang libclang-rt-dev
 dropbear-bin tinysshd ucspi-tcp busybox dash zsh fish
 docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs catatonit
 gnuplot-nox tmux bsdutils
-git curl ca-certificates less patch xz-utils bzip2"
+git curl ca-certificates less patch xz-utils bzip2
+python3-pip python3-setuptools python3-wheel python3-venv
+dpkg-dev debhelper dh-python python3-all fakeroot lintian debootstrap"
 
 # The unprivileged login user of the integration tests' sshd.
 TEST_USER=asp-test

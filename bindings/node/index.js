@@ -13,7 +13,7 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const koffi = require('koffi');
+const koffi = requireKoffi();
 
 /* ------------------------------------------------------------ constants */
 
@@ -78,6 +78,23 @@ class AspError extends Error {
 		this.code = code;
 		/** The negative asp_error_code value, e.g. -12. */
 		this.errno = errno;
+	}
+}
+
+/*
+ * koffi, the one dependency. A folder installed with a plain `npm install DIR`
+ * is a link whose dependencies npm does not install: say how to install it.
+ */
+function requireKoffi() {
+	try {
+		return require('koffi');
+	} catch (e) {
+		if (e.code !== 'MODULE_NOT_FOUND' || !/'koffi'/.test(e.message))
+			throw e;
+		throw new Error(`libasp: the koffi package is not installed for ${__dirname}: install the ` +
+			'binding from its tarball (`npm pack DIR`, then `npm install ./libasp-VERSION.tgz`) or with ' +
+			'`npm install --install-links DIR` (a plain `npm install DIR` links the folder without its ' +
+			`dependencies), or run \`npm install\` in ${__dirname}`, { cause: e });
 	}
 }
 
@@ -525,6 +542,37 @@ function outputCallback() {
 
 const CLOSED = Symbol('closed');
 
+/*
+ * The option keys each call takes. A key not listed is refused with a
+ * TypeError naming it, before anything runs: a misspelt `timeout` would
+ * otherwise run the command with no timeout at all.
+ */
+const CALL_KEYS = ['signal', 'timeout'];
+const OPTION_KEYS = {
+	open: ['config', 'configText', 'startDir', 'knownHosts', 'maxConnections', 'connectTimeout', 'ioTimeout',
+		'keepalive', 'idleClose', 'lazy', 'opTimeout', 'maxReadBytes', 'maxOutput', 'maxListEntries',
+		'maxListBytes', 'fileTransport'],
+	read: [...CALL_KEYS, 'offset', 'limit'],
+	write: [...CALL_KEYS, 'mode', 'mkdirs', 'atomic'],
+	exec: ['cwd', 'env', 'stdin', 'timeout', 'signal', 'onData', 'maxOutput', 'killGrace'],
+	stat: CALL_KEYS,
+	mkdir: [...CALL_KEYS, 'mode', 'parents'],
+	list: CALL_KEYS,
+	remove: [...CALL_KEYS, 'recursive'],
+	rename: CALL_KEYS,
+	warm: CALL_KEYS,
+};
+
+function checkKeys(what, opts) {
+	if (opts === null || typeof opts !== 'object')
+		throw new TypeError(`${what}: options must be an object`);
+	const known = OPTION_KEYS[what];
+	for (const key of Object.keys(opts)) {
+		if (!known.includes(key))
+			throw new TypeError(`${what}: unknown option '${key}' (${what} takes ${known.join(', ')})`);
+	}
+}
+
 /* A file call's { signal, timeout }, checked before the call starts. */
 function callSpec(what, opts) {
 	if (opts === null || typeof opts !== 'object')
@@ -608,6 +656,7 @@ class Sandbox {
 	 * (the call's overall deadline, ms) in its options.
 	 */
 	async read(file, opts = {}) {
+		checkKeys('read', opts);
 		const p = cstr(file, 'path');
 		const offset = u64(opts.offset, 'offset', 0n);
 		const limit = u64(opts.limit, 'limit', READ_ALL);
@@ -629,6 +678,7 @@ class Sandbox {
 
 	/** Create or replace a file (atomically by default). */
 	async write(file, data, opts = {}) {
+		checkKeys('write', opts);
 		const p = cstr(file, 'path');
 		const bytes = bytesOf(data, 'data');
 		const o = {
@@ -655,6 +705,7 @@ class Sandbox {
 
 	/** Run shell text in a fresh shell in the sandbox. */
 	async exec(command, opts = {}) {
+		checkKeys('exec', opts);
 		const cmd = cstr(command, 'command');
 		const cwd = optCstr(opts.cwd, 'cwd');
 		const env = [];
@@ -773,6 +824,7 @@ class Sandbox {
 
 	/** Metadata of a path (symlinks followed). */
 	async stat(file, opts = {}) {
+		checkKeys('stat', opts);
 		const p = cstr(file, 'path');
 		const call = callSpec('stat', opts);
 		return this._run('stat', (h) => withCall(call, async (co) => {
@@ -787,6 +839,7 @@ class Sandbox {
 
 	/** Create a directory; with `parents`, missing parents too and no error if it exists. */
 	async mkdir(dir, opts = {}) {
+		checkKeys('mkdir', opts);
 		const p = cstr(dir, 'path');
 		const mode = uint(opts.mode, 'mode', 0o7777);
 		const flags = opts.parents ? ASP_MKDIR_PARENTS : 0;
@@ -801,6 +854,7 @@ class Sandbox {
 
 	/** Entries of a directory (without . and ..), sorted by name; symlinks not followed. */
 	async list(dir, opts = {}) {
+		checkKeys('list', opts);
 		const p = cstr(dir, 'path');
 		const call = callSpec('list', opts);
 		return this._run('list', (h) => withCall(call, async (co) => {
@@ -827,6 +881,7 @@ class Sandbox {
 
 	/** Remove a file or an empty directory; with `recursive`, a whole tree. */
 	async remove(file, opts = {}) {
+		checkKeys('remove', opts);
 		const p = cstr(file, 'path');
 		const flags = opts.recursive ? ASP_REMOVE_RECURSIVE : 0;
 		const call = callSpec('remove', opts);
@@ -840,6 +895,7 @@ class Sandbox {
 
 	/** Rename `from` to `to`, replacing a file at `to`. */
 	async rename(from, to, opts = {}) {
+		checkKeys('rename', opts);
 		const a = cstr(from, 'from');
 		const b = cstr(to, 'to');
 		const call = callSpec('rename', opts);
@@ -857,6 +913,7 @@ class Sandbox {
 	 * handshake. Connections already open count; 0 does nothing.
 	 */
 	async warm(connections, opts = {}) {
+		checkKeys('warm', opts);
 		if (connections === undefined || connections === null)
 			throw new TypeError('warm: connections is required');
 		const n = uint(connections, 'connections');
@@ -935,6 +992,7 @@ function fileTransport(v) {
 
 /** Open a sandbox: find and validate .asp.json, and connect (unless `lazy`). */
 async function open(opts = {}) {
+	checkKeys('open', opts);
 	load();
 	const o = {
 		version: OPEN_OPTIONS_VERSION,
