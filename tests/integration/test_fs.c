@@ -310,7 +310,8 @@ START_TEST(test_remove)
 	int rc;
 
 	/* A file. */
-	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .flags = ASP_WRITE_PARENTS });
+	put_opts(sb, "rm/file", "x", 1,
+		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .flags = ASP_WRITE_PARENTS });
 	remove_ok(sb, "rm/file", 0);
 	ck_assert(!local_exists(ws("rm/file")));
 	rc = asp_remove(sb, "rm/file", 0, NULL, &e);

@@ -251,7 +251,8 @@ START_TEST(test_no_secret_reaches_sandbox)
 	asp_exec_result_free(r);
 	/* Some file work, then look through every file the login user can have written. */
 	ck_assert_int_eq(asp_write(sb, "sec/a.txt", "a", 1,
-				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .flags = ASP_WRITE_PARENTS }, &e),
+				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION,
+							 .flags = ASP_WRITE_PARENTS }, &e),
 			 ASP_OK);
 	asp_close(sb);
 	/*
