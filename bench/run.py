@@ -992,7 +992,7 @@ METHOD = """## Method
   **node libasp** and **python libasp** rows are libasp's bindings (atomic writes, like libasp).
 - Each client negotiates its own default algorithms with sshd (libssh2 1.10: aes-ctr + hmac-sha2;
   the others typically chacha20-poly1305 or AES-GCM), as a user of each would get.
-- libasp's writes are atomic (temp file + posix-rename); the *(non-atomic)* rows show `in_place = 1`.
+- libasp's writes are atomic (temp file + posix-rename); the *(non-atomic)* rows use `ASP_WRITE_IN_PLACE`.
   Peers' writes are plain SFTP open/write/close. Bulk reads land in memory for libasp, libssh2 and the
   bindings, in a local tmpfs file for asyncssh/paramiko/ssh2/sftp/scp (their bulk APIs); bulk writes
   come from memory or from a tmpfs file respectively.
