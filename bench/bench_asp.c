@@ -88,7 +88,7 @@ static void do_op(asp_sandbox *sb, int op)
 	case OP_WRITE_PLAIN: {
 		asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 
-		wo.in_place = op == OP_WRITE_PLAIN;
+		wo.flags = op == OP_WRITE_PLAIN ? ASP_WRITE_IN_PLACE : 0;
 		check(asp_write(sb, wpath, small, 4096, &wo, &e), &e, "write");
 		return;
 	}

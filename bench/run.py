@@ -1024,7 +1024,7 @@ METHOD = """## Method
   `compression_algs=None`; the others do not offer compression by default.
 - A goal that compares with the best peer, or with one named peer, is *not measured* when a peer
   it needs did not run; it is never met over the peers that happened to run.
-- libasp's writes are atomic (temp file + posix-rename); the *(non-atomic)* rows show `in_place = 1`.
+- libasp's writes are atomic (temp file + posix-rename); the *(non-atomic)* rows use `ASP_WRITE_IN_PLACE`.
   Peers' writes are plain SFTP open/write/close. Bulk reads land in memory for libasp, libssh2 and the
   bindings, in a local tmpfs file for asyncssh/paramiko/ssh2/sftp/scp (their bulk APIs); bulk writes
   come from memory or from a tmpfs file respectively.

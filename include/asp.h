@@ -204,7 +204,7 @@ typedef struct asp_open_options {
 	unsigned int connect_timeout_ms;
 	/* Longest silence tolerated from the server during one protocol
 	 * exchange, ms; 0 means 30000. Does not limit a running command:
-	 * that is asp_exec_options.timeout_ms. */
+	 * that is asp_exec_options.kill_after_ms. */
 	unsigned int io_timeout_ms;
 	/* Send a keepalive on a connection idle this long, s; 0 means 15. */
 	unsigned int keepalive_s;
@@ -214,8 +214,10 @@ typedef struct asp_open_options {
 	unsigned int flags;
 	/* Overall deadline of one call, ms, from its start to its result,
 	 * connecting and any retry included; 0 means 300000. A call's own
-	 * timeout_ms (asp_call_options, asp_write_options) replaces it. A
-	 * command's run time is not counted: that is asp_exec_options.timeout_ms. */
+	 * asp_call_options.timeout_ms (also the `call` member of
+	 * asp_write_options and asp_exec_options) replaces it. An exec with
+	 * call.timeout_ms 0 counts only its start against it, not the
+	 * command's run time (see asp_exec_options). */
 	unsigned int op_timeout_ms;
 	/* Most bytes one asp_read returns; a read that would return more fails
 	 * with ASP_ELIMIT and returns nothing; 0 means 256 MiB. */
@@ -343,8 +345,10 @@ ASP_EXTERN(void) asp_cancel_free(asp_cancel *c);
 
 /*
  * Per-call options of the file calls (asp_read, asp_stat, asp_mkdir,
- * asp_remove, asp_rename, asp_list_dir). NULL means defaults; a
- * zero-initialised struct with its version set means the same.
+ * asp_remove, asp_rename, asp_list_dir, asp_sandbox_warm), and the `call`
+ * member of asp_write_options and asp_exec_options. NULL means defaults; a
+ * zero-initialised struct with its version set means the same. Because
+ * it is embedded in those structs, its layout is fixed for ABI 0.
  */
 typedef struct asp_call_options {
 	unsigned int version;
@@ -398,35 +402,46 @@ ASP_EXTERN(int) asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb,
 			 const char *path, uint64_t offset, uint64_t limit,
 			 const asp_call_options *opts, asp_error *err);
 
+/*
+ * asp_write_options.flags: create missing parent directories (mode 0755).
+ * The same bit and meaning as ASP_MKDIR_PARENTS.
+ */
+#define ASP_WRITE_PARENTS 0x1u
+/*
+ * asp_write_options.flags: truncate the file and write it in place (needs
+ * write permission on the file, not the directory). Without it (the
+ * default) libasp writes a temporary file in the same directory and
+ * renames it over the target, so readers see the old or the new content,
+ * never a mix.
+ */
+#define ASP_WRITE_IN_PLACE 0x2u
+
 typedef struct asp_write_options {
 	unsigned int version;
+	/* Cancel token and overall deadline, as for any call: call.cancel
+	 * stops the write with ASP_ECANCELLED (an atomic write then leaves
+	 * the target untouched); call.timeout_ms is its deadline (0: the
+	 * handle's op_timeout_ms). call.version may be 0 or 1: the embedded
+	 * struct has asp_call_options version 1's layout. */
+	asp_call_options call;
 	/* Permission bits for the file; 0 keeps an existing file's mode and
 	 * gives a new file 0644 (less the server's umask). */
 	unsigned int mode;
-	/* Create missing parent directories (mode 0755). */
-	int mkdirs;
-	/* 0 (the default): write a temporary file in the same directory and
-	 * rename it over the target, so readers see the old or the new
-	 * content, never a mix. Non-zero: truncate the file and write it in
-	 * place (needs write permission on the file, not the directory). */
-	int in_place;
-	/* Optional cancellation token (ASP_ECANCELLED; an atomic write then
-	 * leaves the target untouched). */
-	asp_cancel *cancel;
-	/* Overall deadline, ms; 0 means the handle's op_timeout_ms. */
-	unsigned int timeout_ms;
+	/* ASP_WRITE_* flags; other bits are ASP_EINVAL. */
+	unsigned int flags;
 } asp_write_options;
 
 #define ASP_WRITE_OPTIONS_VERSION 1
-#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, 0, 0, 0, NULL, 0 }
+#define ASP_WRITE_OPTIONS_INIT { ASP_WRITE_OPTIONS_VERSION, { 0, NULL, 0 }, 0, 0 }
 
 ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int version);
 
 /*
  * Write `len` bytes to `path`, creating or replacing it. Binary-safe.
- * Errors: ASP_ENOENT (parent missing and mkdirs not set), ASP_EISDIR,
- * ASP_EACCES, ASP_ENOSPC, ASP_EINVAL, connection errors. A failed atomic
- * (not in_place) write leaves the target untouched; its temporary file is
+ * Errors: ASP_ENOENT (parent missing and ASP_WRITE_PARENTS not set),
+ * ASP_EISDIR, ASP_EACCES, ASP_ENOSPC, ASP_EINVAL (also unknown flag bits),
+ * ASP_ETIMEOUT, ASP_ECANCELLED, connection errors. A failed atomic
+ * (not ASP_WRITE_IN_PLACE) write leaves the target untouched; its temporary file is
  * removed at once, or, when the connection died, by the handle's next call
  * or asp_close, or by a later write into that directory once it is stale.
  */
@@ -454,6 +469,16 @@ typedef int (*asp_output_cb)(asp_stream stream, const unsigned char *data, size_
 
 typedef struct asp_exec_options {
 	unsigned int version;
+	/* The call's cancel token and deadline. call.cancel stops the command
+	 * (its group is killed; the result reports cancelled). call.timeout_ms
+	 * 0: the handle's op_timeout_ms bounds only the start, until the
+	 * server accepts the exec request, and the command then runs as long
+	 * as kill_after_ms allows. Non-zero: it bounds the whole call, the run
+	 * included; when it passes, the command's process group is killed
+	 * (SIGTERM, then SIGKILL after kill_grace_ms) and asp_exec returns
+	 * ASP_ETIMEOUT with no result. call.version may be 0 or 1: the
+	 * embedded struct has asp_call_options version 1's layout. */
+	asp_call_options call;
 	/* Working directory; NULL means the workspace. Relative to the workspace. */
 	const char *cwd;
 	/* NULL-terminated array of "NAME=value" strings added to the environment. */
@@ -461,10 +486,12 @@ typedef struct asp_exec_options {
 	/* Bytes fed to the command's stdin, then EOF. NULL/0: immediate EOF. */
 	const unsigned char *stdin_data;
 	size_t stdin_len;
-	/* Kill the command after this many ms; 0 means no limit. */
-	unsigned int timeout_ms;
-	/* Optional cancellation token. */
-	asp_cancel *cancel;
+	/* The command's kill timer: this many ms after the command started,
+	 * kill its process group; asp_exec then returns ASP_OK with a result
+	 * whose asp_exec_result_timed_out is non-zero. 0 means no limit. */
+	unsigned int kill_after_ms;
+	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
+	unsigned int kill_grace_ms;
 	/* Optional streaming callback and its userdata. */
 	asp_output_cb on_output;
 	void *userdata;
@@ -472,8 +499,6 @@ typedef struct asp_exec_options {
 	 * the head, half from the tail); 0 means the handle's max_output
 	 * (asp_open_options, default 64 MiB). on_output sees the dropped bytes too. */
 	size_t max_output;
-	/* After SIGTERM, wait this long before SIGKILL, ms; 0 means 2000. */
-	unsigned int kill_grace_ms;
 	/* With ASP_EXEC_STDIN_FD in flags: a local file descriptor streamed to
 	 * the command's stdin until it reaches EOF (after stdin_data, if any);
 	 * libasp polls it and does not close it. Without the flag it is
@@ -484,7 +509,8 @@ typedef struct asp_exec_options {
 } asp_exec_options;
 
 #define ASP_EXEC_OPTIONS_VERSION 1
-#define ASP_EXEC_OPTIONS_INIT { ASP_EXEC_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL, 0, 0, 0, 0 }
+#define ASP_EXEC_OPTIONS_INIT \
+	{ ASP_EXEC_OPTIONS_VERSION, { 0, NULL, 0 }, NULL, NULL, NULL, 0, 0, 0, NULL, NULL, 0, 0, 0 }
 
 ASP_EXTERN(int) asp_exec_options_init(asp_exec_options *opts, unsigned int version);
 
@@ -495,16 +521,21 @@ typedef struct asp_exec_result asp_exec_result;
  * Run `command` as shell text in a fresh shell in the sandbox (the login
  * user's shell, which must be POSIX-compatible), in opts->cwd, with the
  * given environment and stdin. stdout and stderr are captured separately
- * and drained together. The command runs in its own process group; a
- * timeout or cancel kills that whole group (SIGTERM, then SIGKILL after
- * kill_grace_ms) and is reported in the result, not as an error.
+ * and drained together. The command runs in its own process group; the
+ * kill timer (kill_after_ms) or a cancel kills that whole group (SIGTERM,
+ * then SIGKILL after kill_grace_ms) and is reported in the result, not as
+ * an error.
  *
- * The handle's op_timeout_ms bounds the command's start (until the server
- * accepts the exec request); from then on only opts->timeout_ms and
- * opts->cancel stop it.
+ * The call's deadline: with call.timeout_ms 0, the handle's op_timeout_ms
+ * bounds the command's start (until the server accepts the exec request)
+ * and from then on only kill_after_ms and call.cancel stop it. A non-zero
+ * call.timeout_ms bounds the whole call: when it passes, the command's
+ * group is killed as above and the call fails with ASP_ETIMEOUT.
  *
- * Returns ASP_OK with *out set whenever the command ran, whatever its exit
- * status. Errors: ASP_ENOENT (cwd missing), ASP_EINVAL, ASP_ECONNLOST (the
+ * Returns ASP_OK with *out set whenever the command ran to its end (or its
+ * kill timer's or cancel's kill), whatever its exit status. Errors:
+ * ASP_ENOENT (cwd missing), ASP_EINVAL, ASP_ETIMEOUT (call.timeout_ms or
+ * the start's deadline passed; the command, if it started, was killed), ASP_ECONNLOST (the
  * connection died after the command may have started, or the server closed
  * the command's channel without an exit status, as sshd's ChannelTimeout
  * does to a quiet command, which is then stopped: it is never replayed),
@@ -518,7 +549,7 @@ ASP_EXTERN(int) asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *com
 ASP_EXTERN(int) asp_exec_result_exit_code(const asp_exec_result *r);
 /* The terminating signal number (e.g. 15), or 0. */
 ASP_EXTERN(int) asp_exec_result_signal(const asp_exec_result *r);
-/* Non-zero when timeout_ms passed and the command was killed. */
+/* Non-zero when kill_after_ms passed and the command was killed. */
 ASP_EXTERN(int) asp_exec_result_timed_out(const asp_exec_result *r);
 /* Non-zero when the command was cancelled and killed. */
 ASP_EXTERN(int) asp_exec_result_cancelled(const asp_exec_result *r);
@@ -566,7 +597,8 @@ typedef struct asp_stat_info {
 ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path,
 			 const asp_call_options *opts, asp_error *err);
 
-/* asp_mkdir flags: also create missing parents; an existing directory is no error. */
+/* asp_mkdir flags: also create missing parents; an existing directory is no
+ * error. The same bit and meaning as ASP_WRITE_PARENTS. */
 #define ASP_MKDIR_PARENTS 0x1u
 
 /*

@@ -287,7 +287,7 @@ int asp__bulk_write(asp_conn *c, const asp_bulk_call *bc, const char *path, cons
 	job j;
 	int rc;
 
-	if (o->in_place || len < BULK_MIN || (rc = sftp_ready(c, bc, err)) == 0)
+	if ((o->flags & ASP_WRITE_IN_PLACE) || len < BULK_MIN || (rc = sftp_ready(c, bc, err)) == 0)
 		return asp__fs_write(c, path, data, len, o, orphan, sw, err);
 	if (rc < 0)
 		return rc;

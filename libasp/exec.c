@@ -197,6 +197,8 @@ typedef struct run {
 	int kill_begun;         /* a channel open for it is out */
 	asp_buf kscript;
 	uint64_t kill_deadline;
+	uint64_t call_deadline; /* asp_exec_options.call.timeout_ms's end, or 0 */
+	int deadline_passed;    /* call_deadline passed and started the kill */
 	int cb_failed;
 } run;
 
@@ -543,7 +545,7 @@ static int wait_step(run *x, uint64_t deadline, asp_error *err)
 	int want_fd = streams_fd(x->o) && !x->fd_eof && !x->eof_sent &&
 		      x->fdbuf_off == x->fdbuf_len &&
 		      !(x->o->stdin_data && x->stdin_off < x->o->stdin_len);
-	int cancel_fd = x->kill_wanted ? -1 : asp__cancel_fd(x->o->cancel);
+	int cancel_fd = x->kill_wanted ? -1 : asp__cancel_fd(x->o->call.cancel);
 	int rc = asp__ssh_wait(x->c, deadline, cancel_fd, want_fd ? &in : NULL, want_fd,
 			       ASP_WAIT_PATIENT, err);
 
@@ -558,7 +560,7 @@ static int drive(run *x, asp_error *err)
 {
 	const asp_exec_options *o = x->o;
 	uint64_t start = asp__now_ms();
-	uint64_t tdeadline = o->timeout_ms ? start + o->timeout_ms : 0;
+	uint64_t tdeadline = o->kill_after_ms ? start + o->kill_after_ms : 0;
 	int rc;
 
 	for (;;) {
@@ -575,7 +577,11 @@ static int drive(run *x, asp_error *err)
 		now = asp__now_ms();
 		if (!x->kill_wanted && tdeadline && now >= tdeadline)
 			start_kill(x, 1);
-		if (!x->kill_wanted && asp_cancel_is_triggered(o->cancel))
+		if (!x->kill_wanted && x->call_deadline && now >= x->call_deadline) {
+			x->deadline_passed = 1; /* an error, not the result's timed_out */
+			start_kill(x, 1);
+		}
+		if (!x->kill_wanted && asp_cancel_is_triggered(o->call.cancel))
 			start_kill(x, 0);
 		if (x->kill_wanted && now >= x->kill_deadline) {
 			/* The process group would not die or the server went quiet: give the connection up. */
@@ -585,6 +591,8 @@ static int drive(run *x, asp_error *err)
 		if (progress)
 			continue;
 		next = x->kill_wanted ? x->kill_deadline : tdeadline;
+		if (!x->kill_wanted && x->call_deadline && (!next || x->call_deadline < next))
+			next = x->call_deadline;
 		if (x->kill_wanted && x->kill_state != 4)
 			next = now + 50 < next ? now + 50 : next; /* step the kill channel */
 		if ((rc = wait_step(x, next, err)))
@@ -795,7 +803,11 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 		if ((rc = asp__chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
 			goto out;
 	}
-	/* Started: from here the command's own timeout and cancel rule, not the call's deadline. */
+	/*
+	 * Started: from here the command's kill timer and cancel rule, and the
+	 * call's deadline only when the caller set call.timeout_ms.
+	 */
+	x.call_deadline = o->call.timeout_ms ? c->op_deadline : 0;
 	asp__conn_end_op(c);
 	if ((rc = drive(&x, err)))
 		goto out;
@@ -842,6 +854,10 @@ out:
 		if (err)
 			err->code = rc;
 	}
+	if (!rc && x.deadline_passed)
+		rc = asp__error(err, ASP_ETIMEOUT, "%s: the command was still running when the call's "
+				"deadline of %u ms passed (asp_exec_options.call.timeout_ms); its process "
+				"group was killed", c->where, o->call.timeout_ms);
 	asp__chan_free(c, x.kch);
 	asp__chan_free(c, x.ch);
 	if (x.kill_begun && !x.kch)
@@ -990,8 +1006,8 @@ int asp__exec_file_script(asp_conn *c, const char *script, const void *in, size_
 	int rc, started;
 
 	/* The call's deadline and token become the command's: stopping it kills the remote group. */
-	o.cancel = cancel;
-	o.timeout_ms = !deadline ? 0 : deadline > now + 1 ? (unsigned int)(deadline - now) : 1;
+	o.call.cancel = cancel;
+	o.kill_after_ms = !deadline ? 0 : deadline > now + 1 ? (unsigned int)(deadline - now) : 1;
 	o.stdin_data = in;
 	o.stdin_len = inlen;
 	o.on_output = cb;

@@ -1090,13 +1090,13 @@ static int open_for_write(asp_conn *c, const char *path, uint32_t flags, unsigne
 	if ((rc = asp__sftp_end(c, 0, &id, err)))
 		return rc;
 	rc = get_handle(c, id, h, hl, "write", path, ASP_EIO, err);
-	if (rc == ASP_ENOENT && o->mkdirs) {
+	if (rc == ASP_ENOENT && (o->flags & ASP_WRITE_PARENTS)) {
 		/* Parents missing: create them and try again. */
 		asp_write_options again = *o;
 
 		if ((rc = make_parents(c, path, err)))
 			return rc;
-		again.mkdirs = 0;
+		again.flags &= ~ASP_WRITE_PARENTS;
 		return open_for_write(c, path, flags, h, hl, &again, err);
 	}
 	if (rc == ASP_ENOENT)
@@ -1135,7 +1135,7 @@ static int rename_over(asp_conn *c, const char *from, const char *to, int target
 	} else {
 		return asp__error(err, ASP_EPROTO, "rename %s: the SFTP server cannot replace files "
 				  "atomically (no posix-rename@openssh.com); write in place "
-				  "(asp_write_options.in_place)", SHOW(to));
+				  "(ASP_WRITE_IN_PLACE)", SHOW(to));
 	}
 	asp__sftp_cstr(c, from);
 	asp__sftp_cstr(c, to);
@@ -1193,11 +1193,11 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 		}
 		rc = get_handle(c, id_open, h, &hl, "write", path, ASP_EIO, err);
 	}
-	if (rc == ASP_ENOENT && o->mkdirs && !found) {
+	if (rc == ASP_ENOENT && (o->flags & ASP_WRITE_PARENTS) && !found) {
 		if (!(rc = make_parents(c, path, err))) {
 			asp_write_options again = *o;
 
-			again.mkdirs = 0;
+			again.flags &= ~ASP_WRITE_PARENTS;
 			asp__free(tmp);
 			return write_atomic(c, path, data, len, &again, orphan, sw, fill, depth, err);
 		}
@@ -1276,7 +1276,7 @@ static int shell_write(asp_conn *c, const char *path, const void *data, size_t l
 {
 	int rc = asp__shfs_write(c, path, data, len, o, sw ? asp__sweep_lease(sw) : 30, orphan, err);
 
-	if (!rc && !o->in_place)
+	if (!rc && !(o->flags & ASP_WRITE_IN_PLACE))
 		sweep_after_write_exec(c, sw, path);
 	return rc;
 }
@@ -1287,7 +1287,7 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 	int rc;
 
 	/* Small atomic writes take the shell where it is faster, unless the login shell refuses. */
-	if (!o->in_place && asp__exec_files_faster(c, len)) {
+	if (!(o->flags & ASP_WRITE_IN_PLACE) && asp__exec_files_faster(c, len)) {
 		rc = shell_write(c, path, data, len, o, orphan, sw, err);
 		if (!asp__exec_shell_refused(c, rc))
 			return rc;
@@ -1296,7 +1296,7 @@ int asp__fs_write(asp_conn *c, const char *path, const void *data, size_t len,
 		return rc;
 	if (rc == ASP_FILES_EXEC)
 		return shell_write(c, path, data, len, o, orphan, sw, err);
-	if (o->in_place)
+	if (o->flags & ASP_WRITE_IN_PLACE)
 		return write_in_place(c, path, data, len, o, err);
 	return write_atomic(c, path, data, len, o, orphan, sw, NULL, 0, err);
 }
@@ -1386,8 +1386,8 @@ int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint6
 
 	if (asp__rm_rf_script(&script, path))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	o.cancel = cancel;
-	o.timeout_ms = deadline > now ? (unsigned int)(deadline - now) : 1;
+	o.call.cancel = cancel;
+	o.kill_after_ms = deadline > now ? (unsigned int)(deadline - now) : 1;
 	o.max_output = 4096;
 	rc = asp__exec_run(&r, c, (const char *)script.data, "/", &o, started, err);
 	asp__buf_free(&script);

@@ -174,7 +174,7 @@ typedef struct asp_fs_fill {
 } asp_fs_fill;
 
 /*
- * An atomic write (asp__fs_write without in_place) whose data fill writes;
+ * An atomic write (asp__fs_write without ASP_WRITE_IN_PLACE) whose data fill writes;
  * the temp file, mode, rename, cleanup and orphan rules are asp__fs_write's.
  */
 int asp__fs_write_filled(asp_conn *c, const char *path, const void *data, size_t len,

@@ -100,6 +100,20 @@ static int take(void *out, const void *in, const size_t *sizes, unsigned int cur
 #define TAKE(out, in, sizes, what, err) take(out, in, sizes, VERSIONS(sizes), what, err)
 
 /*
+ * The asp_call_options embedded in asp_write_options and asp_exec_options
+ * has version 1's layout, fixed by the outer struct's version; its own
+ * version may be left 0 (the INIT macros do) or say 1.
+ */
+_Static_assert(ASP_CALL_OPTIONS_VERSION == 1, "embedded asp_call_options keeps version 1's layout");
+static int embedded_call_ok(const asp_call_options *c, const char *what, asp_error *err)
+{
+	if (c->version <= 1)
+		return 0;
+	return asp__error(err, ASP_EINVAL, "%s.call.version %u is not supported (0 or 1: the embedded "
+			  "asp_call_options has version 1's layout)", what, c->version);
+}
+
+/*
  * The defaults live in the INIT macros, which set only the version (a
  * zeroed struct means the same; tests/unit/test_api.c holds them to it).
  * Copied from a static object, padding included, so a caller may memcmp;
@@ -431,7 +445,7 @@ static int explain_timeout(const call *cl, int rc, asp_error *err)
 {
 	if (rc == ASP_ETIMEOUT && cl->deadline && asp__now_ms() >= cl->deadline)
 		asp__error_prefix(err, "the call did not finish within its deadline of %u ms "
-				  "(timeout_ms, or asp_open_options.op_timeout_ms)", cl->timeout_ms);
+				  "(asp_call_options.timeout_ms, or asp_open_options.op_timeout_ms)", cl->timeout_ms);
 	return rc;
 }
 
@@ -606,8 +620,12 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	int rc;
 
 	ASP_ASSERT_ARG(sb && (data || !len));
-	if (opts && (rc = TAKE(&o, opts, write_sizes, "asp_write_options", err)))
+	if (opts && ((rc = TAKE(&o, opts, write_sizes, "asp_write_options", err)) ||
+		     (rc = embedded_call_ok(&o.call, "asp_write_options", err))))
 		return rc;
+	if (o.flags & ~(ASP_WRITE_PARENTS | ASP_WRITE_IN_PLACE))
+		return asp__error(err, ASP_EINVAL, "asp_write_options.flags 0x%x has unknown bits 0x%x",
+				  o.flags, o.flags & ~(ASP_WRITE_PARENTS | ASP_WRITE_IN_PLACE));
 	if (o.mode > 07777)
 		return asp__error(err, ASP_EINVAL, "write: mode %o is not a permission mode", o.mode);
 	if ((rc = resolve(sb, path, &abs, "write", err)))
@@ -617,10 +635,10 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	x.data = data ? data : "";
 	x.len = len;
 	x.o = &o;
-	cl = call_start(sb, o.cancel, o.timeout_ms);
+	cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
 	x.bc = bulk_call(sb, &cl);
 	/* An atomic write is safe to repeat: the target only changes at the final rename. */
-	rc = with_conn(sb, &cl, do_write, &x, !o.in_place, err);
+	rc = with_conn(sb, &cl, do_write, &x, !(o.flags & ASP_WRITE_IN_PLACE), err);
 	asp__free(abs);
 	return rc;
 }
@@ -650,7 +668,8 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	int rc;
 
 	ASP_ASSERT_ARG(out && sb && command);
-	if (opts && (rc = TAKE(&o, opts, exec_sizes, "asp_exec_options", err)))
+	if (opts && ((rc = TAKE(&o, opts, exec_sizes, "asp_exec_options", err)) ||
+		     (rc = embedded_call_ok(&o.call, "asp_exec_options", err))))
 		return rc;
 	if (o.flags & ~ASP_EXEC_STDIN_FD)
 		return asp__error(err, ASP_EINVAL, "asp_exec_options.flags 0x%x has unknown bits 0x%x",
@@ -668,8 +687,12 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	x.cwd = cwd;
 	x.o = &o;
 	x.r = NULL;
-	/* The deadline bounds the command's start; its run time is o.timeout_ms. */
-	cl = call_start(sb, o.cancel, 0);
+	/*
+	 * call.timeout_ms 0: the handle's op_timeout_ms bounds the start only.
+	 * Non-zero: it bounds the whole call, and exec.c kills the command when
+	 * it passes (it reads the deadline from the connection's op).
+	 */
+	cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
 	rc = with_conn(sb, &cl, do_exec, &x, 0, err);
 	asp__free(cwd);
 	if (!rc)

@@ -156,23 +156,23 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 {
 	asp_buf script = { 0 }, said = { 0 };
 	char *tmp = NULL;
-	int status = 0, rc, inl = 1;
+	int status = 0, rc, inl = 1, parents = (o->flags & ASP_WRITE_PARENTS) != 0;
 	sink k = { .out = &said, .cap = 8192 };
 
 	if ((rc = too_long("write", path, err)))
 		return rc;
-	if (!o->in_place && !(tmp = asp__fs_temp_name(path, lease_s)))
+	if (!(o->flags & ASP_WRITE_IN_PLACE) && !(tmp = asp__fs_temp_name(path, lease_s)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	/*
 	 * Small data rides in the exec request itself (as printf text, up to 4
 	 * bytes a byte); larger data goes through stdin.
 	 */
 	if (len > INLINE_SCRIPT_MAX / 4 ||
-	    asp__shfs_write_script(&script, path, tmp, data, len, o->mode, o->mkdirs) ||
+	    asp__shfs_write_script(&script, path, tmp, data, len, o->mode, parents) ||
 	    script.len > INLINE_SCRIPT_MAX) {
 		asp__buf_free(&script);
 		inl = 0;
-		if (asp__shfs_write_script(&script, path, tmp, NULL, len, o->mode, o->mkdirs))
+		if (asp__shfs_write_script(&script, path, tmp, NULL, len, o->mode, parents))
 			asp__buf_free(&script);
 	}
 	rc = run(c, &script, inl ? NULL : data, inl ? 0 : len, &k, &status, err);

@@ -62,12 +62,13 @@ ROUTES_SKIP="warm"
 #   cli_files  asp-exec --read cancelled by a signal
 #   cli_master the master's idle exit, --persist, a killed client's command
 #   deadline   per-call deadlines and cancel
+#   calloptions exec's call deadline (1 s, the start included) beside its kill timer
 #   limits     output caps reached under timeouts
 #   interop    an exec timeout against each server and login shell
 #   shfs       cancel and deadlines of file calls over exec, a silent SFTP subsystem
 #   bulk       hundreds of MiB through AES-CTR (hours under valgrind), kills and cancels
 #              timed by what the server has written
-VALGRIND_SKIP="pool faults cli cli_files cli_master deadline limits interop shfs bulk"
+VALGRIND_SKIP="pool faults cli cli_files cli_master deadline calloptions limits interop shfs bulk"
 VALGRIND="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 FUZZ_TARGETS="config hostkey kexinit quote sftp"
 # Harness timeouts (check's test case timeouts and fx_slowdown()) under ASan and valgrind.

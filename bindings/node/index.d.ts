@@ -102,8 +102,8 @@ export interface ReadOptions extends CallOptions {
 export interface WriteOptions extends CallOptions {
 	/** Permission bits; default: keep an existing file's mode, 0644 (less umask) for a new one. */
 	mode?: number;
-	/** Create missing parent directories (0755). */
-	mkdirs?: boolean;
+	/** Create missing parent directories (0755), as mkdir's parents. */
+	parents?: boolean;
 	/** Temp file + rename, so readers never see a torn file; default true. */
 	atomic?: boolean;
 }
@@ -117,8 +117,17 @@ export interface ExecOptions {
 	env?: Record<string, string | Uint8Array | number | boolean | undefined>;
 	/** Bytes fed to stdin, then EOF. */
 	stdin?: string | Uint8Array;
-	/** Kill the command's process group after this many ms; 0 or absent: no limit. */
+	/**
+	 * The command's kill timer: kill its process group after this many ms and
+	 * resolve with timedOut: true; 0 or absent: no limit.
+	 */
 	timeout?: number;
+	/**
+	 * The whole call's deadline, ms, the run included: when it passes the
+	 * command's group is killed and the exec rejects with ASP_ETIMEOUT.
+	 * 0 or absent: the sandbox's opTimeout bounds only the start.
+	 */
+	deadline?: number;
 	/** Aborting kills the command's whole remote process group; the result has cancelled: true. */
 	signal?: AbortSignal;
 	/**

@@ -22,6 +22,8 @@ const ASP_OPEN_LAZY = 0x1;
 const ASP_STDOUT = 1; // asp_stream: an enum, int-sized on every supported ABI, passed as int
 const ASP_STDERR = 2;
 const ASP_MKDIR_PARENTS = 0x1;
+const ASP_WRITE_PARENTS = 0x1;
+const ASP_WRITE_IN_PLACE = 0x2;
 const ASP_REMOVE_RECURSIVE = 0x1;
 const OPEN_OPTIONS_VERSION = 2;
 const WRITE_OPTIONS_VERSION = 1;
@@ -184,26 +186,24 @@ function bind(handle) {
 	});
 	t.writeOptions = koffi.struct('asp_write_options', {
 		version: 'uint',
+		call: 'asp_call_options', // cancel token and deadline; call.version may stay 0
 		mode: 'uint',
-		mkdirs: 'int',
-		in_place: 'int',
-		cancel: 'asp_cancel *',
-		timeout_ms: 'uint',
+		flags: 'uint', // ASP_WRITE_PARENTS, ASP_WRITE_IN_PLACE
 	});
 	/* userdata is a void * in C; we only ever store a small integer in it. */
 	t.outputCb = koffi.proto('int asp_output_cb(int stream, const void *data, size_t len, intptr_t userdata)');
 	t.execOptions = koffi.struct('asp_exec_options', {
 		version: 'uint',
+		call: 'asp_call_options', // cancel token and the call's deadline
 		cwd: 'const char *',
 		env: 'const char **',
 		stdin_data: 'const void *',
 		stdin_len: 'size_t',
-		timeout_ms: 'uint',
-		cancel: 'asp_cancel *',
+		kill_after_ms: 'uint', // the command's kill timer: timedOut in the result
+		kill_grace_ms: 'uint',
 		on_output: 'asp_output_cb *',
 		userdata: 'intptr_t',
 		max_output: 'size_t',
-		kill_grace_ms: 'uint',
 		stdin_fd: 'int',
 		flags: 'uint',
 	});
@@ -553,8 +553,8 @@ const OPTION_KEYS = {
 		'keepalive', 'idleClose', 'lazy', 'opTimeout', 'maxReadBytes', 'maxOutput', 'maxListEntries',
 		'maxListBytes', 'fileTransport'],
 	read: [...CALL_KEYS, 'offset', 'limit'],
-	write: [...CALL_KEYS, 'mode', 'mkdirs', 'atomic'],
-	exec: ['cwd', 'env', 'stdin', 'timeout', 'signal', 'onData', 'maxOutput', 'killGrace'],
+	write: [...CALL_KEYS, 'mode', 'parents', 'atomic'],
+	exec: ['cwd', 'env', 'stdin', 'timeout', 'signal', 'onData', 'maxOutput', 'killGrace', 'deadline'],
 	stat: CALL_KEYS,
 	mkdir: [...CALL_KEYS, 'mode', 'parents'],
 	list: CALL_KEYS,
@@ -683,19 +683,16 @@ class Sandbox {
 		const bytes = bytesOf(data, 'data');
 		const o = {
 			version: WRITE_OPTIONS_VERSION,
+			call: { version: 0, cancel: null, timeout_ms: 0 },
 			mode: uint(opts.mode, 'mode', 0o7777),
-			mkdirs: opts.mkdirs ? 1 : 0,
-			in_place: opts.atomic === undefined || opts.atomic ? 0 : 1,
-			cancel: null,
-			timeout_ms: 0,
+			flags: (opts.parents ? ASP_WRITE_PARENTS : 0) |
+				(opts.atomic === undefined || opts.atomic ? 0 : ASP_WRITE_IN_PLACE),
 		};
 		const call = callSpec('write', opts);
 		return this._run('write', (h) => withCall(call, async (co) => {
 			const err = newErr();
-			if (co) {
-				o.cancel = co.cancel;
-				o.timeout_ms = co.timeout_ms;
-			}
+			if (co)
+				o.call = co;
 			/* A zero-length Buffer may have no memory behind it: libasp accepts NULL with len 0. */
 			const rc = await callAsync(lib.write, h, p, bytes.length ? bytes : null, bytes.length, o, err);
 			if (rc)
@@ -724,6 +721,7 @@ class Sandbox {
 		}
 		const stdin = bytesOf(opts.stdin, 'stdin');
 		const timeout = uint(opts.timeout, 'timeout');
+		const deadline = uint(opts.deadline, 'deadline');
 		const killGrace = uint(opts.killGrace, 'killGrace');
 		const maxOutput = uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER);
 		const signal = opts.signal;
@@ -774,12 +772,12 @@ class Sandbox {
 					env: env.length ? [...env, null] : null,
 					stdin_data: stdin.length ? stdin : null,
 					stdin_len: stdin.length,
-					timeout_ms: timeout,
-					cancel: token,
+					call: { version: 0, cancel: token, timeout_ms: deadline },
+					kill_after_ms: timeout,
+					kill_grace_ms: killGrace,
 					on_output: onData ? outputCallback() : null,
 					userdata: streamId,
 					max_output: maxOutput,
-					kill_grace_ms: killGrace,
 					stdin_fd: 0, // ignored: flags has no ASP_EXEC_STDIN_FD
 					flags: 0,
 				};
@@ -1123,7 +1121,7 @@ Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
 			bufferAddress,
 			errorMessageOffset: 4,
 			constants: {
-				ASP_OPEN_LAZY, ASP_MKDIR_PARENTS, ASP_REMOVE_RECURSIVE, ASP_STDOUT, ASP_STDERR,
+				ASP_OPEN_LAZY, ASP_MKDIR_PARENTS, ASP_WRITE_PARENTS, ASP_WRITE_IN_PLACE, ASP_REMOVE_RECURSIVE, ASP_STDOUT, ASP_STDERR,
 				ASP_OPEN_OPTIONS_VERSION: OPEN_OPTIONS_VERSION, ASP_WRITE_OPTIONS_VERSION: WRITE_OPTIONS_VERSION,
 				ASP_CALL_OPTIONS_VERSION: CALL_OPTIONS_VERSION, ASP_EXEC_OPTIONS_VERSION: EXEC_OPTIONS_VERSION,
 				ASP_SANDBOX_INFO_VERSION: SANDBOX_INFO_VERSION, ASP_ERROR_MESSAGE_MAX: ERROR_MESSAGE_MAX,

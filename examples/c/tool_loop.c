@@ -26,7 +26,7 @@ static int bash(asp_sandbox *sb, const char *command)
 	const unsigned char *out;
 	size_t len;
 
-	o.timeout_ms = 10000;
+	o.kill_after_ms = 10000; /* the command's kill timer: timed_out in the result */
 	printf("$ %s\n", command);
 	if (asp_exec(&r, sb, command, &o, &err))
 		return fail("exec", &err);
@@ -66,7 +66,7 @@ static int write_file(asp_sandbox *sb, const char *path, const char *text)
 	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
 	asp_error err = { 0 };
 
-	o.mkdirs = 1;
+	o.flags = ASP_WRITE_PARENTS;
 	printf("write %s (%zu bytes)\n\n", path, strlen(text));
 	if (asp_write(sb, path, text, strlen(text), &o, &err))
 		return fail("write", &err);

@@ -133,7 +133,7 @@ class SandboxHands:
 
     async def write_bytes(self, path, data):
         # atomic; an existing file keeps its mode
-        await self._call("write", self.sb.write(path, data, mkdirs=True))
+        await self._call("write", self.sb.write(path, data, parents=True))
 
     async def run(self, command, timeout, capture_bytes):
         r = await self._call("command", self.sb.exec(command, timeout=timeout,

@@ -297,7 +297,7 @@ static int run_write(asp_error *e)
 {
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	return asp_write(sb, "torture/w/b.bin", write_flip ? content_b : content_a, WRITE_LEN, &wo, e);
 }
 
@@ -326,7 +326,7 @@ static void check_write(int rc, why *w)
 	write_flip = !write_flip;
 
 	/* The handle works; the next write also removes a temp file the failed one left. */
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	if ((r2 = asp_write(sb, "torture/w/b.bin", write_flip ? content_b : content_a, WRITE_LEN, &wo,
 			    &e)) != ASP_OK)
 		whyf(w, "the handle is broken: write again: %s: %s", asp_error_name(r2), e.message);
@@ -538,7 +538,7 @@ static void prepare_remove(void)
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 	asp_error e = { 0 };
 
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	if (asp_write(sb, "torture/rm/x/y.txt", "y", 1, &wo, &e) != ASP_OK)
 		fprintf(stderr, "alloc: remove setup: %s\n", e.message);
 }
@@ -683,7 +683,7 @@ static int setup_files(void)
 		fprintf(stderr, "alloc: asp_open: %s\n", e.message);
 		return -1;
 	}
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	if ((rc = asp_write(sb, "torture/a.bin", content_a, WRITE_LEN, &wo, &e)))
 		return -1;
 	for (int i = 0; i < LIST_FILES; i++) {

@@ -152,8 +152,7 @@ START_TEST(test_argument_checks)
 
 	/* The init functions give the documented defaults. */
 	ck_assert_int_eq(asp_write_options_init(&wo, ASP_WRITE_OPTIONS_VERSION), ASP_OK);
-	ck_assert_int_eq(wo.in_place, 0);
-	ck_assert_int_eq(wo.mkdirs, 0);
+	ck_assert_uint_eq(wo.flags, 0);
 	ck_assert_uint_eq(wo.mode, 0);
 	ck_assert_int_eq(asp_exec_options_init(&eo, ASP_EXEC_OPTIONS_VERSION), ASP_OK);
 	ck_assert_uint_eq(eo.flags, 0);

@@ -711,7 +711,7 @@ START_TEST(test_bulk_cancel_mid_write)
 
 	rc = asp_cancel_new(&w.cancel, &err);
 	ASSERT_OK(rc, err, "asp_cancel_new");
-	o.cancel = w.cancel;
+	o.call.cancel = w.cancel;
 	rc = watched_write(sb, &w, big, &o, &err);
 	ck_assert_msg(w.done, "the write ended before the cancel (it returned %s)", asp_error_name(rc));
 	ASSERT_ERR(rc, err, ASP_ECANCELLED, NULL);

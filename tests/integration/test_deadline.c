@@ -159,8 +159,8 @@ static int run_op(int op, asp_sandbox *sb, asp_cancel *cancel, unsigned int time
 
 	co.cancel = cancel;
 	co.timeout_ms = timeout_ms;
-	wo.cancel = cancel;
-	wo.timeout_ms = timeout_ms;
+	wo.call.cancel = cancel;
+	wo.call.timeout_ms = timeout_ms;
 	switch (op) {
 	case OP_READ:
 		rc = asp_read(&data, &n, sb, "f.txt", 0, ASP_READ_ALL, cop, e);
@@ -348,7 +348,7 @@ START_TEST(test_exec_not_cut_by_op_deadline)
 	ck_assert_msg(logins(&trickle) == conns, "%d new logins: the connection of the command that "
 		      "outlived op_timeout_ms was dropped", logins(&trickle) - conns);
 
-	o.timeout_ms = 1500;
+	o.kill_after_ms = 1500;
 	rc = asp_exec(&r, sb, "sleep 30; echo never", &o, &e);
 	ck_assert_msg(rc == ASP_OK, "exec: %s: %s", asp_error_name(rc), e.message);
 	ck_assert_msg(asp_exec_result_timed_out(r), "the command's own timeout_ms did not cut it");

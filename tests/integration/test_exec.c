@@ -213,7 +213,7 @@ END_TEST
 START_TEST(test_exec_zero_options_keep_fd0)
 {
 	asp_sandbox *sb = sb_open(fx.config);
-	asp_exec_options zero = { .version = ASP_EXEC_OPTIONS_VERSION, .timeout_ms = 60000 };
+	asp_exec_options zero = { .version = ASP_EXEC_OPTIONS_VERSION, .kill_after_ms = 60000 };
 	asp_exec_options fwd = zero;
 	int p[2], saved = dup(0);
 
@@ -676,7 +676,7 @@ START_TEST(test_exec_stdout_taken_in_with_stderr)
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	const char *mark = ws("gap-mark");
 
-	o.timeout_ms = 20000;
+	o.kill_after_ms = 20000;
 	for (int i = 0; i < 3; i++) {
 		asp_exec_result *r;
 		unsigned long before;

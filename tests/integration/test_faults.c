@@ -345,7 +345,7 @@ START_TEST(test_cancel_during_blackholed_connect)
 	ASSERT_OK(rc, err, "env_open");
 	set_mode(FX_PROXY_BLACKHOLE, 0);
 	ck_assert_int_eq(asp_cancel_new(&cancel, &err), 0);
-	eo.cancel = cancel;
+	eo.call.cancel = cancel;
 	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, cancel), 0);
 	t0 = fx_now_ms();
 	rc = asp_exec(&r, E.sb, "echo hi", &eo, &err);
@@ -396,7 +396,7 @@ START_TEST(test_connect_given_up_mid_key_exchange_leaves_nothing)
 	rc = env_open(&E.sb, 1500, 15, 10000, ASP_OPEN_LAZY, &err);
 	ASSERT_OK(rc, err, "env_open");
 	ck_assert_int_eq(asp_cancel_new(&cancel, &err), 0);
-	eo.cancel = cancel;
+	eo.call.cancel = cancel;
 	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, cancel), 0);
 	rc = asp_exec(&r, E.sb, "echo hi", &eo, &err);
 	pthread_join(th, NULL);
@@ -794,7 +794,7 @@ START_TEST(test_netns_everything_works_without_egress)
 	rc = ns_open(&sb, &err);
 	ASSERT_OK(rc, err, "ns_open");
 
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	rc = asp_write(sb, "dir/a.txt", "hello\n", 6, &wo, &err);
 	ASSERT_OK(rc, err, "asp_write");
 	expect_read(sb, "dir/a.txt", "hello\n");

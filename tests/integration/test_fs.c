@@ -310,7 +310,8 @@ START_TEST(test_remove)
 	int rc;
 
 	/* A file. */
-	put_opts(sb, "rm/file", "x", 1, &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1 });
+	put_opts(sb, "rm/file", "x", 1,
+		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .flags = ASP_WRITE_PARENTS });
 	remove_ok(sb, "rm/file", 0);
 	ck_assert(!local_exists(ws("rm/file")));
 	rc = asp_remove(sb, "rm/file", 0, NULL, &e);
@@ -335,7 +336,7 @@ START_TEST(test_remove)
 
 	/* Recursive removes it all, without following a link out of the tree. */
 	put_opts(sb, "rm/outside/keep", "keep", 4,
-		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1 });
+		 &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .flags = ASP_WRITE_PARENTS });
 	expect_stdout(sb, "ln -s ../outside rm/tree/a/link-out && ln -s ../outside/keep rm/tree/klink", "");
 	remove_ok(sb, "rm/tree", 1);
 	ck_assert(!local_exists(ws("rm/tree")));

@@ -68,7 +68,7 @@ static void put_shown(asp_sandbox *sb, const char *path, const void *data, size_
 	asp_error e = { 0 };
 	int rc;
 
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	rc = asp_write(sb, path, data, len, &wo, &e);
 	ck_assert_msg(rc == ASP_OK, "write %s: %s: %s", show(path, strlen(path)), asp_error_name(rc),
 		      e.message);
@@ -485,7 +485,7 @@ START_TEST(test_name_too_long)
 	ck_assert_int_eq(asp_mkdir(sb, "long", 0, ASP_MKDIR_PARENTS, NULL, &e), ASP_OK);
 	rc = asp_write(sb, path, "x", 1, NULL, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
-	wo.in_place = 1;
+	wo.flags |= ASP_WRITE_IN_PLACE;
 	rc = asp_write(sb, path, "x", 1, &wo, &e);
 	EXPECT_ERR(rc, e, ASP_EINVAL, "file name too long");
 	rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
@@ -569,7 +569,7 @@ START_TEST(test_path_longer_than_path_max)
 		size_t n;
 		int rc;
 
-		wo.mkdirs = 1;
+		wo.flags |= ASP_WRITE_PARENTS;
 		rc = asp_write(sb, path, "x", 1, &wo, &e);
 		EXPECT_ERR(rc, e, ASP_EINVAL, "too long");
 		rc = asp_read(&d, &n, sb, path, 0, ASP_READ_ALL, NULL, &e);
@@ -653,7 +653,7 @@ START_TEST(test_zero_byte_files)
 
 	put_shown(sb, "empty/a", NULL, 0);
 	put_shown(sb, "empty/b", "", 0);
-	wo.in_place = 1;
+	wo.flags |= ASP_WRITE_IN_PLACE;
 	ck_assert_int_eq(asp_write(sb, "empty/c", NULL, 0, &wo, &e), ASP_OK);
 	/* Shrinking a file to nothing, both ways. */
 	put_shown(sb, "empty/d", "not yet empty", 13);

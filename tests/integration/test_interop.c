@@ -104,7 +104,7 @@ static void core_files(asp_sandbox *sb)
 	asp_stat_info st;
 	asp_list *l;
 
-	mk.mkdirs = 1;
+	mk.flags |= ASP_WRITE_PARENTS;
 	put_opts(sb, "a/b/bytes.bin", bin, 1024, &mk);
 	assert_content(sb, "a/b/bytes.bin", bin, 1024);
 	assert_local_content(ws_path(ws, "a/b/bytes.bin"), bin, 1024);
@@ -115,7 +115,7 @@ static void core_files(asp_sandbox *sb)
 	put(sb, "a/b/bytes.bin", "replaced\n");
 	assert_content(sb, "a/b/bytes.bin", "replaced\n", 9);
 	assert_no_temp_files(sb, ws, "a/b");
-	inplace.in_place = 1;
+	inplace.flags |= ASP_WRITE_IN_PLACE;
 	put_opts(sb, "a/b/bytes.bin", "in place\n", 9, &inplace);
 	assert_content(sb, "a/b/bytes.bin", "in place\n", 9);
 	mkdir_ok(sb, "a/c", 0755, 0);
@@ -187,7 +187,7 @@ static void core_timeout(asp_sandbox *sb)
 	asp_exec_result *r;
 	watch w = { 0 };
 
-	o.timeout_ms = 3000;
+	o.kill_after_ms = 3000;
 	o.kill_grace_ms = 500;
 	o.on_output = watch_cb;
 	o.userdata = &w;
@@ -205,7 +205,7 @@ static void core_cancel(asp_sandbox *sb)
 	watch w = { 0 };
 
 	ck_assert_int_eq(asp_cancel_new(&w.cancel, &e), ASP_OK);
-	o.cancel = w.cancel;
+	o.call.cancel = w.cancel;
 	o.kill_grace_ms = 500;
 	o.on_output = watch_cb;
 	o.userdata = &w;

@@ -149,7 +149,7 @@ static void child_run(const job *j, outcome *r)
 	} else if (j->kind == EXEC) {
 		asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 		asp_exec_result *res = NULL;
-		o.timeout_ms = j->timeout_ms;
+		o.kill_after_ms = j->timeout_ms;
 		o.on_output = count_output;
 		vm_base_kb = status_kb("VmSize");
 		r->rc = asp_exec(&res, sb, j->command, &o, &e);

@@ -401,7 +401,7 @@ static void *mixed_worker(void *arg)
 	unsigned char data[4096];
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
 
-	wo.mkdirs = 1; /* all threads race to create "mix/" */
+	wo.flags |= ASP_WRITE_PARENTS; /* all threads race to create "mix/" */
 	for (int i = 0; i < MIX_ITERS; i++) {
 		char path[64], cmd[96];
 		size_t len = make_content(data, w->id, i), got_len = 0;
@@ -504,7 +504,7 @@ START_TEST(test_timeout_kills_process_group)
 		 "echo before-timeout; echo err-before >&2; "
 		 "sh -c 'trap \"\" TERM; sleep %s' & sleep %s & sleep %s", arg, arg, arg);
 	/* Long enough for the watcher to see them under ASan on two busy cores. */
-	o.timeout_ms = 3000;
+	o.kill_after_ms = 3000;
 	o.kill_grace_ms = 500;
 	watch.sb = sb;
 	watch.token = token;
@@ -604,7 +604,7 @@ START_TEST(test_cancel_from_other_thread)
 	watch.token = token;
 	watch.want = 1;
 	job.watch = &watch;
-	o.cancel = job.cancel;
+	o.call.cancel = job.cancel;
 	o.on_output = count_chunks;
 	o.userdata = &cc;
 	ck_assert_int_eq(pthread_create(&t, NULL, cancel_later, &job), 0);
@@ -691,7 +691,7 @@ START_TEST(test_cancel_before_call)
 	ck_assert_int_eq(asp_cancel_new(&c, NULL), ASP_OK);
 	asp_cancel_trigger(c);
 	ck_assert_int_eq(asp_cancel_is_triggered(c), 1);
-	o.cancel = c;
+	o.call.cancel = c;
 	t0 = now_s();
 	rc = asp_exec(&r, sb, "touch ran-despite-cancel; sleep 20", &o, &e);
 	ck_assert_msg(now_s() - t0 < 5.0, "a pre-cancelled exec took %.1f s", now_s() - t0);
@@ -1259,7 +1259,7 @@ START_TEST(test_cancel_while_waiting_for_connection)
 	waiter.sb = sb;
 	waiter.cmd = "touch waiter-ran.txt";
 	waiter.o = (asp_exec_options)ASP_EXEC_OPTIONS_INIT;
-	waiter.o.cancel = job.cancel;
+	waiter.o.call.cancel = job.cancel;
 	ck_assert_int_eq(pthread_create(&tw, NULL, exec_thread, &waiter), 0);
 	job.delay_ms = 300;
 	ck_assert_int_eq(pthread_create(&tc, NULL, cancel_later, &job), 0);

@@ -168,7 +168,7 @@ START_TEST(test_write_empty)
 	put_opts(sb, "rw-empty", "", 0, NULL);
 	assert_local_content(ws("rw-empty"), "", 0);
 	put(sb, "rw-empty", "not empty");
-	inplace.in_place = 1;
+	inplace.flags |= ASP_WRITE_IN_PLACE;
 	put_opts(sb, "rw-empty", NULL, 0, &inplace);
 	assert_local_content(ws("rw-empty"), "", 0);
 	put_opts(sb, "rw-empty-new", NULL, 0, &inplace);
@@ -270,14 +270,14 @@ START_TEST(test_err_write_permission)
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-dir");
 
 	memset(&e, 0, sizeof(e));
-	inplace.in_place = 1;
+	inplace.flags |= ASP_WRITE_IN_PLACE;
 	rc = asp_write(sb, "err-root-dir/f.txt", "x", 1, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-dir");
 
 	/* mkdirs cannot help either. */
 	memset(&e, 0, sizeof(e));
-	inplace.in_place = 0;
-	inplace.mkdirs = 1;
+	inplace.flags &= ~ASP_WRITE_IN_PLACE;
+	inplace.flags |= ASP_WRITE_PARENTS;
 	rc = asp_write(sb, "err-root-dir/sub/f.txt", "x", 1, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "err-root-dir");
 
@@ -298,13 +298,13 @@ START_TEST(test_write_parent_missing_and_mkdirs)
 	ck_assert(!local_exists(ws("mk-a")));
 
 	memset(&e, 0, sizeof(e));
-	o.in_place = 1;
+	o.flags |= ASP_WRITE_IN_PLACE;
 	rc = asp_write(sb, "mk-a/mk-b/mk-c/f.txt", "deep", 4, &o, &e);
 	ASSERT_ERR(rc, e, ASP_ENOENT, "mk-a/mk-b/mk-c/f.txt");
 	ck_assert(!local_exists(ws("mk-a")));
 
-	o.in_place = 0;
-	o.mkdirs = 1;
+	o.flags &= ~ASP_WRITE_IN_PLACE;
+	o.flags |= ASP_WRITE_PARENTS;
 	put_opts(sb, "mk-a/mk-b/mk-c/f.txt", "deep", 4, &o);
 	ck_assert(S_ISDIR(local_lstat(ws("mk-a")).st_mode));
 	ck_assert(S_ISDIR(local_lstat(ws("mk-a/mk-b")).st_mode));
@@ -312,7 +312,7 @@ START_TEST(test_write_parent_missing_and_mkdirs)
 	assert_local_content(ws("mk-a/mk-b/mk-c/f.txt"), "deep", 4);
 
 	/* In place, with some parents already there. */
-	o.in_place = 1;
+	o.flags |= ASP_WRITE_IN_PLACE;
 	put_opts(sb, "mk-a/mk-x/mk-y/g.txt", "in place", 8, &o);
 	assert_local_content(ws("mk-a/mk-x/mk-y/g.txt"), "in place", 8);
 	assert_no_temp_files(sb, fx.workspace, "mk-a/mk-b/mk-c");
@@ -331,7 +331,7 @@ START_TEST(test_write_to_directory)
 	rc = asp_write(sb, "wd-dir/inner", "x", 1, NULL, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, "wd-dir/inner");
 	memset(&e, 0, sizeof(e));
-	inplace.in_place = 1;
+	inplace.flags |= ASP_WRITE_IN_PLACE;
 	rc = asp_write(sb, "wd-dir/inner", "x", 1, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EISDIR, "wd-dir/inner");
 	ck_assert(S_ISDIR(local_lstat(ws("wd-dir/inner")).st_mode));
@@ -372,7 +372,7 @@ START_TEST(test_write_modes)
 
 	/* In place keeps it too, and applies an explicit one. */
 	o.mode = 0;
-	o.in_place = 1;
+	o.flags |= ASP_WRITE_IN_PLACE;
 	put_opts(sb, "wm-exec", "v5", 2, &o);
 	ck_assert_uint_eq(local_lstat(ws("wm-exec")).st_mode & 07777, 0600);
 	o.mode = 0640;
@@ -391,7 +391,7 @@ START_TEST(test_write_modes)
 		ck_assert_ptr_nonnull(big);
 		memset(big, 'b', big_len);
 		o.mode = 0200;
-		o.in_place = 0;
+		o.flags &= ~ASP_WRITE_IN_PLACE;
 		put_opts(sb, "wm-wonly", big, big_len, &o);
 		ck_assert_uint_eq(local_lstat(ws("wm-wonly")).st_mode & 07777, 0200);
 		assert_local_content(ws("wm-wonly"), big, big_len);
@@ -444,7 +444,7 @@ START_TEST(test_write_through_symlink)
 	ssize_t n;
 
 	o.mode = 0640;
-	o.mkdirs = 1;
+	o.flags |= ASP_WRITE_PARENTS;
 	put_opts(sb, "sl/real/target.txt", "old target", 10, &o);
 	mkdir_ok(sb, "sl/links", 0755, 1);
 	expect_stdout(sb, "ln -s ../real/target.txt sl/links/link.txt && ln -s real/target.txt sl/l2", "");
@@ -461,7 +461,7 @@ START_TEST(test_write_through_symlink)
 
 	/* In place as well. */
 	o.mode = 0;
-	o.in_place = 1;
+	o.flags |= ASP_WRITE_IN_PLACE;
 	put_opts(sb, "sl/l2", "in place via link", 17, &o);
 	ck_assert(S_ISLNK(local_lstat(ws("sl/l2")).st_mode));
 	assert_local_content(ws("sl/real/target.txt"), "in place via link", 17);
@@ -479,7 +479,7 @@ START_TEST(test_write_non_atomic)
 	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
 	ino_t ino;
 
-	o.in_place = 1;
+	o.flags |= ASP_WRITE_IN_PLACE;
 	put_opts(sb, "na.txt", "a fairly long first version", 27, &o);
 	assert_content(sb, "na.txt", "a fairly long first version", 27);
 	ino = local_lstat(ws("na.txt")).st_ino;
@@ -515,7 +515,7 @@ START_TEST(test_write_zero_options_atomic)
 	ck_assert_int_eq(chmod(ws("zo-ro.txt"), 0444), 0);
 
 	/* Control: in place, the sandbox user may not write the file. */
-	inplace.in_place = 1;
+	inplace.flags |= ASP_WRITE_IN_PLACE;
 	rc = asp_write(sb, "zo-ro.txt", "in place", 8, &inplace, &e);
 	ASSERT_ERR(rc, e, ASP_EACCES, "zo-ro.txt");
 	assert_local_content(ws("zo-ro.txt"), "old", 3);

@@ -251,7 +251,8 @@ START_TEST(test_no_secret_reaches_sandbox)
 	asp_exec_result_free(r);
 	/* Some file work, then look through every file the login user can have written. */
 	ck_assert_int_eq(asp_write(sb, "sec/a.txt", "a", 1,
-				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION, .mkdirs = 1 }, &e),
+				   &(asp_write_options){ .version = ASP_WRITE_OPTIONS_VERSION,
+							 .flags = ASP_WRITE_PARENTS }, &e),
 			 ASP_OK);
 	asp_close(sb);
 	/*
@@ -363,7 +364,7 @@ START_TEST(test_descriptors_close_on_exec)
 	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .host_key = FX_OMIT }), 0);
 	ck_assert_int_eq(asp_cancel_new(&cancel, &e), ASP_OK);
 	sb = open_ok(cfg);
-	o.cancel = cancel;
+	o.call.cancel = cancel;
 	ck_assert_int_eq(asp_exec(&r, sb, "true", &o, &e), ASP_OK);
 	asp_exec_result_free(r);
 	ck_assert_int_eq(asp_write(sb, "fds.txt", "x", 1, NULL, &e), ASP_OK);
@@ -648,7 +649,7 @@ START_TEST(test_setsid_descendant_killed)
 	snprintf(marker, sizeof(marker), "%s/escaped.marker", fx.workspace);
 	/* The command names its pids as soon as the escaped one is up; 3 s leaves
 	 * time to see them alive under ASan on two busy cores. */
-	o.timeout_ms = 3000;
+	o.kill_after_ms = 3000;
 	o.kill_grace_ms = 200;
 	o.on_output = see_pids;
 	o.userdata = &ps;

@@ -112,7 +112,7 @@ static void exercise(asp_sandbox *sb, const char *workspace, const char *dir)
 	int rc;
 
 	snprintf(p, sizeof(p), "%s/sub/a b's $(x).txt", dir);
-	o.mkdirs = 1;
+	o.flags |= ASP_WRITE_PARENTS;
 	put_opts(sb, p, "hello\n", 6, &o);
 	assert_content(sb, p, "hello\n", 6);
 	assert_local_content(ws_path(workspace, p), "hello\n", 6);
@@ -250,7 +250,7 @@ static void sizes_on(asp_sandbox *sb, const char *workspace, const char *prefix)
 
 		for (in_place = 0; in_place < 2; in_place++) {
 			snprintf(path, sizeof(path), "%s-%zu-%d.bin", prefix, sizes[i], in_place);
-			o.in_place = in_place;
+			o.flags = in_place ? ASP_WRITE_IN_PLACE : 0;
 			put_opts(sb, path, d, sizes[i], &o);
 			assert_local_content(ws_path(workspace, path), d, sizes[i]);
 			assert_content(sb, path, d, sizes[i]);
@@ -400,7 +400,7 @@ START_TEST(test_cancelled_write_leaves_nothing)
 
 	put(sb, "shfs-big.bin", "old");
 	ck_assert_int_eq(asp_cancel_new(&k.token, &e), ASP_OK);
-	o.cancel = k.token;
+	o.call.cancel = k.token;
 	ck_assert_int_eq(pthread_create(&th, NULL, cancel_when_temp_grows, &k), 0);
 	rc = asp_write(sb, "shfs-big.bin", big, len, &o, &e);
 	pthread_join(th, NULL);
@@ -460,7 +460,7 @@ static void shell_case(const char *name, const char *shell, const char *exe)
 	/* Hostile names listed back byte for byte. */
 	{
 		asp_write_options o = ASP_WRITE_OPTIONS_INIT;
-		o.mkdirs = 1;
+		o.flags |= ASP_WRITE_PARENTS;
 		put_opts(sb, "names/\x01 new\nline '$(touch pwned)'", "x", 1, &o);
 	}
 	l = list_ok(sb, "names");

@@ -360,7 +360,7 @@ static void calls_within_limit(const char *extra, int side_kill)
 	/* This process's own sleep: other runs of this suite may run at once. */
 	snprintf(cmd, sizeof(cmd), "sleep 30.%06d && echo ran to its end > limit-end.txt", (int)getpid());
 	ck_assert_int_eq(pthread_create(&watcher, NULL, watch_for, cmd), 0);
-	o.timeout_ms = 300;
+	o.kill_after_ms = 300;
 	s0 = stats();
 	r = run_opts(sb, cmd, &o);
 	s1 = stats();
@@ -510,7 +510,7 @@ START_TEST(test_warm_small_files_over_exec)
 	assert_no_temp_files(sb, fx.workspace, ".");
 	(void)stat_ok(sb, "small.txt");
 	ck_assert_int_eq(log_count("subsystem 'sftp'"), 1);
-	wo.in_place = 1;
+	wo.flags |= ASP_WRITE_IN_PLACE;
 	ck_assert_int_eq(asp_write(sb, "small.txt", "x", 1, &wo, &e), ASP_OK);
 	asp__route_force_files(0);
 	assert_local_content(ws_path(fx.workspace, "small.txt"), "x", 1);

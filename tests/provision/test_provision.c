@@ -268,7 +268,7 @@ static int sb_exec(asp_sandbox *sb, const char *command, char *out, size_t n, un
 	size_t len;
 	int code;
 
-	o.timeout_ms = timeout_ms;
+	o.kill_after_ms = timeout_ms;
 	o.kill_grace_ms = 500;
 	ck_assert_msg(asp_exec(&r, sb, command, &o, &err) == 0, "asp_exec %s: %s", command, err.message);
 	d = asp_exec_result_output(r, ASP_STDOUT, &len);
@@ -298,7 +298,7 @@ static void use_sandbox_as(const char *config, const char *ws_host, const struct
 	const char text[] = "hello from the harness\n";
 	struct stat st;
 
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	ck_assert_msg(asp_write(sb, "src/hello.txt", text, strlen(text), &wo, &err) == 0, "asp_write: %s",
 		      err.message);
 	ck_assert_int_eq(asp_read(&data, &len, sb, "src/hello.txt", 0, ASP_READ_ALL, NULL, &err), 0);
@@ -1616,7 +1616,7 @@ START_TEST(agent_files_owned_by_no_account)
 	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--ingress", "exec",
 			  "--out", cfg) == 0, "up: %s", r.err);
 	sb = open_config(cfg);
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	ck_assert_msg(asp_write(sb, "src/.asp.json", planted, strlen(planted), &wo, &err) == 0, "asp_write: %s",
 		      err.message);
 	ck_assert_int_eq(sb_exec(sb, "echo x > src/by-exec && id -u", out, sizeof(out), 10000, NULL), 0);

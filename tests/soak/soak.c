@@ -5,7 +5,7 @@
  *
  * Each worker thread owns a directory of SLOTS files and a model of what
  * each slot holds (a generator seed and a length, so any byte range can be
- * regenerated). It runs a mix of writes (atomic, mkdirs), reads (whole and
+ * regenerated). It runs a mix of writes (atomic, with ASP_WRITE_PARENTS), reads (whole and
  * ranged), execs (cat of a slot; env + stdin + exit status), stats, listings
  * and renames, and checks every result against the model, by content hash.
  *
@@ -283,7 +283,7 @@ static void op_write(worker *w)
 
 	slot_path(path, sizeof(path), w->id, k);
 	content_fill(w->buf, nw.seed, 0, len);
-	wo.mkdirs = 1;
+	wo.flags |= ASP_WRITE_PARENTS;
 	rc = asp_write(sb, path, w->buf, len, &wo, &e);
 	if (rc == ASP_OK) {
 		w->s[k] = nw;

@@ -116,7 +116,7 @@ static void in_sandbox(vctx *v, sres *r, const char *cmd, unsigned int timeout_m
 		str_fmt(r->err, sizeof(r->err), "no SSH session to the sandbox");
 		return;
 	}
-	o.timeout_ms = timeout_ms;
+	o.kill_after_ms = timeout_ms;
 	o.kill_grace_ms = 500;
 	if (asp_exec(&res, v->sb, cmd, &o, &aerr)) {
 		str_fmt(r->err, sizeof(r->err), "asp_exec: %s", aerr.message);
@@ -608,7 +608,7 @@ static void check_workspace(vctx *v)
 	str_fmt(data, sizeof(data), "asf-verify %d %ld %02x%02x%02x%02x\n", (int)getpid(), (long)time(NULL),
 		rnd[4], rnd[5], rnd[6], rnd[7]);
 	str_fmt(host, sizeof(host), "%s/%s", ws_host, rel);
-	wo.timeout_ms = 15000;
+	wo.call.timeout_ms = 15000;
 	co.timeout_ms = 15000;
 	if (jb(ws, "read_only")) {
 		int rc = asp_write(v->sb, rel, data, strlen(data), &wo, &aerr);

@@ -207,8 +207,8 @@ static int run_exec(asp_sandbox *sb, const cli_request *req, cli_io *io)
 	o.flags |= ASP_EXEC_STDIN_FD;
 	o.cwd = req->cwd;
 	o.env = (const char *const *)req->env;
-	o.timeout_ms = req->timeout_ms;
-	o.cancel = io->cancel;
+	o.kill_after_ms = req->timeout_ms;
+	o.call.cancel = io->cancel;
 	if (!req->json) {
 		o.on_output = on_output;
 		o.userdata = &s;
@@ -338,8 +338,8 @@ static int run_write(asp_sandbox *sb, const cli_request *req, cli_io *io)
 		cli_say(io->err, "write %s: reading stdin: %s", req->path, strerror(saved));
 		return CLI_EXIT_FAILURE;
 	}
-	o.mkdirs = req->mkdirs;
-	o.cancel = io->cancel;
+	o.flags = req->mkdirs ? ASP_WRITE_PARENTS : 0;
+	o.call.cancel = io->cancel;
 	cli_progress_set(prog, 0, len, "sending");
 	rc = asp_write(sb, req->path, data, len, &o, &e);
 	free(data);

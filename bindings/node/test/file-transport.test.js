@@ -15,7 +15,7 @@ const { startSshd } = require('./sshd-fixture.js');
 const ALL_BYTES = Buffer.from(Array.from({ length: 768 }, (_, i) => i % 256));
 
 async function calls(sb, d) {
-	await sb.write(`${d}/sub/bytes.bin`, ALL_BYTES, { mkdirs: true });
+	await sb.write(`${d}/sub/bytes.bin`, ALL_BYTES, { parents: true });
 	assert.deepEqual(await sb.read(`${d}/sub/bytes.bin`), ALL_BYTES);
 	assert.deepEqual(await sb.read(`${d}/sub/bytes.bin`, { offset: 255, limit: 3 }), ALL_BYTES.subarray(255, 258));
 	await sb.write(`${d}/sub/it's $(x).txt`, 'text');
@@ -59,7 +59,7 @@ describe('fileTransport', () => {
 			for (const fileTransport of ['sftp', 'exec']) {
 				const ok = await asp.open({ config: fx.config, fileTransport, maxListBytes: 5 });
 				try {
-					await ok.write(`lb-${fileTransport}/abc`, '', { mkdirs: true });
+					await ok.write(`lb-${fileTransport}/abc`, '', { parents: true });
 					await ok.write(`lb-${fileTransport}/de`, '');
 					assert.deepEqual((await ok.list(`lb-${fileTransport}`)).map((e) => e.name).sort(), ['abc', 'de']);
 				} finally {

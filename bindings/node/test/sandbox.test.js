@@ -188,9 +188,9 @@ describe('read and write', () => {
 		assert.deepEqual(await sb.read('nul.txt'), Buffer.from('a\0b'));
 	});
 
-	it('creates parents with mkdirs and sets the mode', async () => {
+	it('creates parents with parents: true and sets the mode', async () => {
 		await assert.rejects(sb.write('no/such/dir/f.txt', 'x'), { code: 'ASP_ENOENT' });
-		await sb.write('no/such/dir/f.txt', 'x', { mkdirs: true, mode: 0o600 });
+		await sb.write('no/such/dir/f.txt', 'x', { parents: true, mode: 0o600 });
 		const st = await sb.stat('no/such/dir/f.txt');
 		assert.equal(st.mode, 0o600);
 		assert.equal(st.type, 'file');
@@ -501,6 +501,15 @@ describe('exec', () => {
 		assert.equal(r.exitCode, null);
 		assert.ok(r.signal);
 		assert.ok(Date.now() - t0 < 15_000);
+		await watch.assertAliveThenDead(2);
+	});
+
+	it('deadline kills the command and rejects with ASP_ETIMEOUT (timeout stays the kill timer)', async () => {
+		const watch = groupWatch();
+		await assert.rejects(
+			sb.exec('sleep 20 & echo "pids: $$ $!"; sleep 20; echo never',
+				{ deadline: 3000, timeout: 60000, killGrace: 500, onData: watch.onData }),
+			(e) => e.code === 'ASP_ETIMEOUT' && /call\.timeout_ms/.test(e.message));
 		await watch.assertAliveThenDead(2);
 	});
 

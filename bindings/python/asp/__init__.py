@@ -6,7 +6,7 @@ sandbox over SSH:
     import asp
 
     with asp.open() as sb:                      # discovery: ./.asp.json, then parents
-        sb.write("hello.py", "print('hi')\\n", mkdirs=True)
+        sb.write("hello.py", "print('hi')\\n", parents=True)
         r = sb.exec("python3 hello.py", timeout=30)
         print(r.exit_code, r.stdout.decode())
         print(sb.read("hello.py"))

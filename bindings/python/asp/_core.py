@@ -636,12 +636,13 @@ class Sandbox:
         """read() decoded."""
         return self.read(path, cancel=cancel, timeout=timeout).decode(encoding, errors)
 
-    def write(self, path, data, *, mode=None, mkdirs=False, atomic=True, cancel=None,
+    def write(self, path, data, *, mode=None, parents=False, atomic=True, cancel=None,
               timeout=None):
         """Create or replace `path` with `data` (bytes-like, or str written as UTF-8).
 
         mode: permission bits (1..0o7777); None keeps an existing file's mode
-        (a new file gets 0644 less the umask). mkdirs: create missing parents.
+        (a new file gets 0644 less the umask). parents: create missing parent
+        directories (as mkdir's parents).
         atomic (default): temp file + rename, readers never see a torn file.
 
         A bytearray or memoryview is written from its own memory, not a copy:
@@ -650,24 +651,24 @@ class Sandbox:
         p = _path(path)
         payload = _Lent(data)
         try:
-            self._write(p, payload, path, mode, mkdirs, atomic, cancel, timeout)
+            self._write(p, payload, path, mode, parents, atomic, cancel, timeout)
         finally:
             payload.release()
 
-    def _write(self, p, payload, path, mode, mkdirs, atomic, cancel, timeout):
+    def _write(self, p, payload, path, mode, parents, atomic, cancel, timeout):
         opts = _lib.asp_write_options()
         err = _lib.asp_error()
         _check(lib.asp_write_options_init(byref(opts), _lib.ASP_WRITE_OPTIONS_VERSION), err)
         if mode is not None:
             # 0 means "keep the mode / default" in C: it cannot express mode 0000.
             opts.mode = _int(mode, "mode", 1, 0o7777)
-        opts.mkdirs = 1 if mkdirs else 0
-        opts.in_place = 0 if atomic else 1
-        opts.timeout_ms = _ms(timeout, "timeout")
+        opts.flags = (_lib.ASP_WRITE_PARENTS if parents else 0) | \
+            (0 if atomic else _lib.ASP_WRITE_IN_PLACE)
+        opts.call.timeout_ms = _ms(timeout, "timeout")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
         if cancel is not None:
-            opts.cancel = cancel._acquire()
+            opts.call.cancel = cancel._acquire()
         try:
             h = self._enter()
             try:
@@ -682,15 +683,20 @@ class Sandbox:
     # -- exec -----------------------------------------------------------
 
     def exec(self, command, *, cwd=None, env=None, stdin=None, timeout=None, on_output=None,
-             max_output=None, cancel=None, kill_grace=None):
+             max_output=None, cancel=None, kill_grace=None, deadline=None):
         """Run shell text `command` in a fresh login shell of the sandbox user.
 
         cwd: working directory (relative to the workspace; default the workspace).
         env: mapping NAME -> value added to the environment.
         stdin: bytes/str fed to stdin then EOF, or a readable file descriptor
             (int or object with fileno()) streamed until its EOF.
-        timeout: seconds; when it passes, the whole process group is killed and
-            the result has timed_out=True and the output so far (no exception).
+        timeout: the command's kill timer, seconds; when it passes, the whole
+            process group is killed and the result has timed_out=True and the
+            output so far (no exception).
+        deadline: the whole call's deadline, seconds, the run included; when
+            it passes, the process group is killed and exec raises
+            asp.AspTimeout (no result). None: the handle's op_timeout bounds
+            only the start.
         on_output(stream, data): called on this thread as output arrives
             (stream is asp.STDOUT or asp.STDERR). Returning True stops the
             command (cancelled=True). An exception raised in it stops the
@@ -734,7 +740,8 @@ class Sandbox:
                                     "with fileno()")
                 opts.stdin_fd = fd
                 opts.flags |= _lib.ASP_EXEC_STDIN_FD
-        opts.timeout_ms = _ms(timeout, "timeout")
+        opts.kill_after_ms = _ms(timeout, "timeout")
+        opts.call.timeout_ms = _ms(deadline, "deadline")
         opts.kill_grace_ms = _ms(kill_grace, "kill_grace")
         if max_output is not None:
             opts.max_output = _int(max_output, "max_output", 1, _lib.SIZE_MAX)
@@ -759,7 +766,7 @@ class Sandbox:
             if not isinstance(cancel, Cancel):
                 raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
             cancel_handle = cancel._acquire()
-            opts.cancel = cancel_handle
+            opts.call.cancel = cancel_handle
         result = _lib.exec_result_p()
         try:
             h = self._enter()

@@ -34,6 +34,8 @@ ASP_STDOUT = 1  # asp_stream (an int-sized enum)
 ASP_STDERR = 2
 ASP_EXEC_STDIN_FD = 0x1
 ASP_MKDIR_PARENTS = 0x1
+ASP_WRITE_PARENTS = 0x1
+ASP_WRITE_IN_PLACE = 0x2
 ASP_REMOVE_RECURSIVE = 0x1
 
 UINT_MAX = 2**32 - 1
@@ -124,11 +126,9 @@ class asp_sandbox_info(Structure):
 class asp_write_options(Structure):
     _fields_ = [
         ("version", c_uint),
+        ("call", asp_call_options),  # cancel token and deadline; call.version may stay 0
         ("mode", c_uint),
-        ("mkdirs", c_int),
-        ("in_place", c_int),
-        ("cancel", cancel_p),
-        ("timeout_ms", c_uint),
+        ("flags", c_uint),  # ASP_WRITE_PARENTS, ASP_WRITE_IN_PLACE
     ]
 
 
@@ -140,16 +140,16 @@ asp_output_cb = CFUNCTYPE(c_int, c_int, POINTER(c_ubyte), c_size_t, c_void_p)
 class asp_exec_options(Structure):
     _fields_ = [
         ("version", c_uint),
+        ("call", asp_call_options),  # cancel token and the call's deadline
         ("cwd", c_char_p),
         ("env", POINTER(c_char_p)),
         ("stdin_data", POINTER(c_ubyte)),
         ("stdin_len", c_size_t),
-        ("timeout_ms", c_uint),
-        ("cancel", cancel_p),
+        ("kill_after_ms", c_uint),  # the command's kill timer (timed_out in the result)
+        ("kill_grace_ms", c_uint),
         ("on_output", asp_output_cb),
         ("userdata", c_void_p),
         ("max_output", c_size_t),
-        ("kill_grace_ms", c_uint),
         ("stdin_fd", c_int),
         ("flags", c_uint),
     ]

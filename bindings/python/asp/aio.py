@@ -174,9 +174,9 @@ class AsyncSandbox:
         return await self._run(self.sandbox.read_text, path, encoding, errors, cancel=cancel,
                                timeout=timeout)
 
-    async def write(self, path, data, *, mode=None, mkdirs=False, atomic=True, cancel=None,
+    async def write(self, path, data, *, mode=None, parents=False, atomic=True, cancel=None,
                     timeout=None):
-        return await self._run(self.sandbox.write, path, data, mode=mode, mkdirs=mkdirs,
+        return await self._run(self.sandbox.write, path, data, mode=mode, parents=parents,
                                atomic=atomic, cancel=cancel, timeout=timeout)
 
     async def stat(self, path, *, cancel=None, timeout=None):
@@ -200,7 +200,7 @@ class AsyncSandbox:
         return await self._run(self.sandbox.rename, src, dst, cancel=cancel, timeout=timeout)
 
     async def exec(self, command, *, on_output=None, cancel=None, **kwargs):
-        """Sandbox.exec; the same keywords (cwd, env, stdin, timeout, max_output, kill_grace).
+        """Sandbox.exec; the same keywords (cwd, env, stdin, timeout, deadline, max_output, kill_grace).
 
         on_output(stream, data) is called on the event loop's thread, in order,
         as output arrives (each chunk one loop callback: not bounded; use

@@ -168,7 +168,7 @@ class TestCalls(AioTest):
 
     async def test_file_calls(self):
         sb = self.sb
-        await sb.write(self.p("a/b.txt"), "héllo\n", mkdirs=True, mode=0o640)
+        await sb.write(self.p("a/b.txt"), "héllo\n", parents=True, mode=0o640)
         self.assertEqual(await sb.read(self.p("a/b.txt")), "héllo\n".encode())
         self.assertEqual(await sb.read(self.p("a/b.txt"), 1, 2), "é".encode())
         self.assertEqual(await sb.read_text(self.p("a/b.txt")), "héllo\n")

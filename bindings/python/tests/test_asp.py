@@ -198,7 +198,7 @@ class TestLibrary(unittest.TestCase):
                 lines.append(f'printf("{cname}.{field} %zu\\n", offsetof({cname}, {field}));')
                 expected.append(f"{cname}.{field} {getattr(py, field).offset}")
         for const in ("ASP_OPEN_LAZY", "ASP_EXEC_STDIN_FD", "ASP_MKDIR_PARENTS",
-                      "ASP_REMOVE_RECURSIVE", "ASP_STDOUT", "ASP_STDERR",
+                      "ASP_WRITE_PARENTS", "ASP_WRITE_IN_PLACE", "ASP_REMOVE_RECURSIVE", "ASP_STDOUT", "ASP_STDERR",
                       "ASP_OPEN_OPTIONS_VERSION", "ASP_WRITE_OPTIONS_VERSION",
                       "ASP_CALL_OPTIONS_VERSION", "ASP_EXEC_OPTIONS_VERSION",
                       "ASP_SANDBOX_INFO_VERSION"):
@@ -220,10 +220,11 @@ class TestLibrary(unittest.TestCase):
         self.assertEqual((o.version, o.config_text), (2, None))
         e = _lib.asp_exec_options()
         self.assertEqual(_lib.lib.asp_exec_options_init(ctypes.byref(e), 1), 0)
-        self.assertEqual((e.version, e.stdin_fd, e.flags, e.timeout_ms), (1, 0, 0, 0))
+        self.assertEqual((e.version, e.stdin_fd, e.flags, e.kill_after_ms, e.call.timeout_ms),
+                         (1, 0, 0, 0, 0))
         w = _lib.asp_write_options()
         self.assertEqual(_lib.lib.asp_write_options_init(ctypes.byref(w), 1), 0)
-        self.assertEqual((w.version, w.mode, w.mkdirs, w.in_place), (1, 0, 0, 0))
+        self.assertEqual((w.version, w.mode, w.flags, w.call.timeout_ms), (1, 0, 0, 0))
         i = _lib.asp_sandbox_info()
         self.assertEqual(_lib.lib.asp_sandbox_info_init(ctypes.byref(i), 1), 0)
         self.assertEqual((i.version, i.trust, i.auth), (1, 0, 0))
@@ -323,7 +324,7 @@ class TestOpen(unittest.TestCase):
     def test_max_list_bytes_reaches_libasp(self):
         d = "max-list-bytes-%d" % os.getpid()
         with asp.open(self.cfg()) as sb:
-            sb.write(d + "/abc", b"", mkdirs=True)
+            sb.write(d + "/abc", b"", parents=True)
             sb.write(d + "/de", b"")
         try:
             with asp.open(self.cfg(), max_list_bytes=5) as sb:
@@ -533,10 +534,10 @@ class TestFiles(SandboxTest):
         self.assertEqual(self.sb.read(pathlib.PurePosixPath(self.d) / "abs"), b"A")
         self.assertEqual(self.sb.read(absolute.encode()), b"A")
 
-    def test_write_mode_mkdirs_atomic(self):
+    def test_write_mode_parents_atomic(self):
         with self.assertRaises(asp.NotFoundError):
             self.sb.write(self.p("no", "such", "f"), b"x")
-        self.sb.write(self.p("no", "such", "f"), b"x", mkdirs=True)
+        self.sb.write(self.p("no", "such", "f"), b"x", parents=True)
         self.assertTrue(self.sb.stat(self.p("no", "such")).is_dir)
         self.sb.write(self.p("m"), b"1", mode=0o600)
         self.assertEqual(self.sb.stat(self.p("m")).mode, 0o600)
@@ -609,7 +610,7 @@ class TestFiles(SandboxTest):
         self.sb.remove(self.p("empty"))
         with self.assertRaises(asp.NotFoundError):
             self.sb.remove(self.p("empty"))
-        self.sb.write(self.p("tree", "a", "b", "c"), b"x", mkdirs=True)
+        self.sb.write(self.p("tree", "a", "b", "c"), b"x", parents=True)
         self.sb.write(self.p("tree", "d"), b"x")
         with self.assertRaises(asp.NotEmpty) as cm:
             self.sb.remove(self.p("tree"))
@@ -777,6 +778,16 @@ class TestExec(SandboxTest):
         self.assertEqual(r.stdout, b"pids: %d %d\nstarted\n" % tuple(watch.pids[:2]))  # so far
         self.assertEqual(r.exit_code, -1)
         self.assertIn(r.signal, (9, 15))
+        watch.assert_alive_then_dead(self, 2)
+
+    def test_deadline_is_an_error(self):
+        # deadline= is the whole call's (asp_exec_options.call.timeout_ms): the
+        # group is killed and exec raises TimeoutError, where timeout= gives a result.
+        watch = GroupWatch()
+        with self.assertRaises(asp.AspTimeout) as cm:
+            self.sb.exec('sleep 30 & echo "pids: $$ $!"; echo started; sleep 30; echo never',
+                         deadline=3, timeout=60, kill_grace=0.5, on_output=watch)
+        self.assertIn("call.timeout_ms", str(cm.exception))
         watch.assert_alive_then_dead(self, 2)
 
     def test_max_output_keeps_head_and_tail(self):
@@ -1014,7 +1025,7 @@ class TestLibaspRegressions(unittest.TestCase):
         with asp.open(self.fx.config, io_timeout=2) as sb:
             slowest = 0.0
             for _ in range(6):  # the stall depended on packet timing: most runs showed it
-                sb.write("tree/a/b", b"x", mkdirs=True)
+                sb.write("tree/a/b", b"x", parents=True)
                 t0 = time.monotonic()
                 sb.remove("tree", recursive=True)
                 slowest = max(slowest, time.monotonic() - t0)

@@ -23,7 +23,7 @@ def log_text(fx):
 class TestFileTransport(unittest.TestCase):
 
     def calls(self, sb, d):
-        sb.write(d + "/sub/bytes.bin", ALL_BYTES, mkdirs=True)
+        sb.write(d + "/sub/bytes.bin", ALL_BYTES, parents=True)
         self.assertEqual(sb.read(d + "/sub/bytes.bin"), ALL_BYTES)
         self.assertEqual(sb.read(d + "/sub/bytes.bin", offset=255, limit=3), ALL_BYTES[255:258])
         sb.write(d + "/sub/it's $(x).txt", "text")

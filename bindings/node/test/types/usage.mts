@@ -53,12 +53,12 @@ const BAD_OPEN = {
 } satisfies Record<keyof OpenOptions, unknown>;
 const BAD_CALL = { signal: 'abort', timeout: -1 } satisfies Record<keyof CallOptions, unknown>;
 const BAD_READ = { ...BAD_CALL, offset: -1, limit: -1 } satisfies Record<keyof ReadOptions, unknown>;
-const BAD_WRITE = { ...BAD_CALL, mode: -1, mkdirs: null, atomic: null } satisfies Record<keyof WriteOptions, unknown>;
+const BAD_WRITE = { ...BAD_CALL, mode: -1, parents: null, atomic: null } satisfies Record<keyof WriteOptions, unknown>;
 const BAD_MKDIR = { ...BAD_CALL, mode: -1, parents: null } satisfies Record<keyof MkdirOptions, unknown>;
 const BAD_REMOVE = { ...BAD_CALL, recursive: null } satisfies Record<keyof RemoveOptions, unknown>;
 const BAD_EXEC = {
 	cwd: 5, env: 'A=1', stdin: 5, timeout: -1, signal: 'abort', onData: 'print', maxOutput: -1,
-	killGrace: -1,
+	killGrace: -1, deadline: -1,
 } satisfies Record<keyof ExecOptions, unknown>;
 
 const sorted = (o: object): string[] => Object.keys(o).sort();
@@ -119,7 +119,7 @@ async function main(config: string): Promise<void> {
 		const call: Required<CallOptions> = { signal: ac.signal, timeout: 60_000 };
 		const name: CString = Buffer.from('types-a.txt');
 
-		const wo: Required<WriteOptions> = { ...call, mode: 0o640, mkdirs: true, atomic: false };
+		const wo: Required<WriteOptions> = { ...call, mode: 0o640, parents: true, atomic: false };
 		await sb.write('dir/types-a.txt', 'hello', wo);
 		await sb.write(name, new Uint8Array([104, 105]));
 		const ro: Required<ReadOptions> = { ...call, offset: 1n, limit: 3 };
@@ -148,7 +148,7 @@ async function main(config: string): Promise<void> {
 		const seen: OutputStream[] = [];
 		const eo: Required<ExecOptions> = {
 			cwd: '.', env: { A: 'x', B: Buffer.from('y'), C: 3, D: true, E: undefined },
-			stdin: 'in', timeout: 60_000, signal: ac.signal,
+			stdin: 'in', timeout: 60_000, deadline: 120_000, signal: ac.signal,
 			onData: (stream: OutputStream, chunk: Buffer) => { seen.push(stream); assert.ok(chunk.length > 0); },
 			maxOutput: 1 << 20, killGrace: 2000,
 		};
