@@ -13,10 +13,8 @@
 #include <sys/stat.h>
 
 #include "exec.h"
-#include "fs.h"
 #include "quote.h"
-
-#define SHOW(p) asp__path_show((char[ASP_PATH_SHOW_MAX + 4]){ 0 }, (p))
+#include "temp.h"
 
 /* A write's data travels inside the exec request while the script stays this small. */
 #define INLINE_SCRIPT_MAX 24576u
@@ -115,7 +113,7 @@ static int fail(int status, const sink *k, const char *what, const char *path, a
 
 /* ------------------------------------------------------------ read */
 
-int asp__shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
+static int shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
 		   asp_buf *out, asp_error *err)
 {
 	asp_buf script = { 0 };
@@ -150,6 +148,8 @@ int asp__shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limi
 
 /* ------------------------------------------------------------ write */
 
+static int shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err);
+
 static int write_path(asp_conn *c, const char *path, const void *data, size_t len,
 		      const asp_write_options *o, unsigned int lease_s, char **orphan, int depth,
 		      asp_error *err)
@@ -161,7 +161,7 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 
 	if ((rc = too_long("write", path, err)))
 		return rc;
-	if (!o->in_place && !(tmp = asp__fs_temp_name(path, lease_s)))
+	if (!o->in_place && !(tmp = asp__temp_name(path, lease_s)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	/*
 	 * Small data rides in the exec request itself (as printf text, up to 4
@@ -188,7 +188,7 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 		 */
 		if (tmp && !asp__conn_dead(c)) {
 			asp__conn_begin_op(c, asp__now_ms() + 2000, NULL);
-			asp__shfs_forget(c, &tmp, 1, &gone, NULL);
+			shfs_forget(c, &tmp, 1, &gone, NULL);
 		}
 		if (tmp && !gone && orphan && !*orphan) {
 			*orphan = tmp;
@@ -212,13 +212,16 @@ out:
 	return rc;
 }
 
-int asp__shfs_write(asp_conn *c, const char *path, const void *data, size_t len,
-		    const asp_write_options *o, unsigned int lease_s, char **orphan, asp_error *err)
+/* The temp file is named by asp__temp_name with lease_s; *done says nothing (the sweep lists with the clock). */
+static int shfs_write(asp_conn *c, const char *path, const void *data, size_t len,
+		      const asp_write_options *o, unsigned int lease_s, char **orphan, asp_fs_written *done,
+		      asp_error *err)
 {
+	(void)done;
 	return write_path(c, path, data, len, o, lease_s, orphan, 0, err);
 }
 
-int asp__shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
+static int shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 4096 };
@@ -272,12 +275,12 @@ int asp__shfs_stat_decode(const unsigned char *p, size_t len, asp_stat_info *out
 	out->size = size;
 	out->mtime = mtime > 0xffffffffu ? 0xffffffffu : (uint32_t)mtime;
 	out->mode = (uint32_t)mode & 07777;
-	out->type = asp__fs_type_of((uint32_t)mode);
+	out->type = asp__fsops_type_of((uint32_t)mode);
 	*used = i;
 	return 0;
 }
 
-int asp__shfs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
+static int shfs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -301,7 +304,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err)
+static int shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -325,7 +328,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_remove(asp_conn *c, const char *path, asp_error *err)
+static int shfs_remove(asp_conn *c, const char *path, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -346,7 +349,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_rename(asp_conn *c, const char *from, const char *to, asp_error *err)
+static int shfs_rename(asp_conn *c, const char *from, const char *to, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -374,11 +377,6 @@ out:
 }
 
 /* ------------------------------------------------------------ list */
-
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const asp_list_entry *)a)->name, ((const asp_list_entry *)b)->name);
-}
 
 static int list_bytes_limit(const char *path, const asp_list_caps *caps, asp_error *err)
 {
@@ -444,8 +442,7 @@ int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path,
 	}
 	if (rec != end)
 		goto malformed;
-	if (n)
-		qsort(v, n, sizeof(*v), cmp_entry);
+	asp__fsops_sort(v, n);
 	*out = v;
 	*count = n;
 	return 0;
@@ -462,11 +459,11 @@ malformed:
 	rc = asp__error(err, ASP_EPROTO, "list %s: the listing the sandbox's shell sent is malformed",
 			SHOW(path));
 fail:
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	return rc;
 }
 
-int asp__shfs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
+static int shfs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
 		   size_t *count, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
@@ -522,7 +519,7 @@ static int get_clock(const unsigned char *p, size_t len, uint64_t *now, size_t *
 	return 0;
 }
 
-int asp__shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,
+static int shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,
 		    uint64_t *now_s)
 {
 	asp_buf script = { 0 }, said = { 0 };
@@ -550,7 +547,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,
+static int shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,
 			 unsigned char *found, uint64_t *now_s)
 {
 	asp_buf script = { 0 }, said = { 0 };
@@ -583,3 +580,17 @@ out:
 	asp__buf_free(&said);
 	return rc;
 }
+
+const asp_fsops asp__shfs_ops = {
+	.name = "shell",
+	.read = shfs_read,
+	.write = shfs_write,
+	.forget = shfs_forget,
+	.stat = shfs_stat,
+	.mkdir = shfs_mkdir,
+	.remove = shfs_remove,
+	.rename = shfs_rename,
+	.list = shfs_list,
+	.temps = shfs_temps,
+	.lstat_many = shfs_lstat_many,
+};

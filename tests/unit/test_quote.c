@@ -569,7 +569,7 @@ START_TEST(test_shfs_list_hostile_names)
 			seen++;
 		}
 		ck_assert_uint_eq(seen, NHOSTILE + 2);
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 		/* The cap: more entries than max is ELIMIT in the script, before any name. */
 		asp__buf_free(&b);
 		free(r.out);
@@ -788,7 +788,7 @@ START_TEST(test_shfs_list_decode)
 	ck_assert_uint_eq(v[1].st.type, ASP_TYPE_FILE);
 	ck_assert_uint_eq(v[1].st.mode, 0644);
 	ck_assert_uint_eq(v[1].st.mtime, 10);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	v = NULL;
 	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d",
 					       LIST_CAPS(1), &v, &n, &e), ASP_ELIMIT);
@@ -844,7 +844,7 @@ START_TEST(test_shfs_sweep_scripts)
 		for (i = 0; i < 3; i++)
 			ck_assert_msg(!strcmp(v[0].name, temps[i]) || !strcmp(v[1].name, temps[i]) ||
 				      !strcmp(v[2].name, temps[i]), "%s: temp %zu not listed", shells[k][0], i);
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 		free(r.out);
 		asp__buf_free(&b);
 		/* More than max: the clock only. */
