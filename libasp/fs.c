@@ -162,6 +162,7 @@ int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint6
 	uint64_t now = asp__now_ms();
 	char shown[ASP_PATH_SHOW_MAX + 4], said[256];
 	const unsigned char *errout;
+	const asp_fsops *ops;
 	size_t errlen;
 	int rc;
 
@@ -183,6 +184,8 @@ int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint6
 		rc = asp__error(err, ASP_ETIMEOUT, "remove %s: the call did not finish within its "
 				"deadline of %u ms; the remote rm was stopped and may have removed part "
 				"of the tree", shown, timeout_ms);
+	else if (asp_exec_result_exit_code(r) && (ops = route(c, &rc, NULL)) != NULL && ops->rofs(c, path))
+		rc = asp__fsops_rofs_error(err, "remove", path, NULL);
 	else if (asp_exec_result_exit_code(r))
 		rc = asp__error(err, errlen && memmem(errout, errlen, "ermission denied", 16)
 					     ? ASP_EACCES : ASP_EIO,

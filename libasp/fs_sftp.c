@@ -341,6 +341,49 @@ static int sftp_read(asp_conn *c, const char *path, uint64_t offset, uint64_t li
 	return read_loop(c, &rd, h, hl, path, out, err);
 }
 
+/* ------------------------------------------------------------ read-only file systems */
+
+/*
+ * OpenSSH's sftp-server has no status for EROFS: it says "failure" (4), as
+ * for most errnos. After a call that writes failed, statvfs@openssh.com of
+ * the path, or of its nearest ancestor that exists, says whether its file
+ * system is mounted read-only (f_flag's ST_RDONLY, the mount's or the super
+ * block's): the kernel's own answer, not a guess from the failure. A
+ * server without the extension answers "unsupported": then not known, 0.
+ */
+#define SFTP_ST_RDONLY 0x1u
+
+static int sftp_rofs(asp_conn *c, const char *path)
+{
+	char *p = asp__strdup(path), *slash;
+	int ro = 0;
+
+	while (p && *p) {
+		asp_sftp_reply r;
+		uint64_t v[11];
+		uint32_t id;
+		size_t i;
+
+		asp__sftp_begin(c, SSH_FXP_EXTENDED);
+		asp__sftp_cstr(c, "statvfs@openssh.com");
+		asp__sftp_cstr(c, p);
+		if (asp__sftp_end(c, 0, &id, NULL) || asp__sftp_reply(c, &r, id, NULL))
+			break;
+		if (r.type == SSH_FXP_EXTENDED_REPLY) {
+			for (i = 0; i < 11 && !asp__sftp_get_u64(&r.p, &r.len, &v[i]); i++)
+				;
+			ro = i == 11 && (v[9] & SFTP_ST_RDONLY);
+			break;
+		}
+		if (asp__sftp_status(&r) != SSH_FX_NO_SUCH_FILE || !strcmp(p, "/") || !(slash = strrchr(p, '/')))
+			break;
+		/* Not there (yet): its directory tells. */
+		slash[slash == p] = '\0';
+	}
+	asp__free(p);
+	return ro;
+}
+
 /* ------------------------------------------------------------ mkdir */
 
 /* MKDIR every ancestor of path (not path itself unless self), without waiting. */
@@ -391,6 +434,8 @@ static int sftp_mkdir(asp_conn *c, const char *path, unsigned int mode, int pare
 		if (rc == ASP_EIO && !send_path(c, SSH_FXP_LSTAT, path, 0, &id, NULL) &&
 		    !get_attrs(c, id, &a, &found, "mkdir", path, NULL) && found)
 			rc = asp__error(err, ASP_EEXIST, "mkdir %s: already exists", SHOW(path));
+		else if (rc == ASP_EIO && !asp__conn_dead(c) && sftp_rofs(c, path))
+			rc = asp__fsops_rofs_error(err, "mkdir", path, NULL);
 		return rc;
 	}
 	/* mkdir -p: every MKDIR at once, then one STAT tells whether it worked. */
@@ -398,6 +443,8 @@ static int sftp_mkdir(asp_conn *c, const char *path, unsigned int mode, int pare
 	    (rc = send_path(c, SSH_FXP_STAT, path, 0, &id, err)) ||
 	    (rc = get_attrs(c, id, &a, &found, "mkdir", path, err)))
 		return rc;
+	if (!found && sftp_rofs(c, path))
+		return asp__fsops_rofs_error(err, "mkdir", path, NULL);
 	if (!found)
 		return asp__error(err, ASP_EACCES, "mkdir %s: could not create it or a parent "
 				  "(a parent is not writable or not a directory)", SHOW(path));
@@ -419,7 +466,9 @@ static int make_parents(asp_conn *c, const char *path, asp_error *err)
 		return 0;
 	if (!(dir = asp__strndup(path, (size_t)(slash - path))))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
-	if ((rc = sftp_mkdir(c, dir, 0755, 1, err)))
+	if ((rc = sftp_mkdir(c, dir, 0755, 1, err)) == ASP_EROFS)
+		asp__fsops_rofs_error(err, "write", path, NULL); /* as the shell's write says it */
+	else if (rc)
 		asp__error_prefix(err, "write %s", asp__path_show(shown, path));
 	asp__free(dir);
 	return rc;
@@ -535,6 +584,8 @@ static int write_in_place(asp_conn *c, const char *path, const void *data, size_
 	int rc;
 
 	if ((rc = open_for_write(c, path, SSH_FXF_WRITE | SSH_FXF_CREAT | SSH_FXF_TRUNC, h, &hl, o, err))) {
+		if (rc == ASP_EIO && !asp__conn_dead(c) && sftp_rofs(c, path))
+			return asp__fsops_rofs_error(err, "write", path, NULL);
 		if (rc == ASP_EIO)
 			asp__error(err, ASP_EISDIR, "write %s: cannot open it for writing (is it a directory?)",
 				   SHOW(path));
@@ -627,6 +678,8 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	}
 	if (rc == ASP_ENOENT)
 		asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
+	if (rc == ASP_EIO && !asp__conn_dead(c) && sftp_rofs(c, path))
+		rc = asp__fsops_rofs_error(err, "write", path, NULL);
 	if (rc)
 		goto out;
 	opened = handle = 1;
@@ -769,6 +822,8 @@ static int sftp_remove(asp_conn *c, const char *path, asp_error *err)
 	if (asp__sftp_status(&r) == SSH_FX_OK)
 		return 0;
 	rc = asp__sftp_fail(&r, isdir ? ASP_ENOTEMPTY : ASP_EIO, err, "remove", path);
+	if ((rc == ASP_ENOTEMPTY || rc == ASP_EIO) && !asp__conn_dead(c) && sftp_rofs(c, path))
+		return asp__fsops_rofs_error(err, "remove", path, NULL);
 	if (rc == ASP_ENOTEMPTY)
 		asp__error(err, rc, "remove %s: directory not empty (use recursive)", SHOW(path));
 	return rc;
@@ -791,6 +846,9 @@ static int sftp_rename(asp_conn *c, const char *from, const char *to, asp_error 
 		/* Say why when the server only said "failure". */
 		if (sftp_stat(c, from, 0, "stat", &st, NULL) == ASP_ENOENT)
 			return asp__error(err, ASP_ENOENT, "rename %s: no such file or directory", SHOW(from));
+		/* One file system: across two, rename fails otherwise (EXDEV). */
+		if (!asp__conn_dead(c) && sftp_rofs(c, from))
+			return asp__fsops_rofs_error(err, "rename", from, to);
 		if (sftp_stat(c, to, 0, "stat", &st, NULL) == 0 && st.type == ASP_TYPE_DIR)
 			return asp__error(err, ASP_EISDIR, "rename %s to %s: target is a directory",
 					  SHOW(from), SHOW(to));
@@ -1040,6 +1098,7 @@ const asp_fsops asp__fs_sftp_ops = {
 	.list = sftp_list,
 	.temps = sftp_temps,
 	.lstat_many = sftp_lstat_many,
+	.rofs = sftp_rofs,
 };
 
 /* ------------------------------------------------------------ ranges, for bulk.c */

@@ -41,3 +41,12 @@ void asp__fsops_list_free(asp_list_entry *e, size_t count)
 		asp__free(e[i].name);
 	asp__free(e);
 }
+
+int asp__fsops_rofs_error(asp_error *err, const char *what, const char *path, const char *to)
+{
+	if (to)
+		return asp__error(err, ASP_EROFS, "%s %s to %s: read-only file system (the sandbox mounts it "
+				  "read-only)", what, SHOW(path), SHOW(to));
+	return asp__error(err, ASP_EROFS, "%s %s: read-only file system (the sandbox mounts it read-only)",
+			  what, SHOW(path));
+}

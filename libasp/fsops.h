@@ -58,6 +58,8 @@ typedef struct asp_fs_written {
  *           (a backend that cannot tell leaves it). Nonzero when the listing failed.
  * lstat_many for the sweep, best effort and quietly: LSTAT each path (found[i] = 0 when it is not
  *           there or says no mtime); *now_s as for temps. Nonzero when nothing was learned.
+ * rofs      after a call that writes failed: 1 when the file system holding path (or its nearest
+ *           existing ancestor) is read-only, 0 when it is not or that cannot be told. Quiet.
  */
 #define ASP_FSOPS_SLOTS(X)                                                                               \
 	X(read, (asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,        \
@@ -75,7 +77,8 @@ typedef struct asp_fs_written {
 	X(temps, (asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,      \
 		  uint64_t *now_s))                                                                  \
 	X(lstat_many, (asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,                  \
-		       unsigned char *found, uint64_t *now_s))
+		       unsigned char *found, uint64_t *now_s))                                              \
+	X(rofs, (asp_conn *c, const char *path))
 
 #define ASP_FSOPS_FIELD(name, params) int(*name) params;
 typedef struct asp_fsops {
@@ -92,5 +95,10 @@ uint32_t asp__fsops_type_of(uint32_t mode);
 /* Sort a listing by name. */
 void asp__fsops_sort(asp_list_entry *v, size_t n);
 void asp__fsops_list_free(asp_list_entry *e, size_t count);
+/*
+ * ASP_EROFS with the one message both transports give: "WHAT PATH: ..." or,
+ * with to (rename), "WHAT PATH to TO: ...".
+ */
+int asp__fsops_rofs_error(asp_error *err, const char *what, const char *path, const char *to);
 
 #endif

@@ -149,6 +149,22 @@ static int shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t li
 /* ------------------------------------------------------------ write */
 
 static int shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err);
+static int shfs_rofs(asp_conn *c, const char *path);
+
+/*
+ * A script that writes failed with a status a read-only file system also
+ * gives (its `test -w` checks say EACCES; a tool's failure, EIO): ask the
+ * mount table, and say ASP_EROFS as the SFTP backend does. 0: it is not.
+ */
+static int rofs_failure(asp_conn *c, int status, const char *what, const char *path, const char *to,
+			asp_error *err)
+{
+	if (!status || (status != ASP_SHFS_EACCES && status != ASP_SHFS_EIO && status != ASP_SHFS_ENOSPC &&
+	     (status >= ASP_SHFS_ENOENT && status <= ASP_SHFS_NODIR)) || asp__conn_dead(c) ||
+	    shfs_rofs(c, path) != 1)
+		return 0;
+	return asp__fsops_rofs_error(err, what, path, to);
+}
 
 static int write_path(asp_conn *c, const char *path, const void *data, size_t len,
 		      const asp_write_options *o, unsigned int lease_s, char **orphan, int depth,
@@ -202,6 +218,8 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 		rc = write_path(c, (const char *)said.data, data, len, o, lease_s, orphan, depth + 1, err);
 		goto out;
 	}
+	if (status && status != ASP_SHFS_SYMLINK && (rc = rofs_failure(c, status, "write", path, NULL, err)))
+		goto out;
 	if (status == ASP_SHFS_ENOENT)
 		rc = asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
 	else if (status)
@@ -316,6 +334,8 @@ static int shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int pare
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)) || !status)
 		goto out;
+	if ((rc = rofs_failure(c, status, "mkdir", path, NULL, err)))
+		goto out;
 	if (parents && status == ASP_SHFS_EACCES)
 		rc = asp__error(err, ASP_EACCES, "mkdir %s: could not create it or a parent (a parent "
 				"is not writable or not a directory)", SHOW(path));
@@ -340,6 +360,8 @@ static int shfs_remove(asp_conn *c, const char *path, asp_error *err)
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)) || !status)
 		goto out;
+	if ((rc = rofs_failure(c, status, "remove", path, NULL, err)))
+		goto out;
 	if (status == ASP_SHFS_ENOTEMPTY)
 		rc = asp__error(err, ASP_ENOTEMPTY, "remove %s: directory not empty (use recursive)", SHOW(path));
 	else
@@ -360,6 +382,9 @@ static int shfs_rename(asp_conn *c, const char *from, const char *to, asp_error 
 	if (asp__shfs_rename_script(&script, from, to))
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)) || !status)
+		goto out;
+	/* One file system: across two, rename fails otherwise (EXDEV). */
+	if ((rc = rofs_failure(c, status, "rename", from, to, err)))
 		goto out;
 	if (status == ASP_SHFS_NODIR)
 		rc = asp__error(err, ASP_ENOENT, "rename %s to %s: the target's directory does not "
@@ -581,6 +606,22 @@ out:
 	return rc;
 }
 
+/* ------------------------------------------------------------ read-only file systems */
+
+static int shfs_rofs(asp_conn *c, const char *path)
+{
+	asp_buf script = { 0 }, said = { 0 };
+	sink k = { .out = &said, .cap = 64 };
+	int status = 0, ro;
+
+	if (asp__shfs_rofs_script(&script, path))
+		asp__buf_free(&script);
+	ro = !run(c, &script, NULL, 0, &k, &status, NULL) && !status && said.len == 3 &&
+	     !memcmp(said.data, "ro\n", 3);
+	asp__buf_free(&said);
+	return ro;
+}
+
 const asp_fsops asp__shfs_ops = {
 	.name = "shell",
 	.read = shfs_read,
@@ -593,4 +634,5 @@ const asp_fsops asp__shfs_ops = {
 	.list = shfs_list,
 	.temps = shfs_temps,
 	.lstat_many = shfs_lstat_many,
+	.rofs = shfs_rofs,
 };
