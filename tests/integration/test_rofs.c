@@ -48,7 +48,7 @@ static void rofs_setup(void)
 		if ((i > 1 && mkdir(p, 0755) < 0) || chown(p, ws.st_uid, ws.st_gid) < 0)
 			fprintf(stderr, "rofs: %s: %s\n", p, strerror(errno));
 	}
-	if (mount(NULL, ro_dir, NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0) {
+	if (mount("asp-rofs", ro_dir, "tmpfs", MS_REMOUNT | MS_RDONLY, "") < 0) {
 		fprintf(stderr, "rofs: remount %s read-only: %s\n", ro_dir, strerror(errno));
 		umount2(ro_dir, MNT_DETACH);
 		mounted = 0;
