@@ -1030,7 +1030,7 @@ static int sftp_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry *
 	*out = NULL;
 	*count = 0;
 	if (!*now_s)
-		return ASP_EPROTO;
+		return ASP_EINVAL;
 	if (send_path(c, SSH_FXP_OPENDIR, dir, 0, &id, NULL) ||
 	    get_handle(c, id, h, &hl, "sweep", dir, ASP_EIO, NULL))
 		return ASP_EIO;

@@ -55,7 +55,8 @@ typedef struct asp_fs_written {
  * temps     for the sweep, best effort and quietly: the entries of dir whose names are temp
  *           names (asp__temp_parse), regular files with an mtime; at most max entries looked at.
  *           *now_s: in, the server's clock the caller knows (0: none); out, the server's clock
- *           (a backend that cannot tell leaves it). Nonzero when the listing failed.
+ *           (a backend that cannot tell leaves it). Nonzero when the listing failed; ASP_EINVAL
+ *           when nothing was asked (no clock to judge by): the directory is not swept.
  * lstat_many for the sweep, best effort and quietly: LSTAT each path (found[i] = 0 when it is not
  *           there or says no mtime); *now_s as for temps. Nonzero when nothing was learned.
  * rofs      after a call that writes failed: 1 when the file system holding path (or its nearest

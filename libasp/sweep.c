@@ -235,15 +235,16 @@ static void sweep_unclaim_dir(asp_sweep *sw, const char *dir)
 	pthread_mutex_unlock(&sw->mu);
 }
 
-/* List dir's temp files and remove the stale ones; the others wait. */
-static void sweep_dir(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const char *dir, uint64_t now_s)
+/* List dir's temp files and remove the stale ones; the others wait. ASP_EINVAL: nothing asked. */
+static int sweep_dir(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const char *dir, uint64_t now_s)
 {
 	asp_list_entry *v = NULL;
 	char **stale = NULL;
 	size_t n = 0, ns = 0, i;
 	uint64_t now = now_s;
+	int rc;
 
-	if (ops->temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now) || !now)
+	if ((rc = ops->temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now)) || !now)
 		goto out;
 	if (now != now_s)
 		sweep_set_clock(sw, now);
@@ -267,6 +268,7 @@ static void sweep_dir(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const ch
 	asp__free(stale);
 out:
 	asp__fsops_list_free(v, n);
+	return rc;
 }
 
 void asp__sweep_after_write(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const char *path,
@@ -280,11 +282,10 @@ void asp__sweep_after_write(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, co
 	if (now_s)
 		sweep_set_clock(sw, now_s);
 	if (slash && (dir = slash == path ? asp__strdup("/") : asp__strndup(path, (size_t)(slash - path)))) {
-		if (sweep_claim_dir(sw, dir)) {
-			sweep_dir(c, sw, ops, dir, now_s);
-			if (asp__conn_dead(c))
-				sweep_unclaim_dir(sw, dir);
-		}
+		/* Not swept (no clock over SFTP, or a dead connection): a later write sweeps it. */
+		if (sweep_claim_dir(sw, dir) &&
+		    (sweep_dir(c, sw, ops, dir, now_s) == ASP_EINVAL || asp__conn_dead(c)))
+			sweep_unclaim_dir(sw, dir);
 		asp__free(dir);
 	}
 }
