@@ -92,7 +92,8 @@ typedef enum asp_error_code {
 	ASP_ENOSPC = -18,     /* no space left on the sandbox's device */
 	ASP_EPROTO = -19,     /* the server broke the SSH/SFTP protocol or sent something unexpected */
 	ASP_EIO = -20,        /* the sandbox reported an I/O failure */
-	ASP_ELIMIT = -21      /* a result would exceed a cap (asp_open_options.max_*): nothing returned */
+	ASP_ELIMIT = -21,     /* a result would exceed a cap (asp_open_options.max_*): nothing returned */
+	ASP_EROFS = -22       /* the sandbox's file system holding the path is read-only */
 } asp_error_code;
 
 #define ASP_ERROR_MESSAGE_MAX 512
@@ -439,7 +440,8 @@ ASP_EXTERN(int) asp_write_options_init(asp_write_options *opts, unsigned int ver
 /*
  * Write `len` bytes to `path`, creating or replacing it. Binary-safe.
  * Errors: ASP_ENOENT (parent missing and ASP_WRITE_PARENTS not set),
- * ASP_EISDIR, ASP_EACCES, ASP_ENOSPC, ASP_EINVAL (also unknown flag bits),
+ * ASP_EISDIR, ASP_EACCES, ASP_ENOSPC, ASP_EROFS, ASP_EINVAL (also unknown
+ * flag bits),
  * ASP_ETIMEOUT, ASP_ECANCELLED, connection errors. A failed atomic
  * (not ASP_WRITE_IN_PLACE) write leaves the target untouched; its temporary file is
  * removed at once, or, when the connection died, by the handle's next call
@@ -604,7 +606,7 @@ ASP_EXTERN(int) asp_stat(asp_stat_info *out, asp_sandbox *sb, const char *path,
 /*
  * Create a directory (mode 0 means 0755). flags: ASP_MKDIR_* (other bits
  * are ASP_EINVAL). Errors: ASP_EEXIST (without ASP_MKDIR_PARENTS),
- * ASP_ENOENT, ASP_ENOTDIR, ASP_EACCES, connection errors.
+ * ASP_ENOENT, ASP_ENOTDIR, ASP_EACCES, ASP_EROFS, connection errors.
  */
 ASP_EXTERN(int) asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, unsigned int flags,
 			  const asp_call_options *opts, asp_error *err);
@@ -614,12 +616,13 @@ ASP_EXTERN(int) asp_mkdir(asp_sandbox *sb, const char *path, unsigned int mode, 
 
 /*
  * Remove a file or empty directory (ASP_ENOTEMPTY otherwise). flags:
- * ASP_REMOVE_* (other bits are ASP_EINVAL).
+ * ASP_REMOVE_* (other bits are ASP_EINVAL). On a read-only file system
+ * ASP_EROFS.
  */
 ASP_EXTERN(int) asp_remove(asp_sandbox *sb, const char *path, unsigned int flags,
 			   const asp_call_options *opts, asp_error *err);
 
-/* Rename `from` to `to`, replacing `to` if it is a file. */
+/* Rename `from` to `to`, replacing `to` if it is a file (ASP_EROFS on a read-only file system). */
 ASP_EXTERN(int) asp_rename(asp_sandbox *sb, const char *from, const char *to,
 			   const asp_call_options *opts, asp_error *err);
 

@@ -29,6 +29,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "fs_sftp.h"
 #include "sftp.h"
 
 /*
@@ -126,8 +127,8 @@ static void job_parts(job *j, asp_conn *c, const unsigned char *h, size_t hl, in
 		int rc;
 
 		e.code = 0;
-		rc = j->write ? asp__fs_write_at(c, h, hl, j->path, j->src + off, j->base + off, n, &e)
-			      : asp__fs_read_into(c, h, hl, j->path, j->base + off, n, j->dst + off, &e);
+		rc = j->write ? asp__fs_sftp_write_at(c, h, hl, j->path, j->src + off, j->base + off, n, &e)
+			      : asp__fs_sftp_read_into(c, h, hl, j->path, j->base + off, n, j->dst + off, &e);
 		if (rc && helper && !j->write && rc == ASP_ECONNLOST && asp__conn_dead(c)) {
 			job_give_back(j, i);
 			return;
@@ -162,9 +163,9 @@ static void *helper(void *arg)
 		return NULL;
 	asp__conn_begin_op(c, bc->deadline, bc->cancel);
 	if (job_left(j) && sftp_ready(c, bc, NULL) == 1 &&
-	    !asp__fs_open_handle(c, j->path, j->write, h, &hl, NULL)) {
+	    !asp__fs_sftp_open_handle(c, j->path, j->write, h, &hl, NULL)) {
 		job_parts(j, c, h, hl, 1);
-		asp__fs_close_handle(c, h, hl);
+		asp__fs_sftp_close_handle(c, h, hl);
 	}
 	asp__conn_end_op(c);
 	if (!asp__conn_dead(c))
@@ -238,7 +239,7 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 		return asp__fs_read(c, path, offset, limit, cap, out, err);
 	if (rc < 0)
 		return rc;
-	if ((rc = asp__fs_open_read(c, path, offset, limit, cap, &rd, h, &hl, &st, &sized, err)))
+	if ((rc = asp__fs_sftp_open_read(c, path, offset, limit, cap, &rd, h, &hl, &st, &sized, err)))
 		return rc;
 	/*
 	 * Only a regular file's size is its content's (a /proc file says 0).
@@ -247,11 +248,11 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 	if (!sized || st.type != ASP_TYPE_FILE || st.size <= offset ||
 	    (want = st.size - offset < limit ? st.size - offset : limit) < BULK_MIN ||
 	    (limit > cap && st.size - offset > cap) || want >= SIZE_MAX)
-		return asp__fs_read_handle(c, &rd, h, hl, path, out, err);
-	asp__fs_read_elsewhere(c);
+		return asp__fs_sftp_read_handle(c, &rd, h, hl, path, out, err);
+	asp__fs_sftp_read_elsewhere(c);
 	asp__buf_free(out);
 	if (!(out->data = asp__malloc((size_t)want + 1))) {
-		asp__fs_close_handle(c, h, hl);
+		asp__fs_sftp_close_handle(c, h, hl);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	asp__mem_fill_hint(out->data, (size_t)want + 1);
@@ -259,7 +260,7 @@ int asp__bulk_read(asp_conn *c, const asp_bulk_call *bc, const char *path, uint6
 	j.dst = out->data;
 	rc = job_run(&j, c, h, hl, err);
 	pthread_mutex_destroy(&j.mu);
-	asp__fs_close_handle(c, h, hl);
+	asp__fs_sftp_close_handle(c, h, hl);
 	if (rc) {
 		asp__buf_free(out);
 		return rc;

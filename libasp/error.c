@@ -30,6 +30,7 @@ static const struct {
 	{ ASP_EPROTO, "ASP_EPROTO", "protocol error" },
 	{ ASP_EIO, "ASP_EIO", "input/output error" },
 	{ ASP_ELIMIT, "ASP_ELIMIT", "result exceeds a limit" },
+	{ ASP_EROFS, "ASP_EROFS", "read-only file system" },
 };
 
 const char *asp_strerror(int code)

@@ -33,14 +33,6 @@ typedef struct asp_exec_stats {
 	unsigned long side_kills;   /* kills sent on a connection of their own (kill_elsewhere) */
 } asp_exec_stats;
 
-/*
- * The file routes' earlier names (route.h), for the callers in fs.c and
- * shfs.c; new code calls asp__route_* itself.
- */
-#define asp__exec_files_faster asp__route_files_faster
-#define asp__exec_reads_faster asp__route_reads_faster
-#define asp__exec_shell_refused asp__route_shell_refused
-
 #ifdef ASP_TEST_HOOKS
 void asp__exec_stats(asp_exec_stats *out);
 

@@ -500,6 +500,26 @@ int asp__shfs_remove_script(asp_buf *out, const char *path)
 	return 0;
 }
 
+/*
+ * Not the wording of a tool's message (it follows the sandbox's locale) and
+ * not `test -w` (false on a read-only file system and on a directory we may
+ * not write alike): the mount table the kernel shows the sandbox.
+ */
+int asp__shfs_rofs_script(asp_buf *out, const char *path)
+{
+	if (put_var(out, "p", path) ||
+	    asp__buf_puts(out, "while ! [ -e \"$p\" ] && ! [ -L \"$p\" ]; do p=${p%/*}; [ -n \"$p\" ] || p=/; done; "
+			  "[ -d \"$p\" ] || { p=${p%/*}; [ -n \"$p\" ] || p=/; }; "
+			  "cd -- \"$p\" 2>/dev/null && [ -r /proc/self/mountinfo ] || exit 0; "
+			  "P=$(pwd -P) awk '{ m = $5; gsub(/\\\\011/, \"\\t\", m); gsub(/\\\\012/, \"\\n\", m); "
+			  "gsub(/\\\\040/, \" \", m); gsub(/\\\\134/, \"\\\\\", m); p = ENVIRON[\"P\"]; n = length(m); "
+			  "if ((m == \"/\" || p == m || substr(p, 1, n + 1) == m \"/\") && n >= best) { best = n; "
+			  "ro = (\",\" $6 \",\") ~ /,ro,/ || (\",\" $NF \",\") ~ /,ro,/ } } "
+			  "END { print ro ? \"ro\" : \"rw\" }' /proc/self/mountinfo"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
 int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to)
 {
 	/*

@@ -132,6 +132,13 @@ int asp__shfs_stat_script(asp_buf *out, const char *path, int follow);
 int asp__shfs_list_script(asp_buf *out, const char *path, size_t max);
 int asp__shfs_mkdir_script(asp_buf *out, const char *path, unsigned int mode, int parents);
 int asp__shfs_remove_script(asp_buf *out, const char *path);
+/*
+ * Is the file system holding path (or its nearest existing ancestor)
+ * mounted read-only? Prints "ro" or "rw" from /proc/self/mountinfo (the
+ * longest mount point over the path, its mount or super block options);
+ * nothing when that cannot be told (no /proc).
+ */
+int asp__shfs_rofs_script(asp_buf *out, const char *path);
 int asp__shfs_rename_script(asp_buf *out, const char *from, const char *to);
 /* rm -f each path; stdout gets 'y' (gone) or 'n' per path, in order. */
 int asp__shfs_forget_script(asp_buf *out, char *const *paths, size_t n);

@@ -855,7 +855,7 @@ int asp_list_dir(asp_list **out, asp_sandbox *sb, const char *path, const asp_ca
 	if ((rc = run_path_op(sb, path, NULL, "list", do_list, &x, 1, opts, err)))
 		return rc;
 	if (!(l = asp__calloc(1, sizeof(*l)))) {
-		asp__fs_list_free(x.e, x.n);
+		asp__fsops_list_free(x.e, x.n);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	l->e = x.e;
@@ -887,7 +887,7 @@ void asp_list_free(asp_list *l)
 {
 	if (!l)
 		return;
-	asp__fs_list_free(l->e, l->n);
+	asp__fsops_list_free(l->e, l->n);
 	asp__free(l);
 }
 

@@ -13,10 +13,9 @@
 #include <sys/stat.h>
 
 #include "exec.h"
-#include "fs.h"
 #include "quote.h"
-
-#define SHOW(p) asp__path_show((char[ASP_PATH_SHOW_MAX + 4]){ 0 }, (p))
+#include "route.h"
+#include "temp.h"
 
 /* A write's data travels inside the exec request while the script stays this small. */
 #define INLINE_SCRIPT_MAX 24576u
@@ -115,7 +114,7 @@ static int fail(int status, const sink *k, const char *what, const char *path, a
 
 /* ------------------------------------------------------------ read */
 
-int asp__shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
+static int shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
 		   asp_buf *out, asp_error *err)
 {
 	asp_buf script = { 0 };
@@ -150,33 +149,51 @@ int asp__shfs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limi
 
 /* ------------------------------------------------------------ write */
 
+static int shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err);
+static int shfs_rofs(asp_conn *c, const char *path);
+
+/*
+ * A script that writes failed with a status a read-only file system also
+ * gives (its `test -w` checks say EACCES; a tool's failure, EIO): ask the
+ * mount table, and say ASP_EROFS as the SFTP backend does. 0: it is not.
+ */
+static int rofs_failure(asp_conn *c, int status, const char *what, const char *path, const char *to,
+			asp_error *err)
+{
+	if (!status || (status != ASP_SHFS_EACCES && status != ASP_SHFS_EIO && status != ASP_SHFS_ENOSPC &&
+	     (status >= ASP_SHFS_ENOENT && status <= ASP_SHFS_NODIR)) || asp__conn_dead(c) ||
+	    shfs_rofs(c, path) != 1)
+		return 0;
+	return asp__fsops_rofs_error(err, what, path, to);
+}
+
 static int write_path(asp_conn *c, const char *path, const void *data, size_t len,
 		      const asp_write_options *o, unsigned int lease_s, char **orphan, int depth,
 		      asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	char *tmp = NULL;
-	int status = 0, rc, inl = 1, parents = (o->flags & ASP_WRITE_PARENTS) != 0;
+	int status = 0, rc, inl = 1;
 	sink k = { .out = &said, .cap = 8192 };
 
 	if ((rc = too_long("write", path, err)))
 		return rc;
-	if (!(o->flags & ASP_WRITE_IN_PLACE) && !(tmp = asp__fs_temp_name(path, lease_s)))
+	if (!(o->flags & ASP_WRITE_IN_PLACE) && !(tmp = asp__temp_name(path, lease_s)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	/*
 	 * Small data rides in the exec request itself (as printf text, up to 4
 	 * bytes a byte); larger data goes through stdin.
 	 */
 	if (len > INLINE_SCRIPT_MAX / 4 ||
-	    asp__shfs_write_script(&script, path, tmp, data, len, o->mode, parents) ||
+	    asp__shfs_write_script(&script, path, tmp, data, len, o->mode, (o->flags & ASP_WRITE_PARENTS) != 0) ||
 	    script.len > INLINE_SCRIPT_MAX) {
 		asp__buf_free(&script);
 		inl = 0;
-		if (asp__shfs_write_script(&script, path, tmp, NULL, len, o->mode, parents))
+		if (asp__shfs_write_script(&script, path, tmp, NULL, len, o->mode, (o->flags & ASP_WRITE_PARENTS) != 0))
 			asp__buf_free(&script);
 	}
 	rc = run(c, &script, inl ? NULL : data, inl ? 0 : len, &k, &status, err);
-	if (asp__exec_shell_refused(c, rc)) /* the login shell ran none of it: no temp file */
+	if (asp__route_shell_refused(c, rc)) /* the login shell ran none of it: no temp file */
 		goto out;
 	if (rc) {
 		unsigned char gone = 0;
@@ -188,7 +205,7 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 		 */
 		if (tmp && !asp__conn_dead(c)) {
 			asp__conn_begin_op(c, asp__now_ms() + 2000, NULL);
-			asp__shfs_forget(c, &tmp, 1, &gone, NULL);
+			shfs_forget(c, &tmp, 1, &gone, NULL);
 		}
 		if (tmp && !gone && orphan && !*orphan) {
 			*orphan = tmp;
@@ -202,6 +219,8 @@ static int write_path(asp_conn *c, const char *path, const void *data, size_t le
 		rc = write_path(c, (const char *)said.data, data, len, o, lease_s, orphan, depth + 1, err);
 		goto out;
 	}
+	if (status && status != ASP_SHFS_SYMLINK && (rc = rofs_failure(c, status, "write", path, NULL, err)))
+		goto out;
 	if (status == ASP_SHFS_ENOENT)
 		rc = asp__error(err, ASP_ENOENT, "write %s: the parent directory does not exist", SHOW(path));
 	else if (status)
@@ -212,13 +231,16 @@ out:
 	return rc;
 }
 
-int asp__shfs_write(asp_conn *c, const char *path, const void *data, size_t len,
-		    const asp_write_options *o, unsigned int lease_s, char **orphan, asp_error *err)
+/* The temp file is named by asp__temp_name with lease_s; *done says nothing (the sweep lists with the clock). */
+static int shfs_write(asp_conn *c, const char *path, const void *data, size_t len,
+		      const asp_write_options *o, unsigned int lease_s, char **orphan, asp_fs_written *done,
+		      asp_error *err)
 {
+	(void)done;
 	return write_path(c, path, data, len, o, lease_s, orphan, 0, err);
 }
 
-int asp__shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
+static int shfs_forget(asp_conn *c, char *const *paths, size_t n, unsigned char *gone, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 4096 };
@@ -272,12 +294,12 @@ int asp__shfs_stat_decode(const unsigned char *p, size_t len, asp_stat_info *out
 	out->size = size;
 	out->mtime = mtime > 0xffffffffu ? 0xffffffffu : (uint32_t)mtime;
 	out->mode = (uint32_t)mode & 07777;
-	out->type = asp__fs_type_of((uint32_t)mode);
+	out->type = asp__fsops_type_of((uint32_t)mode);
 	*used = i;
 	return 0;
 }
 
-int asp__shfs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
+static int shfs_stat(asp_conn *c, const char *path, int follow, asp_stat_info *out, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -301,7 +323,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err)
+static int shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parents, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -312,6 +334,8 @@ int asp__shfs_mkdir(asp_conn *c, const char *path, unsigned int mode, int parent
 	if (asp__shfs_mkdir_script(&script, path, mode ? mode : 0755, parents))
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)) || !status)
+		goto out;
+	if ((rc = rofs_failure(c, status, "mkdir", path, NULL, err)))
 		goto out;
 	if (parents && status == ASP_SHFS_EACCES)
 		rc = asp__error(err, ASP_EACCES, "mkdir %s: could not create it or a parent (a parent "
@@ -325,7 +349,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_remove(asp_conn *c, const char *path, asp_error *err)
+static int shfs_remove(asp_conn *c, const char *path, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -337,6 +361,8 @@ int asp__shfs_remove(asp_conn *c, const char *path, asp_error *err)
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)) || !status)
 		goto out;
+	if ((rc = rofs_failure(c, status, "remove", path, NULL, err)))
+		goto out;
 	if (status == ASP_SHFS_ENOTEMPTY)
 		rc = asp__error(err, ASP_ENOTEMPTY, "remove %s: directory not empty (use recursive)", SHOW(path));
 	else
@@ -346,7 +372,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_rename(asp_conn *c, const char *from, const char *to, asp_error *err)
+static int shfs_rename(asp_conn *c, const char *from, const char *to, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
 	sink k = { .out = &said, .cap = 256 };
@@ -357,6 +383,9 @@ int asp__shfs_rename(asp_conn *c, const char *from, const char *to, asp_error *e
 	if (asp__shfs_rename_script(&script, from, to))
 		asp__buf_free(&script);
 	if ((rc = run(c, &script, NULL, 0, &k, &status, err)) || !status)
+		goto out;
+	/* One file system: across two, rename fails otherwise (EXDEV). */
+	if ((rc = rofs_failure(c, status, "rename", from, to, err)))
 		goto out;
 	if (status == ASP_SHFS_NODIR)
 		rc = asp__error(err, ASP_ENOENT, "rename %s to %s: the target's directory does not "
@@ -374,11 +403,6 @@ out:
 }
 
 /* ------------------------------------------------------------ list */
-
-static int cmp_entry(const void *a, const void *b)
-{
-	return strcmp(((const asp_list_entry *)a)->name, ((const asp_list_entry *)b)->name);
-}
 
 static int list_bytes_limit(const char *path, const asp_list_caps *caps, asp_error *err)
 {
@@ -444,8 +468,7 @@ int asp__shfs_list_decode(const unsigned char *p, size_t len, const char *path,
 	}
 	if (rec != end)
 		goto malformed;
-	if (n)
-		qsort(v, n, sizeof(*v), cmp_entry);
+	asp__fsops_sort(v, n);
 	*out = v;
 	*count = n;
 	return 0;
@@ -462,11 +485,11 @@ malformed:
 	rc = asp__error(err, ASP_EPROTO, "list %s: the listing the sandbox's shell sent is malformed",
 			SHOW(path));
 fail:
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	return rc;
 }
 
-int asp__shfs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
+static int shfs_list(asp_conn *c, const char *path, const asp_list_caps *caps, asp_list_entry **out,
 		   size_t *count, asp_error *err)
 {
 	asp_buf script = { 0 }, said = { 0 };
@@ -522,7 +545,7 @@ static int get_clock(const unsigned char *p, size_t len, uint64_t *now, size_t *
 	return 0;
 }
 
-int asp__shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,
+static int shfs_temps(asp_conn *c, const char *dir, size_t max, asp_list_entry **out, size_t *count,
 		    uint64_t *now_s)
 {
 	asp_buf script = { 0 }, said = { 0 };
@@ -550,7 +573,7 @@ out:
 	return rc;
 }
 
-int asp__shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,
+static int shfs_lstat_many(asp_conn *c, char *const *paths, size_t n, asp_stat_info *st,
 			 unsigned char *found, uint64_t *now_s)
 {
 	asp_buf script = { 0 }, said = { 0 };
@@ -583,3 +606,34 @@ out:
 	asp__buf_free(&said);
 	return rc;
 }
+
+/* ------------------------------------------------------------ read-only file systems */
+
+static int shfs_rofs(asp_conn *c, const char *path)
+{
+	asp_buf script = { 0 }, said = { 0 };
+	sink k = { .out = &said, .cap = 64 };
+	int status = 0, ro;
+
+	if (asp__shfs_rofs_script(&script, path))
+		asp__buf_free(&script);
+	ro = !run(c, &script, NULL, 0, &k, &status, NULL) && !status && said.len == 3 &&
+	     !memcmp(said.data, "ro\n", 3);
+	asp__buf_free(&said);
+	return ro;
+}
+
+const asp_fsops asp__shfs_ops = {
+	.name = "shell",
+	.read = shfs_read,
+	.write = shfs_write,
+	.forget = shfs_forget,
+	.stat = shfs_stat,
+	.mkdir = shfs_mkdir,
+	.remove = shfs_remove,
+	.rename = shfs_rename,
+	.list = shfs_list,
+	.temps = shfs_temps,
+	.lstat_many = shfs_lstat_many,
+	.rofs = shfs_rofs,
+};

@@ -27,7 +27,8 @@ export type AspErrorCode =
 	| 'ASP_ENOSPC'
 	| 'ASP_EPROTO'
 	| 'ASP_EIO'
-	| 'ASP_ELIMIT';
+	| 'ASP_ELIMIT'
+	| 'ASP_EROFS';
 
 /** An error reported by libasp, or an argument libasp would refuse (ASP_EINVAL). */
 export declare class AspError extends Error {

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs.h"
+#include "fs_sftp.h"
 #include "sftp.h"
 #include "ssh.h"
 
@@ -59,13 +59,13 @@ static void decoders(const uint8_t *data, size_t size)
 		uint64_t held = 0;
 		asp_list_caps caps = { 100, 100000 };
 		asp_error e;
-		int rc = asp__fs_list_decode(data, size, "/fuzz", &caps, &v, &n, &cap, &held, &e);
+		int rc = asp__fs_sftp_list_decode(data, size, "/fuzz", &caps, &v, &n, &cap, &held, &e);
 		if (n > 100 || (rc && rc != ASP_EPROTO && rc != ASP_ELIMIT && rc != ASP_ENOMEM))
 			__builtin_trap();
 		for (size_t k = 0; k < n; k++)
 			if (!v[k].name[0] || strchr(v[k].name, '/'))
 				__builtin_trap();
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 	}
 	r.type = size ? data[0] : 0;
 	r.id = 1;

@@ -569,7 +569,7 @@ START_TEST(test_shfs_list_hostile_names)
 			seen++;
 		}
 		ck_assert_uint_eq(seen, NHOSTILE + 2);
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 		/* The cap: more entries than max is ELIMIT in the script, before any name. */
 		asp__buf_free(&b);
 		free(r.out);
@@ -788,7 +788,7 @@ START_TEST(test_shfs_list_decode)
 	ck_assert_uint_eq(v[1].st.type, ASP_TYPE_FILE);
 	ck_assert_uint_eq(v[1].st.mode, 0644);
 	ck_assert_uint_eq(v[1].st.mtime, 10);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	v = NULL;
 	ck_assert_int_eq(asp__shfs_list_decode((const unsigned char *)ok, sizeof(ok) - 1, "/d",
 					       LIST_CAPS(1), &v, &n, &e), ASP_ELIMIT);
@@ -844,7 +844,7 @@ START_TEST(test_shfs_sweep_scripts)
 		for (i = 0; i < 3; i++)
 			ck_assert_msg(!strcmp(v[0].name, temps[i]) || !strcmp(v[1].name, temps[i]) ||
 				      !strcmp(v[2].name, temps[i]), "%s: temp %zu not listed", shells[k][0], i);
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 		free(r.out);
 		asp__buf_free(&b);
 		/* More than max: the clock only. */
@@ -873,6 +873,38 @@ START_TEST(test_shfs_sweep_scripts)
 		ck_assert_uint_eq(at + used + 1, r.len);
 		free(r.out);
 		asp__buf_free(&b);
+	}
+}
+END_TEST
+
+/*
+ * The read-only check in every shell: a writable directory, a path below it
+ * that does not exist, a hostile name: "rw" (test_rofs.c sees "ro" on a
+ * read-only tmpfs through a real sshd).
+ */
+START_TEST(test_shfs_rofs_script_in_every_shell)
+{
+	const char *paths[3];
+	char deep[512];
+	size_t k, i;
+
+	snprintf(deep, sizeof(deep), "%.200s/no/such/'dir\n $(x)/f", shfs_dir);
+	paths[0] = shfs_dir;
+	paths[1] = deep;
+	paths[2] = in_dir("x'y z");
+	for (k = 0; k < NSHELLS; k++) {
+		for (i = 0; i < 3; i++) {
+			asp_buf b = { 0 };
+			sh_out r;
+
+			ck_assert_int_eq(asp__shfs_rofs_script(&b, paths[i]), 0);
+			r = run_in(k, (const char *)b.data, NULL, 0);
+			ck_assert_msg(r.status == 0 && r.len == 3 && !memcmp(r.out, "rw\n", 3),
+				      "%s: rofs %zu: exit %d [%.*s]", shells[k][0], i, r.status, (int)r.len,
+				      (const char *)r.out);
+			free(r.out);
+			asp__buf_free(&b);
+		}
 	}
 }
 END_TEST
@@ -948,6 +980,7 @@ Suite *suite_quote(void)
 	tcase_add_test(tc, test_shfs_rename_dir_onto_empty_dir);
 	tcase_add_test(tc, test_shfs_list_decode);
 	tcase_add_test(tc, test_shfs_sweep_scripts);
+	tcase_add_test(tc, test_shfs_rofs_script_in_every_shell);
 	tcase_add_test(tc, test_prime_frame_in_every_shell);
 	tcase_add_test(tc, test_kill_script_reaches_escaped_in_every_shell);
 	tcase_add_test(tc, test_kill_script_inside_the_group_in_every_shell);

@@ -1,6 +1,6 @@
 /*
  * test_temps.c - which directory entries are libasp's atomic-write temp
- * files (asp__fs_temp_parse) and when one is stale (asp__fs_temp_stale):
+ * files (asp__temp_parse) and when one is stale (asp__temp_stale):
  * the rule the sweep of a directory removes files by. No I/O.
  */
 #include <check.h>
@@ -8,12 +8,12 @@
 #include <string.h>
 
 #include "common.h"
-#include "fs.h"
+#include "temp.h"
 
 static int parse(const char *name, uint32_t *lease)
 {
 	*lease = 12345;
-	return asp__fs_temp_parse(name, strlen(name), lease);
+	return asp__temp_parse(name, strlen(name), lease);
 }
 
 START_TEST(test_temp_names_ours)
@@ -80,27 +80,27 @@ START_TEST(test_temp_names_not_ours)
 	strcpy(longbase + 102, ".asp-0123456789ab-7.tmp");
 	ck_assert(!parse(longbase, &lease));
 	/* NUL or '/' inside. */
-	ck_assert(!asp__fs_temp_parse(".t\0.asp-0123456789ab-1.tmp", 26, &lease));
-	ck_assert(!asp__fs_temp_parse(".t/.asp-0123456789ab-1.tmp", 26, &lease));
+	ck_assert(!asp__temp_parse(".t\0.asp-0123456789ab-1.tmp", 26, &lease));
+	ck_assert(!asp__temp_parse(".t/.asp-0123456789ab-1.tmp", 26, &lease));
 }
 END_TEST
 
 START_TEST(test_temp_staleness)
 {
 	/* Lease L: stale once older than 2 L + 3 s. */
-	ck_assert(!asp__fs_temp_stale(1000, 30, 1000));
-	ck_assert(!asp__fs_temp_stale(1000, 30, 1063));
-	ck_assert(asp__fs_temp_stale(1000, 30, 1064));
-	ck_assert(!asp__fs_temp_stale(1000, 1, 1005));
-	ck_assert(asp__fs_temp_stale(1000, 1, 1006));
+	ck_assert(!asp__temp_stale(1000, 30, 1000));
+	ck_assert(!asp__temp_stale(1000, 30, 1063));
+	ck_assert(asp__temp_stale(1000, 30, 1064));
+	ck_assert(!asp__temp_stale(1000, 1, 1005));
+	ck_assert(asp__temp_stale(1000, 1, 1006));
 	/* A future mtime is never stale. */
-	ck_assert(!asp__fs_temp_stale(5000, 1, 1000));
+	ck_assert(!asp__temp_stale(5000, 1, 1000));
 	/* No lease (earlier versions): an hour. */
-	ck_assert(!asp__fs_temp_stale(1000, 0, 4600));
-	ck_assert(asp__fs_temp_stale(1000, 0, 4601));
+	ck_assert(!asp__temp_stale(1000, 0, 4600));
+	ck_assert(asp__temp_stale(1000, 0, 4601));
 	/* The largest lease does not overflow. */
-	ck_assert(!asp__fs_temp_stale(0, 999999999u, 1999999999ull));
-	ck_assert(asp__fs_temp_stale(0, 999999999u, 2000000002ull));
+	ck_assert(!asp__temp_stale(0, 999999999u, 1999999999ull));
+	ck_assert(asp__temp_stale(0, 999999999u, 2000000002ull));
 }
 END_TEST
 

@@ -1,6 +1,6 @@
 /*
  * test_text.c - what sandbox text becomes in a message (asp__show_text,
- * asp__path_show), and the directory-listing decoder (asp__fs_list_decode)
+ * asp__path_show), and the directory-listing decoder (asp__fs_sftp_list_decode)
  * on crafted SFTP NAME replies that a real OpenSSH server cannot send:
  * names that are empty or hold '/' or NUL, more entries than the cap.
  */
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "common.h"
-#include "fs.h"
+#include "fs_sftp.h"
 #include "sftp.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -228,7 +228,7 @@ static int decode_caps(const body *b, const char *dir, size_t max, uint64_t max_
 
 	*v = NULL;
 	*n = 0;
-	return asp__fs_list_decode(b->d, b->n, dir, &caps, v, n, &cap, &held, e);
+	return asp__fs_sftp_list_decode(b->d, b->n, dir, &caps, v, n, &cap, &held, e);
 }
 
 static int decode(const body *b, const char *dir, size_t max, asp_list_entry **v, size_t *n,
@@ -252,7 +252,7 @@ START_TEST(test_list_decode_ok)
 	ck_assert_str_eq(v[1].name, "\x1b[31mred"); /* names are data: returned as they are */
 	ck_assert_uint_eq(v[1].st.size, 42);
 	ck_assert_uint_eq(v[1].st.type, ASP_TYPE_FILE);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 }
 END_TEST
 
@@ -286,7 +286,7 @@ START_TEST(test_list_decode_rejects_impossible_names)
 			      strstr(e.message, "impossible entry name"), "case %zu: %s", i, e.message);
 		ck_assert_msg(clean(e.message), "case %zu: raw control bytes: %s", i,
 			      show(e.message, strlen(e.message)));
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 	}
 }
 END_TEST
@@ -304,14 +304,14 @@ START_TEST(test_list_decode_cap)
 
 	ck_assert_int_eq(decode(&b, "/ws/d", 3, &v, &n, &e), 0); /* "." does not count */
 	ck_assert_uint_eq(n, 3);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	rc = decode(&b, "/ws/d", 2, &v, &n, &e);
 	ck_assert_msg(rc == ASP_ELIMIT, "%s: %s", asp_error_name(rc), e.message);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_msg(strstr(e.message, "list /ws/d:") && strstr(e.message, "more than 2 entries") &&
 		      strstr(e.message, "asp_open_options.max_list_entries") && strstr(e.message, "asp_exec"),
 		      "%s", e.message);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 }
 END_TEST
 
@@ -328,12 +328,12 @@ START_TEST(test_list_decode_bytes_cap)
 
 	ck_assert_int_eq(decode_caps(&b, "/ws/d", 100, 5, &v, &n, &e), 0); /* "." and ".." do not count */
 	ck_assert_uint_eq(n, 2);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	rc = decode_caps(&b, "/ws/d", 100, 4, &v, &n, &e);
 	ck_assert_msg(rc == ASP_ELIMIT, "%s: %s", asp_error_name(rc), e.message);
 	ck_assert_msg(strstr(e.message, "list /ws/d:") && strstr(e.message, "more than 4 bytes") &&
 		      strstr(e.message, "asp_open_options.max_list_bytes"), "%s", e.message);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 }
 END_TEST
 
@@ -353,7 +353,7 @@ START_TEST(test_list_decode_name_cap)
 	b = names(1, nm, nl);
 	ck_assert_int_eq(decode_caps(&b, "/ws/d", 100, UINT64_MAX, &v, &n, &e), 0);
 	ck_assert_uint_eq(n, 1);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 	nl[0] = 4097;
 	b = names(1, nm, nl);
 	rc = decode_caps(&b, "/ws/d", 100, UINT64_MAX, &v, &n, &e);
@@ -361,7 +361,7 @@ START_TEST(test_list_decode_name_cap)
 	ck_assert_msg(strstr(e.message, "list /ws/d:") && strstr(e.message, "4097 bytes") &&
 		      strstr(e.message, "4096"), "%s", e.message);
 	ck_assert_uint_eq(n, 0);
-	asp__fs_list_free(v, n);
+	asp__fsops_list_free(v, n);
 }
 END_TEST
 
@@ -379,7 +379,7 @@ START_TEST(test_list_decode_truncated)
 		asp_error e = { 0 };
 		b.n = cut;
 		ck_assert_msg(decode(&b, "/ws/d", 100, &v, &n, &e) == ASP_EPROTO, "cut at %zu", cut);
-		asp__fs_list_free(v, n);
+		asp__fsops_list_free(v, n);
 	}
 }
 END_TEST

@@ -43,6 +43,7 @@ class ErrorCode(enum.IntEnum):
     EPROTO = -19
     EIO = -20
     ELIMIT = -21
+    EROFS = -22
 
 
 class AspError(Exception):
@@ -205,6 +206,12 @@ class LimitExceeded(AspError):
     default_code = ErrorCode.ELIMIT
 
 
+class ReadOnlyFileSystem(AspError, OSError):
+    """ASP_EROFS: the sandbox's file system holding the path is read-only."""
+    default_code = ErrorCode.EROFS
+    os_errno = _errno.EROFS
+
+
 EXCEPTIONS = {
     ErrorCode.ERROR: AspError,
     ErrorCode.EINVAL: InvalidArgument,
@@ -227,6 +234,7 @@ EXCEPTIONS = {
     ErrorCode.EPROTO: ProtocolError,
     ErrorCode.EIO: RemoteIOError,
     ErrorCode.ELIMIT: LimitExceeded,
+    ErrorCode.EROFS: ReadOnlyFileSystem,
 }
 
 

@@ -239,7 +239,7 @@ class TestLibrary(unittest.TestCase):
             asp.ErrorCode.EISDIR: IsADirectoryError, asp.ErrorCode.EACCES: PermissionError,
             asp.ErrorCode.EEXIST: FileExistsError, asp.ErrorCode.ENOTDIR: NotADirectoryError,
             asp.ErrorCode.ENOTEMPTY: OSError, asp.ErrorCode.ENOSPC: OSError,
-            asp.ErrorCode.EIO: OSError,
+            asp.ErrorCode.EIO: OSError, asp.ErrorCode.EROFS: OSError,
         }
         classes = set()
         for code in asp.ErrorCode:

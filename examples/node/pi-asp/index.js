@@ -76,6 +76,7 @@ const NODE_ERRORS = {
 	ASP_EEXIST: ['EEXIST', 'file already exists'],
 	ASP_ENOTEMPTY: ['ENOTEMPTY', 'directory not empty'],
 	ASP_ENOSPC: ['ENOSPC', 'no space left on device'],
+	ASP_EROFS: ['EROFS', 'read-only file system'],
 	ASP_EIO: ['EIO', 'i/o error'],
 	ASP_ETIMEOUT: ['ETIMEDOUT', 'operation timed out'],
 	ASP_ELIMIT: ['EFBIG', 'file too large'],
