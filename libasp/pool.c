@@ -149,6 +149,7 @@ static int connect_slot(asp_pool *p, asp_conn **out, const asp_cancel *cancel, u
 	int rc;
 
 	p->total++;
+	asp__log(p->params->log, ASP_LOG_INFO, "pool: opening connection %u of at most %u", p->total, p->max);
 	start_maintenance(p);
 	pthread_mutex_unlock(&p->mu);
 	if ((rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), deadline, err))) {
@@ -182,6 +183,7 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 				return 0;
 			}
 			p->total--;
+			asp__log(p->params->log, ASP_LOG_WARN, "pool: an idle connection was found dead and closed");
 			close_unlocked(p, c);
 			continue;
 		}

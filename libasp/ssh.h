@@ -78,6 +78,7 @@ struct asp_conn {
 	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
 	const asp_conn_params *params; /* what it was opened with (the handle's): for a side connection */
 	int dead;
+	unsigned int routes;      /* ASP_ROUTE_* bits since asp__conn_routes_take (the trace) */
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */
 	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */
