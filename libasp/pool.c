@@ -58,6 +58,7 @@ static unsigned int maintain(asp_pool *p, asp_conn **doomed)
 		    (idle >= (uint64_t)p->params->keepalive_s * 1000u && asp__conn_keepalive(c)) ||
 		    !asp__conn_check_idle(c)) {
 			doomed[n++] = c;
+			asp__log(p->params->log, ASP_LOG_INFO, "pool: an idle connection is closed (idle, or dead)");
 			p->total--;
 			continue;
 		}
