@@ -58,7 +58,6 @@ static unsigned int maintain(asp_pool *p, asp_conn **doomed)
 		    (idle >= (uint64_t)p->params->keepalive_s * 1000u && asp__conn_keepalive(c)) ||
 		    !asp__conn_check_idle(c)) {
 			doomed[n++] = c;
-			asp__log(p->params->log, ASP_LOG_INFO, "pool: an idle connection is closed (idle, or dead)");
 			p->total--;
 			continue;
 		}
@@ -90,6 +89,7 @@ static void *maintenance(void *arg)
 		if (p->stopping || !(n = maintain(p, p->doomed)))
 			continue;
 		pthread_mutex_unlock(&p->mu);
+		asp__log(p->params->log, ASP_LOG_INFO, "pool: closing %u idle connection(s) (idle too long, or dead)", n);
 		close_all(p->doomed, n);
 		pthread_mutex_lock(&p->mu);
 	}
@@ -134,6 +134,7 @@ static void start_maintenance(asp_pool *p)
 static void close_unlocked(asp_pool *p, asp_conn *c)
 {
 	pthread_mutex_unlock(&p->mu);
+	asp__log(p->params->log, ASP_LOG_WARN, "pool: closing an idle connection (dead, or room for a fresh one)");
 	asp__conn_close(c);
 	pthread_mutex_lock(&p->mu);
 }
@@ -147,12 +148,13 @@ static int connect_slot(asp_pool *p, asp_conn **out, const asp_cancel *cancel, u
 			asp_error *err)
 {
 	asp_conn *c;
+	unsigned int n = ++p->total;
 	int rc;
 
-	p->total++;
-	asp__log(p->params->log, ASP_LOG_INFO, "pool: opening connection %u of at most %u", p->total, p->max);
 	start_maintenance(p);
 	pthread_mutex_unlock(&p->mu);
+	/* Never under the lock: a log callback may take a lock of its own (Python's GIL). */
+	asp__log(p->params->log, ASP_LOG_INFO, "pool: opening connection %u of at most %u", n, p->max);
 	if ((rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), deadline, err))) {
 		pthread_mutex_lock(&p->mu);
 		p->total--;
@@ -184,7 +186,6 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 				return 0;
 			}
 			p->total--;
-			asp__log(p->params->log, ASP_LOG_WARN, "pool: an idle connection was found dead and closed");
 			close_unlocked(p, c);
 			continue;
 		}
