@@ -89,7 +89,8 @@ static void *maintenance(void *arg)
 		if (p->stopping || !(n = maintain(p, p->doomed)))
 			continue;
 		pthread_mutex_unlock(&p->mu);
-		asp__log(p->params->log, ASP_LOG_INFO, "pool: closing %u idle connection(s) (idle too long, or dead)", n);
+		asp__log(p->params->log, ASP_LOG_INFO, "pool: closing %u idle connection(s) (idle too long, or dead)",
+			 n);
 		close_all(p->doomed, n);
 		pthread_mutex_lock(&p->mu);
 	}
