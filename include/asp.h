@@ -189,6 +189,25 @@ typedef enum asp_file_transport {
 	ASP_FILES_EXEC = 2  /* POSIX shell commands on exec channels, never SFTP */
 } asp_file_transport;
 
+/*
+ * How much a trace line matters (asp_open_options.log_level). A trace never
+ * holds key text, a passphrase, the user name (a provider may put a token
+ * there), environment values or a command's text.
+ */
+typedef enum asp_log_level {
+	ASP_LOG_DEBUG = 1, /* each call: its route (SFTP or shell), duration and result */
+	ASP_LOG_INFO = 2,  /* connections: connect time, host key check, auth method, pool growth, close */
+	ASP_LOG_WARN = 3   /* retries, reconnects, failed connects */
+} asp_log_level;
+
+/*
+ * Receives one trace line (NUL-terminated, no newline; valid during the
+ * call only). Called from whichever thread does the work, the pool's
+ * maintenance thread included, possibly from several at once; it must not
+ * call back into the same sandbox handle.
+ */
+typedef void (*asp_log_fn)(asp_log_level level, const char *msg, void *userdata);
+
 typedef struct asp_open_options {
 	unsigned int version;
 	/* Configuration file to use; NULL means discovery (asp_config_read:
@@ -243,10 +262,18 @@ typedef struct asp_open_options {
 	 * lengths added up); a larger listing fails with ASP_ELIMIT; 0 means
 	 * 32 MiB. Whatever this says, a name over 4096 bytes is ASP_ELIMIT. */
 	uint64_t max_list_bytes;
+	/* (Version 3.) The trace: log_fn receives each line of log_level
+	 * (an asp_log_level; 0 means ASP_LOG_DEBUG, everything) or above, with
+	 * log_userdata. NULL: no trace, unless $ASP_DEBUG is set and not "0",
+	 * which writes every line to stderr as "asp: LEVEL: text". */
+	asp_log_fn log_fn;
+	void *log_userdata;
+	unsigned int log_level;
 } asp_open_options;
 
-#define ASP_OPEN_OPTIONS_VERSION 2
-#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0 }
+#define ASP_OPEN_OPTIONS_VERSION 3
+#define ASP_OPEN_OPTIONS_INIT { ASP_OPEN_OPTIONS_VERSION, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, \
+				NULL, NULL, 0 }
 
 /* Initialise opts to defaults; version is 1 to ASP_OPEN_OPTIONS_VERSION (that version's fields). */
 ASP_EXTERN(int) asp_open_options_init(asp_open_options *opts, unsigned int version);

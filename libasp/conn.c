@@ -503,7 +503,7 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 		   asp_error *err)
 {
 	const asp_config *cfg = p->cfg;
-	uint64_t deadline = asp__now_ms() + p->connect_timeout_ms;
+	uint64_t t0 = asp__now_ms(), deadline = t0 + p->connect_timeout_ms;
 	asp_conn *c;
 	int rc, wrc;
 
@@ -566,6 +566,9 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 	c->io_timeout_ms = p->io_timeout_ms;
 	libssh2_keepalive_config(c->session, 1, (unsigned int)(asp__ssh_keepalive_ms(c) / 1000));
 	c->last_used_ms = asp__now_ms();
+	asp__log(p->log, ASP_LOG_INFO, "connected to %s in %llu ms: host key %s %s (%s), auth %s", c->where,
+		 (unsigned long long)(c->last_used_ms - t0), c->host_key_type, c->host_key_fingerprint,
+		 asp__log_trust_name(c->trust), asp__log_auth_name(c->auth));
 	*out = c;
 	return 0;
 fail:
@@ -576,6 +579,8 @@ fail:
 			err->code = rc;
 	}
 	c->dead = 1;
+	asp__log(p->log, ASP_LOG_WARN, "connect to %s failed after %llu ms: %s", c->where,
+		 (unsigned long long)(asp__now_ms() - t0), err ? err->message : asp_strerror(rc));
 	asp__conn_close(c);
 	return rc;
 }
@@ -584,6 +589,8 @@ void asp__conn_close(asp_conn *c)
 {
 	if (!c)
 		return;
+	asp__log(c->params ? c->params->log : NULL, ASP_LOG_INFO, "closing connection to %s%s", c->where,
+		 c->dead ? " (it failed)" : "");
 	if (c->session) {
 		if (!c->dead) {
 			/* Bounded: libssh2 can spin on EAGAIN over a bad link (issue 344). */
@@ -686,6 +693,19 @@ uint64_t asp__conn_last_used(const asp_conn *c)
 void asp__conn_touch(asp_conn *c)
 {
 	c->last_used_ms = asp__now_ms();
+}
+
+unsigned int asp__conn_routes_take(asp_conn *c)
+{
+	unsigned int r = c->routes;
+
+	c->routes = 0;
+	return r;
+}
+
+void asp__conn_route_mark(asp_conn *c, unsigned int route)
+{
+	c->routes |= route;
 }
 
 void asp__conn_info(const asp_conn *c, asp_sandbox_info *out)

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "hostkey.h"
 #include "identity.h"
+#include "log.h"
 
 typedef struct asp_conn asp_conn;
 
@@ -30,6 +31,7 @@ typedef struct asp_conn_params {
 	 * on every connection.
 	 */
 	_Atomic int *no_sftp;
+	const asp_log *log; /* the handle's trace (log.h) */
 } asp_conn_params;
 
 /* Process-wide libssh2 initialisation, once, thread-safe (asp__ssh_global_init). */
@@ -68,6 +70,10 @@ int asp__conn_keepalive(asp_conn *c);
 /* When the connection was last used (asp__now_ms clock). */
 uint64_t asp__conn_last_used(const asp_conn *c);
 void asp__conn_touch(asp_conn *c);
+
+/* Which ways file calls on c took since the last take (ASP_ROUTE_* bits, log.h), for the trace; clears them. */
+unsigned int asp__conn_routes_take(asp_conn *c);
+void asp__conn_route_mark(asp_conn *c, unsigned int route);
 
 /* What the connection established, for asp_sandbox_info_get. */
 void asp__conn_info(const asp_conn *c, asp_sandbox_info *out);

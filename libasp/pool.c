@@ -89,6 +89,8 @@ static void *maintenance(void *arg)
 		if (p->stopping || !(n = maintain(p, p->doomed)))
 			continue;
 		pthread_mutex_unlock(&p->mu);
+		asp__log(p->params->log, ASP_LOG_INFO, "pool: closing %u idle connection(s) (idle too long, or dead)",
+			 n);
 		close_all(p->doomed, n);
 		pthread_mutex_lock(&p->mu);
 	}
@@ -133,6 +135,7 @@ static void start_maintenance(asp_pool *p)
 static void close_unlocked(asp_pool *p, asp_conn *c)
 {
 	pthread_mutex_unlock(&p->mu);
+	asp__log(p->params->log, ASP_LOG_WARN, "pool: closing an idle connection (dead, or room for a fresh one)");
 	asp__conn_close(c);
 	pthread_mutex_lock(&p->mu);
 }
@@ -146,11 +149,13 @@ static int connect_slot(asp_pool *p, asp_conn **out, const asp_cancel *cancel, u
 			asp_error *err)
 {
 	asp_conn *c;
+	unsigned int n = ++p->total;
 	int rc;
 
-	p->total++;
 	start_maintenance(p);
 	pthread_mutex_unlock(&p->mu);
+	/* Never under the lock: a log callback may take a lock of its own (Python's GIL). */
+	asp__log(p->params->log, ASP_LOG_INFO, "pool: opening connection %u of at most %u", n, p->max);
 	if ((rc = asp__conn_open(&c, p->params, asp__cancel_fd(cancel), deadline, err))) {
 		pthread_mutex_lock(&p->mu);
 		p->total--;

@@ -20,6 +20,7 @@
 #include "fs.h"
 #include "hostkey.h"
 #include "identity.h"
+#include "log.h"
 #include "pool.h"
 #include "quote.h"
 #include "sftp.h"
@@ -47,6 +48,7 @@ struct asp_sandbox {
 	char *orphans[MAX_ORPHANS]; /* temp files of atomic writes cut off by a lost connection */
 	size_t norphans;
 	asp_sweep *sweep;           /* stale temp files of other writers (fs.c) */
+	asp_log log;                /* the trace; params.log points here */
 };
 
 struct asp_list {
@@ -64,7 +66,8 @@ struct asp_list {
  * X_SIZES[v - 1] is version v's size; a field appended bumps the version
  * and adds a size.
  */
-static const size_t open_sizes[] = { offsetof(asp_open_options, config_text), sizeof(asp_open_options) };
+static const size_t open_sizes[] = { offsetof(asp_open_options, config_text), offsetof(asp_open_options, log_fn),
+				     sizeof(asp_open_options) };
 static const size_t write_sizes[] = { sizeof(asp_write_options) };
 static const size_t call_sizes[] = { sizeof(asp_call_options) };
 static const size_t exec_sizes[] = { sizeof(asp_exec_options) };
@@ -222,7 +225,8 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	if (!(sb = asp__calloc(1, sizeof(*sb))))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	pthread_mutex_init(&sb->mu, NULL);
-	if ((rc = load_config(sb, &o, err)) || (rc = prepare_trust(sb, &o, err)))
+	if ((rc = asp__log_init(&sb->log, o.log_fn, o.log_userdata, o.log_level, err)) ||
+	    (rc = load_config(sb, &o, err)) || (rc = prepare_trust(sb, &o, err)))
 		goto fail;
 	if (sb->cfg->identity && (rc = asp__identity_resolve(&sb->identity, sb->cfg, err)))
 		goto fail;
@@ -238,6 +242,7 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	atomic_init(&sb->calls_ended, 0);
 	atomic_init(&sb->calls_running, 0);
 	sb->params.no_sftp = &sb->no_sftp;
+	sb->params.log = &sb->log;
 	sb->op_timeout_ms = o.op_timeout_ms ? o.op_timeout_ms : 300000;
 	sb->max_read_bytes = o.max_read_bytes ? o.max_read_bytes : 256ull << 20;
 	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;
@@ -417,6 +422,7 @@ typedef struct call {
 	asp_cancel *cancel;
 	uint64_t deadline;
 	unsigned int timeout_ms;
+	const char *what, *path; /* for the trace: the call's name and its (resolved) path, or NULL */
 } call;
 
 static call call_start(const asp_sandbox *sb, asp_cancel *cancel, unsigned int timeout_ms)
@@ -424,6 +430,7 @@ static call call_start(const asp_sandbox *sb, asp_cancel *cancel, unsigned int t
 	call cl;
 
 	cl.cancel = cancel;
+	cl.what = cl.path = NULL;
 	cl.timeout_ms = timeout_ms ? timeout_ms : sb->op_timeout_ms;
 	cl.deadline = asp__now_ms() + cl.timeout_ms;
 	return cl;
@@ -452,7 +459,7 @@ static int explain_timeout(const call *cl, int rc, asp_error *err)
 int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_options *opts,
 		     asp_error *err)
 {
-	call cl = { NULL, 0, 0 };
+	call cl = { NULL, 0, 0, NULL, NULL };
 	int rc;
 
 	ASP_ASSERT_ARG(sb);
@@ -476,6 +483,37 @@ static void call_end(asp_sandbox *sb, asp_conn *c)
 }
 
 /*
+ * The trace's line for one attempt of a call (ASP_LOG_DEBUG), and for what
+ * happens next when it lost its connection (ASP_LOG_WARN). A command's text
+ * is never shown: it may hold a secret.
+ */
+static void trace_call(const asp_sandbox *sb, const call *cl, uint64_t t0, unsigned int routes, int rc,
+		       int retry, const asp_error *err)
+{
+	char shown[ASP_PATH_SHOW_MAX + 4];
+	const char *what = cl->what ? cl->what : "call";
+	int exec = !strcmp(what, "exec");
+	const char *via = exec ? "exec channel" : routes == (ASP_ROUTE_SFTP | ASP_ROUTE_SHELL) ? "sftp and shell"
+			  : routes == ASP_ROUTE_SFTP ? "sftp" : routes == ASP_ROUTE_SHELL ? "shell" : "no file I/O";
+
+	if (!sb->log.fn)
+		return;
+	if (cl->path)
+		asp__path_show(shown, cl->path);
+	/* "read /w/a: ok in 3 ms via sftp", "exec in /w: ASP_ETIMEOUT in 9 ms via exec channel (why)" */
+	asp__log(&sb->log, ASP_LOG_DEBUG, "%s%s%s: %s in %llu ms via %s%s%s%s", what,
+		 cl->path ? exec ? " in " : " " : "", cl->path ? shown : "", rc ? asp_error_name(rc) : "ok",
+		 (unsigned long long)(asp__now_ms() - t0), via, rc && err ? " (" : "", rc && err ? err->message : "",
+		 rc && err ? ")" : "");
+	if (retry > 0)
+		asp__log(&sb->log, ASP_LOG_WARN, "%s: the connection was lost; retrying once on a fresh "
+			 "connection", cl->what ? cl->what : "call");
+	else if (retry < 0)
+		asp__log(&sb->log, ASP_LOG_WARN, "%s: the connection was lost after it may have started; "
+			 "not retried", cl->what ? cl->what : "call");
+}
+
+/*
  * Run op on a pooled connection, bounded by the call's deadline and cancel
  * token. When the connection dies under it and the op says it cannot have
  * had an effect (or is idempotent), run it once more on a fresh connection.
@@ -495,6 +533,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 	for (attempt = 0; attempt < 2; attempt++) {
 		asp_conn *c;
 		int started = 0, dead;
+		uint64_t t0 = asp__now_ms();
 
 		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cl->cancel, cl->deadline, err)))
 			return explain_timeout(cl, rc, err);
@@ -513,7 +552,10 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 				continue;
 			}
 		}
+		asp__conn_routes_take(c);
 		rc = op(c, ctx, &started, err);
+		trace_call(sb, cl, t0, asp__conn_routes_take(c), rc, !rc || !asp__conn_dead(c) ? 0
+			   : started && !idempotent ? -1 : attempt == 0 && rc != ASP_ECANCELLED ? 1 : 0, err);
 		asp__conn_end_op(c);
 		call_end(sb, c);
 		dead = asp__conn_dead(c);
@@ -578,6 +620,7 @@ int asp_read(unsigned char **out, size_t *out_len, asp_sandbox *sb, const char *
 	x.limit = limit;
 	x.cap = sb->max_read_bytes;
 	x.bc = bulk_call(sb, &cl);
+	cl.what = "read", cl.path = abs;
 	rc = with_conn(sb, &cl, do_read, &x, 1, err);
 	if (!rc && !(*out = asp__buf_detach(&x.out, out_len)))
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
@@ -637,6 +680,7 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 	x.o = &o;
 	cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
 	x.bc = bulk_call(sb, &cl);
+	cl.what = "write", cl.path = abs;
 	/* An atomic write is safe to repeat: the target only changes at the final rename. */
 	rc = with_conn(sb, &cl, do_write, &x, !(o.flags & ASP_WRITE_IN_PLACE), err);
 	asp__free(abs);
@@ -693,7 +737,16 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	 * it passes (it reads the deadline from the connection's op).
 	 */
 	cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
+	cl.what = "exec", cl.path = cwd;
 	rc = with_conn(sb, &cl, do_exec, &x, 0, err);
+	if (!rc)
+		asp__log(&sb->log, ASP_LOG_DEBUG, "exec: exit status %d, signal %d%s%s, %llu bytes of stdout, %llu of "
+			 "stderr, ran %llu ms", asp_exec_result_exit_code(x.r), asp_exec_result_signal(x.r),
+			 asp_exec_result_timed_out(x.r) ? ", timed out" : "",
+			 asp_exec_result_cancelled(x.r) ? ", cancelled" : "",
+			 (unsigned long long)asp_exec_result_output_total(x.r, ASP_STDOUT),
+			 (unsigned long long)asp_exec_result_output_total(x.r, ASP_STDERR),
+			 (unsigned long long)asp_exec_result_duration_ms(x.r));
 	asp__free(cwd);
 	if (!rc)
 		*out = x.r;
@@ -732,6 +785,7 @@ static int run_path_op(asp_sandbox *sb, const char *path, const char *path2, con
 	x->cl = &cl;
 	x->path = a;
 	x->path2 = b;
+	cl.what = what, cl.path = a;
 	rc = with_conn(sb, &cl, op, x, idempotent, err);
 	asp__free(a);
 	asp__free(b);

@@ -60,6 +60,7 @@ int asp__sftp_attrs(asp_conn *c, uint32_t flags, uint32_t perm)
 
 int asp__sftp_begin(asp_conn *c, uint8_t type)
 {
+	c->routes |= ASP_ROUTE_SFTP;
 	c->sftp.ok_mem = 1;
 	c->sftp.out_mark = c->sftp.out.len;
 	c->sftp.building = type;

@@ -63,6 +63,7 @@ static int run(asp_conn *c, asp_buf *script, const void *in, size_t inlen, sink 
 
 	if (!script->data)
 		return asp__error(err, ASP_ENOMEM, "out of memory");
+	asp__conn_route_mark(c, ASP_ROUTE_SHELL);
 	rc = asp__exec_file_script(c, (const char *)script->data, in, inlen, on_output, k, status, err);
 	asp__buf_free(script);
 	if (!rc && k->nomem)

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "common.h"
+#include "log.h"
 #include "pin.h"
 
 typedef struct asp_conn asp_conn;    /* also in conn.h (the API above the SSH layer) */
@@ -112,6 +113,7 @@ struct asp_conn {
 	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
 	const struct asp_conn_params *params; /* what it was opened with (the handle's): for a side connection */
 	int dead;
+	unsigned int routes;      /* ASP_ROUTE_* bits (log.h) since asp__conn_routes_take (the trace) */
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */
 	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */

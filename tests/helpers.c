@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,4 +506,47 @@ void suite_sshd_start(fx_sshd *fx)
 	rc = asp_open(&sb, &o, &e);
 	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", fx->config, asp_error_name(rc), e.message);
 	asp_close(sb);
+}
+
+/* ------------------------------------------------------ the trace */
+
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *trace_buf;
+static size_t trace_len;
+
+static void trace_collect(asp_log_level level, const char *msg, void *userdata)
+{
+	static const char *const names[] = { "?", "debug", "info", "warn" };
+	size_t n = strlen(msg) + 16;
+	char *grown;
+
+	(void)userdata;
+	pthread_mutex_lock(&trace_mu);
+	if ((grown = realloc(trace_buf, trace_len + n))) {
+		trace_buf = grown;
+		trace_len += (size_t)snprintf(trace_buf + trace_len, n, "%s: %s\n",
+					      names[level >= 1 && level <= 3 ? level : 0], msg);
+	}
+	pthread_mutex_unlock(&trace_mu);
+}
+
+void trace_on(asp_open_options *o)
+{
+	pthread_mutex_lock(&trace_mu);
+	free(trace_buf);
+	trace_buf = NULL;
+	trace_len = 0;
+	pthread_mutex_unlock(&trace_mu);
+	o->log_fn = trace_collect;
+	o->log_userdata = NULL;
+}
+
+const char *trace_text(void)
+{
+	const char *t;
+
+	pthread_mutex_lock(&trace_mu);
+	t = trace_buf ? trace_buf : "";
+	pthread_mutex_unlock(&trace_mu);
+	return t;
 }

@@ -124,4 +124,15 @@ void expect_stdout_opts(asp_sandbox *sb, const char *cmd, const asp_exec_options
 			const void *want, size_t wlen);
 void expect_stdout(asp_sandbox *sb, const char *cmd, const char *want);
 
+/* ------------------------------------------------------ the trace */
+
+/*
+ * A collector for asp_open_options.log_fn (thread-safe: the library calls it
+ * from its pool thread too): each line as "LEVEL: text\n" into one buffer.
+ * trace_on empties the buffer and sets o->log_fn; trace_text is what came
+ * so far ("" for nothing), valid until the next trace_on.
+ */
+void trace_on(asp_open_options *o);
+const char *trace_text(void);
+
 #endif

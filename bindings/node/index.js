@@ -25,7 +25,7 @@ const ASP_MKDIR_PARENTS = 0x1;
 const ASP_WRITE_PARENTS = 0x1;
 const ASP_WRITE_IN_PLACE = 0x2;
 const ASP_REMOVE_RECURSIVE = 0x1;
-const OPEN_OPTIONS_VERSION = 2;
+const OPEN_OPTIONS_VERSION = 3;
 const WRITE_OPTIONS_VERSION = 1;
 const CALL_OPTIONS_VERSION = 1;
 const EXEC_OPTIONS_VERSION = 1;
@@ -178,6 +178,9 @@ function bind(handle) {
 		file_transport: 'uint',
 		config_text: 'const char *', // version 2
 		max_list_bytes: 'uint64_t', // version 2
+		log_fn: 'void *', // version 3: left NULL (ASP_DEBUG=1 traces to stderr)
+		log_userdata: 'void *', // version 3
+		log_level: 'uint', // version 3
 	});
 	t.callOptions = koffi.struct('asp_call_options', {
 		version: 'uint',

@@ -12,6 +12,9 @@
  *
  * A token-like user name ("tok_" + 24 random characters) that the server
  * rejects must not appear in any message either (publickey, ssh-agent).
+ *
+ * The trace is on throughout (helpers.c's trace_on for asp_open, ASP_DEBUG=1
+ * for asp-exec, whose stderr is checked) and is held to the same rule.
  */
 #include <check.h>
 #include <dirent.h>
@@ -31,6 +34,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 
 #define VAR "ASP_TEST_IDENTITY_VALUE"
 #define WINDOW 16
@@ -54,11 +58,13 @@ static void setup(void)
 	unsetenv("SSH_AUTH_SOCK");
 	unsetenv("ASP_IDENTITY_PASSPHRASE");
 	unsetenv(VAR);
+	setenv("ASP_DEBUG", "1", 1); /* asp-exec's trace, on its stderr */
 	ck_assert_int_eq(fx_sshd_start(&fx), 0);
 }
 
 static void teardown(void)
 {
+	unsetenv("ASP_DEBUG");
 	fx_sshd_stop(&fx);
 	fx_run("rm -rf '%s'", tmp);
 }
@@ -281,7 +287,11 @@ static int open_config(const char *config, asp_error *err, asp_sandbox_info *inf
 	memset(err, 0, sizeof(*err));
 	o.config_path = config;
 	o.known_hosts = kh;
+	trace_on(&o);
 	rc = asp_open(&sb, &o, err);
+	/* The positive control: a connect that was tried is in the trace (a bad key ends before). */
+	ck_assert_msg(rc == ASP_ECONFIG || strstr(trace_text(), "connect"), "no trace of the connect:\n%s",
+		      trace_text());
 	if (rc == ASP_OK) {
 		memset(info, 0, sizeof(*info));
 		info->version = ASP_SANDBOX_INFO_VERSION;
@@ -296,6 +306,7 @@ static void check_outcome(const variant *v, int rc, const asp_error *err, const 
 {
 	ck_assert_msg(rc == v->expect, "%s: expected %s, got %s: %s", v->name, asp_error_name(v->expect),
 		      asp_error_name(rc), err->message);
+	assert_no_leak(v, "the trace", trace_text(), strlen(trace_text()));
 	if (rc == ASP_OK) {
 		ck_assert_int_eq(info->auth, ASP_AUTH_PUBLICKEY);
 		return;
@@ -474,6 +485,9 @@ START_TEST(test_cli_variants)
 				ck_assert_msg(strstr(out, VAR), "%s: run %d does not name %s: %s", v->name, r,
 					      VAR, out);
 			assert_no_leak(v, "asp-exec's output", out, n);
+			/* The positive control: without a master, the trace is in that output. */
+			ck_assert_msg(r > 1 || v->expect == ASP_ECONFIG || strstr(out, "asp: info: "),
+				      "%s: run %d: no trace: %s", v->name, r, out);
 			free(out);
 		}
 		/* A master that started stops here: the next variant is another identity anyway. */
@@ -537,6 +551,8 @@ static void assert_user_absent(const char *user, const char *what, const char *t
 	/* Nor any 16-byte piece of it. */
 	ck_assert_msg(leaked_window(text, strlen(text), user, strlen(user)) < 0, "%s shows part of the user name: %s",
 		      what, text);
+	if (strcmp(what, "the trace"))
+		assert_user_absent(user, "the trace", trace_text());
 }
 
 START_TEST(test_token_user_not_echoed)
@@ -590,6 +606,7 @@ START_TEST(test_token_user_not_echoed)
 		int status = run_cli(argv, &out, &n);
 
 		ck_assert_msg(status == 253, "asp-exec: exit %d: %s", status, out);
+		ck_assert_msg(strstr(out, "asp: warn: connect to "), "no trace: %s", out);
 		assert_user_absent(user, "asp-exec's output", out);
 		free(out);
 	}

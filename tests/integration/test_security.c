@@ -87,6 +87,7 @@ static asp_sandbox *open_config(const char *config, int *rc, asp_error *e)
 	o.config_path = config;
 	o.known_hosts = kh;
 	o.io_timeout_ms = 2000;
+	trace_on(&o); /* the trace is held to the same rules as messages */
 	memset(e, 0, sizeof(*e));
 	*rc = asp_open(&sb, &o, e);
 	return sb;
@@ -182,6 +183,10 @@ START_TEST(test_key_text_never_in_messages)
 	assert_no_key_text(key, e.message, "the error message");
 	ck_assert_msg(!strstr(e.message, pass) && !strstr(e.message, "wrong-battery-staple"),
 		      "the message shows a passphrase: %s", e.message);
+	ck_assert_msg(strstr(trace_text(), "connect to "), "no trace of the connect:\n%s", trace_text());
+	assert_no_key_text(key, trace_text(), "the trace");
+	ck_assert_msg(!strstr(trace_text(), pass) && !strstr(trace_text(), "wrong-battery-staple"),
+		      "the trace shows a passphrase: %s", trace_text());
 	/* It does say where the key came from. */
 	ck_assert_msg(strstr(e.message, from_env ? "ASP_SEC_KEY_TEXT" : key), "%s", e.message);
 	unsetenv("ASP_SEC_KEY_TEXT");

@@ -234,6 +234,8 @@ static int check(const char *config)
 	if (config && (rc = asp_config_check(config, &e)))
 		return failed(rc, &e);
 	t0 = now_ms();
+	if (cli_trace_level)
+		o.log_fn = cli_trace, o.log_level = cli_trace_level;
 	rc = asp_open(&sb, &o, &e);
 	asp_free(found);
 	asp_free(text);

@@ -83,6 +83,7 @@ typedef struct cli_options {
 	cli_request *req;
 	char *config;              /* --config, made absolute when it exists */
 	int no_master, check, stop;
+	int verbose;               /* -v given this many times */
 	unsigned int persist_s;
 	const char *master_socket; /* hidden --master SOCKET: run as the master */
 	int ready_fd;              /* hidden --ready-fd N: the master's ready pipe */
@@ -207,6 +208,14 @@ int cli_run(asp_sandbox *sb, const cli_request *req, cli_io *io);
  */
 int cli_open(asp_sandbox **out, const char *config, const char *text,
 	     unsigned int max_connections, asp_error *err);
+
+/*
+ * -v: 0 (no trace), ASP_LOG_INFO, or ASP_LOG_DEBUG (-vv). cli_open and
+ * --check then pass the trace to cli_trace, which writes
+ * "asp-exec: LEVEL: text" lines to stderr.
+ */
+extern unsigned int cli_trace_level;
+void cli_trace(asp_log_level level, const char *msg, void *userdata);
 
 /* The exit status for an asp_error_code. */
 int cli_exit_for_error(int code);

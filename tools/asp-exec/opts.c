@@ -20,6 +20,8 @@ enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, O
 	OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET,
 	OPT_CONFIG_FD };
 
+unsigned int cli_trace_level;
+
 static const struct option long_options[] = {
 	{ "config", required_argument, NULL, OPT_CONFIG },
 	{ "cwd", required_argument, NULL, 'C' },
@@ -34,6 +36,7 @@ static const struct option long_options[] = {
 	{ "stop", no_argument, NULL, OPT_STOP },
 	{ "persist", required_argument, NULL, OPT_PERSIST },
 	{ "no-master", no_argument, NULL, OPT_NO_MASTER },
+	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
 	{ "master", required_argument, NULL, OPT_MASTER },
@@ -64,6 +67,8 @@ static const char usage_text[] =
 	"      --quiet           with --read/--write: no progress line on a terminal\n"
 	"      --check           validate, connect, describe the connection (--json: as JSON)\n"
 	"      --no-master       do not share a connection through a master process\n"
+	"  -v, --verbose         trace connect, host key, auth and retries to stderr;\n"
+	"                        -vv: each call's route and result too (implies --no-master)\n"
 	"      --persist SECS    a master started by this call exits after SECS idle (300)\n"
 	"      --stop            stop the master of this configuration\n"
 	"  -h, --help            this text\n"
@@ -182,6 +187,9 @@ static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 	case OPT_NO_MASTER:
 		o->no_master = 1;
 		return 0;
+	case 'v':
+		o->verbose++;
+		return 0;
 	case OPT_MASTER:
 		o->master_socket = arg;
 		return 0;
@@ -231,7 +239,7 @@ int cli_parse(cli_options *o, int argc, char **argv)
 	o->req->mode = CLI_EXEC;
 	opterr = 0;
 	/* "+": options end at the first COMMAND word, as they do for env(1) or ssh(1). */
-	while ((c = getopt_long(argc, argv, "+C:e:t:h", long_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+C:e:t:hv", long_options, NULL)) != -1) {
 		if (c == 'h') {
 			fputs(usage_text, stdout);
 			return 1;
@@ -247,6 +255,11 @@ int cli_parse(cli_options *o, int argc, char **argv)
 	}
 	if (check_combination(o, modes, argc - optind))
 		return -1;
+	/* The trace is of this process's own connection: a master's calls are not seen from here. */
+	if (o->verbose) {
+		o->no_master = 1;
+		cli_trace_level = o->verbose > 1 ? ASP_LOG_DEBUG : ASP_LOG_INFO;
+	}
 	for (int i = optind; i < argc; i++)
 		if (cli_list_add(&o->req->args, argv[i]))
 			return -1;

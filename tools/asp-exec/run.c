@@ -59,7 +59,15 @@ int cli_open(asp_sandbox **out, const char *config, const char *text,
 	o.config_text = text;
 	o.max_connections = max_connections;
 	o.flags = ASP_OPEN_LAZY;
+	if (cli_trace_level)
+		o.log_fn = cli_trace, o.log_level = cli_trace_level;
 	return asp_open(out, &o, err);
+}
+
+void cli_trace(asp_log_level level, const char *msg, void *userdata)
+{
+	(void)userdata;
+	cli_say(2, "%s: %s", level == ASP_LOG_DEBUG ? "debug" : level == ASP_LOG_INFO ? "info" : "warn", msg);
 }
 
 /* Poll fd for `events` until ready (1) or cancelled (0). */

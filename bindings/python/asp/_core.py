@@ -13,6 +13,7 @@ Conventions:
 import collections.abc
 import ctypes
 import enum
+import logging
 import math
 import os
 import threading
@@ -924,6 +925,49 @@ def _result(r):
 
 # ------------------------------------------------------------------ open
 
+# The trace (asp_open_options.log_fn) goes to the logger "asp": DEBUG each
+# call, INFO connections, WARNING retries and reconnects.
+_log = logging.getLogger("asp")
+_log.addHandler(logging.NullHandler())  # a library prints nothing unless the application asks
+_LOG_LEVELS = {_lib.ASP_LOG_DEBUG: logging.DEBUG, _lib.ASP_LOG_INFO: logging.INFO,
+               _lib.ASP_LOG_WARN: logging.WARNING}
+
+
+def _on_trace(level, msg, _userdata):
+    # Called from libasp's threads too: ctypes takes the GIL for us. An
+    # exception must not cross into C.
+    try:
+        _log.log(_LOG_LEVELS.get(level, logging.WARNING), "%s", msg.decode("utf-8", "replace"))
+    except Exception:  # noqa: BLE001 - nothing to report it to
+        pass
+
+
+# One callback object for every handle, alive as long as the module (libasp keeps the pointer).
+_TRACE_CB = _lib.asp_log_fn(_on_trace)
+
+
+def _has_real_handler():
+    lg = _log
+    while lg:
+        if any(not isinstance(h, logging.NullHandler) for h in lg.handlers):
+            return True
+        lg = lg.parent if lg.propagate else None
+    return False
+
+
+def _trace_options(opts):
+    """Bridge the trace to the logger, at the level it has now; ASP_DEBUG alone keeps libasp's stderr."""
+    env = os.environ.get("ASP_DEBUG", "")
+    if env not in ("", "0") and not _has_real_handler():
+        return
+    level = _log.getEffectiveLevel()
+    if not _log.isEnabledFor(logging.WARNING):
+        return
+    opts.log_fn = _TRACE_CB
+    opts.log_level = (_lib.ASP_LOG_DEBUG if level <= logging.DEBUG else
+                      _lib.ASP_LOG_INFO if level <= logging.INFO else _lib.ASP_LOG_WARN)
+
+
 def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
          connect_timeout=None, io_timeout=None, keepalive=None, idle_close=None, lazy=False,
          op_timeout=None, max_read_bytes=None, max_output=None, max_list_entries=None,
@@ -955,6 +999,11 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
         added up (default 32 MiB); a name over 4096 bytes is refused anyway.
     file_transport: how file calls reach the files: "auto" (SFTP when the
         server offers it, else shell commands), "sftp" or "exec".
+
+    The trace (connect, host key, auth, each call's route and result,
+    retries) goes to the logging logger "asp" at the level it has when the
+    sandbox opens: DEBUG each call, INFO connections, WARNING retries and
+    reconnects. It never holds key text, a passphrase or the user name.
     """
     opts = _lib.asp_open_options()
     err = _lib.asp_error()
@@ -988,6 +1037,7 @@ def open(config=None, start_dir=None, *, known_hosts=None, max_connections=None,
         raise ValueError("file_transport must be one of %s, not %r"
                          % (", ".join(repr(k) for k in _FILES_BY_NAME), file_transport))
     opts.file_transport = _FILES_BY_NAME[file_transport]
+    _trace_options(opts)
     handle = _lib.sandbox_p()
     rc = lib.asp_open(byref(handle), byref(opts), byref(err))
     _check(rc, err, config)

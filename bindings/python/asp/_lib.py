@@ -24,7 +24,10 @@ ABI_MAJOR = 0
 
 ASP_ERROR_MESSAGE_MAX = 512
 ASP_OPEN_LAZY = 0x1
-ASP_OPEN_OPTIONS_VERSION = 2
+ASP_OPEN_OPTIONS_VERSION = 3
+ASP_LOG_DEBUG = 1
+ASP_LOG_INFO = 2
+ASP_LOG_WARN = 3
 ASP_WRITE_OPTIONS_VERSION = 1
 ASP_CALL_OPTIONS_VERSION = 1
 ASP_EXEC_OPTIONS_VERSION = 1
@@ -77,6 +80,10 @@ list_p = POINTER(_asp_list)
 error_p = POINTER(asp_error)
 
 
+# void (*asp_log_fn)(asp_log_level level, const char *msg, void *userdata)
+asp_log_fn = CFUNCTYPE(None, c_int, c_char_p, c_void_p)
+
+
 class asp_open_options(Structure):
     _fields_ = [
         ("version", c_uint),
@@ -96,6 +103,9 @@ class asp_open_options(Structure):
         ("file_transport", c_uint),
         ("config_text", c_char_p),  # version 2
         ("max_list_bytes", c_uint64),  # version 2
+        ("log_fn", asp_log_fn),  # version 3
+        ("log_userdata", c_void_p),  # version 3
+        ("log_level", c_uint),  # version 3
     ]
 
 

@@ -217,7 +217,7 @@ class TestLibrary(unittest.TestCase):
         o = _lib.asp_open_options()
         self.assertEqual(_lib.lib.asp_open_options_init(ctypes.byref(o),
                                                          _lib.ASP_OPEN_OPTIONS_VERSION), 0)
-        self.assertEqual((o.version, o.config_text), (2, None))
+        self.assertEqual((o.version, o.config_text, bool(o.log_fn), o.log_level), (3, None, False, 0))
         e = _lib.asp_exec_options()
         self.assertEqual(_lib.lib.asp_exec_options_init(ctypes.byref(e), 1), 0)
         self.assertEqual((e.version, e.stdin_fd, e.flags, e.kill_after_ms, e.call.timeout_ms),

@@ -6,11 +6,13 @@ sshd fixture. No 16-byte window of any key of the test, nor of the variable's
 value, may appear in str(), repr(), args or the formatted traceback of what is
 raised. Values that are a valid key once normalised (CRLF, CR, surrounding
 whitespace, indentation) must log in. A token-like user name that the server
-rejects must not appear either.
+rejects must not appear either. The trace is on (the "asp" logger at DEBUG)
+and is held to the same rule.
 
     /usr/bin/python3 -m unittest discover -s bindings/python/tests -p 'test_identity_leaks.py' -v
 """
 
+import logging
 import os
 import secrets
 import string
@@ -74,8 +76,27 @@ def variants(key, locked, stranger, pub):
     ]
 
 
+class TraceCapture(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines = []
+
+    def emit(self, record):
+        self.lines.append(record.getMessage())
+
+    def text(self):
+        return "\n".join(self.lines).encode("utf-8", "surrogateescape")
+
+
 class IdentityLeaks(unittest.TestCase):
     def setUp(self):
+        self.trace = TraceCapture()
+        logger = logging.getLogger("asp")
+        self.old_level = logger.level
+        logger.addHandler(self.trace)
+        logger.setLevel(logging.DEBUG)
+        self.addCleanup(logger.removeHandler, self.trace)
+        self.addCleanup(logger.setLevel, self.old_level)
         self.tmp = tempfile.mkdtemp(prefix="asp-py-identity.")
         self.kh = os.path.join(self.tmp, "known_hosts")
         os.environb.pop(VAR.encode(), None)
@@ -113,9 +134,12 @@ class IdentityLeaks(unittest.TestCase):
                         self.assertEqual(sb.info()["auth"], "publickey")
                         self.assertEqual(sb.exec("echo in").stdout, b"in\n")
                     continue
+                self.trace.lines.clear()
                 with self.assertRaises(expected) as cm:
                     asp.open(cfg, known_hosts=self.kh)
-                text = self.texts_of(cm.exception)
+                if expected is asp.AuthError:  # a connect was tried: the trace has it
+                    self.assertIn(b"connect to ", self.trace.text())
+                text = self.texts_of(cm.exception) + b"\n" + self.trace.text()
                 self.assertIn(VAR.encode(), text, "the message names the variable")
                 for what, secret in (("a private key", key), ("a private key", locked),
                                      ("a private key", stranger), ("the variable's value", value)):
@@ -128,7 +152,8 @@ class IdentityLeaks(unittest.TestCase):
         cfg = FX.write_config(os.path.join(self.tmp, "token.asp.json"), user=user)
         with self.assertRaises(asp.AuthError) as cm:
             asp.open(cfg, known_hosts=self.kh)
-        text = self.texts_of(cm.exception)
+        self.assertIn(b"connect to ", self.trace.text())
+        text = self.texts_of(cm.exception) + b"\n" + self.trace.text()
         self.assertIn(b"connection.user", text)
         self.assertIsNone(leaked(text, user.encode()), f"the exception shows the user name: {text!r}")
         self.assertTrue(FX.log_contains(user), "the server saw the user name offered")
