@@ -29,9 +29,29 @@ STDERR = _lib.ASP_STDERR
 
 # ------------------------------------------------------------------ helpers
 
+# libasp's messages name C fields; here they name this binding's parameters.
+_C_WORDS = (
+    ("(timeout_ms, or asp_open_options.op_timeout_ms)", "(timeout=, or asp.open(op_timeout=))"),
+    ("asp_open_options.op_timeout_ms", "asp.open(op_timeout=)"),
+    ("asp_open_options.max_read_bytes", "asp.open(max_read_bytes=)"),
+    ("asp_open_options.max_list_bytes", "asp.open(max_list_bytes=)"),
+    ("asp_open_options.max_list_entries", "asp.open(max_list_entries=)"),
+    ("asp_open_options.max_connections", "asp.open(max_connections=)"),
+    ("asp_open_options.file_transport", "asp.open(file_transport=)"),
+    ("asp_exec_options.stdin_fd", "stdin="),
+    ("through stdin_data", "through stdin="),
+)
+
+
+def _binding_words(message):
+    for c_words, ours in _C_WORDS:
+        message = message.replace(c_words, ours)
+    return message
+
+
 def _raise(rc, err, filename=None, filename2=None):
     code = err.code if err.code else rc
-    message = err.message.decode("utf-8", "replace") if err.message else ""
+    message = _binding_words(err.message.decode("utf-8", "replace")) if err.message else ""
     if not message:
         message = lib.asp_strerror(code).decode("utf-8", "replace")
     name = lib.asp_error_name(code).decode("ascii", "replace")
