@@ -158,7 +158,7 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__exec_files_faster */
 #define ASP_EXEC_FILES_WRITE_MAX 65536u
 #define ASP_PRIME_PAUSE_MS 100u      /* see asp__chan_call_begin */
-#define ASP_PRIME_SCRIPT_MAX 2048u   /* a primed shell reads its script a byte at a time */
+#define ASP_PRIME_SCRIPT_MAX 4096u   /* a primed shell reads its script a byte at a time; the watchdog is ~1.7 KB */
 #ifndef ASP_INLINE_STDIN_RTT_MS
 #define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
 #endif

@@ -92,12 +92,16 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * sshd (or Dropbear) runs the wrapper under, so the wrapper's parent
  * changes. A subshell reads the wrapper's /proc/PID/stat every half second
  * ("(comm) STATE PPID PGRP"): parent changed, it runs the kill script on the
- * wrapper's group; wrapper gone or a zombie, it leaves. The wrapper TERMs
- * it when the command ends, and it takes its sleep along. It holds none of
- * the channel's descriptors (sshd waits for those to close), and it becomes
- * `sh -c KILL` so that the kill script's $$ is its own pid (a subshell's $$
- * is the wrapper's). Without /proc there is no watchdog. Costs one fork per
- * command, in the sandbox, while the command starts.
+ * wrapper's group; wrapper gone or a zombie (the command ended), it leaves
+ * within a poll. It is not the wrapper's child (a double fork, both in the
+ * background: the wrapper waits for neither): a command's `wait` must not
+ * wait for it. It holds none of the channel's descriptors
+ * (sshd waits for those to close), and it becomes `sh -c KILL` so that the
+ * kill script's $$ is its own pid (a subshell's $$ is the wrapper's). A
+ * kill of the group (timeout, cancel) TERMs it, and it takes its sleep
+ * along. The parent is read in the wrapper: zsh gives a subshell its own
+ * PPID (and splits words only when told). Without /proc there is no watchdog. Costs two forks per command,
+ * in the sandbox, beside the command.
  */
 static int kill_quoted(asp_buf *out, const char *token);
 
@@ -106,13 +110,14 @@ static int kill_quoted(asp_buf *out, const char *token);
 
 static int put_watchdog(asp_buf *out, const char *token)
 {
-	if (asp__buf_puts(out, "_asp_w=; [ -r /proc/$$/stat ] && { ( trap 'kill $s 2>/dev/null; exit 0' TERM; "
-			  "s=; w=$$; q=$PPID; while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
+	if (asp__buf_puts(out, "_asp_q=$PPID; [ -r /proc/$$/stat ] && ( ( trap 'kill $s 2>/dev/null; exit 0' TERM; "
+			  "{ setopt shwordsplit; } 2>/dev/null; "
+			  "s=; w=$$; q=$_asp_q; while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
 			  "set -- ${l##*) }; [ \"$1\" = Z ] && exit 0; [ \"$2\" = \"$q\" ] || "
 			  "{ g=$3; export g; exec sh -c ") ||
 	    kill_quoted(out, token) ||
-	    asp__buf_puts(out, "; }; sleep " WATCHDOG_POLL " & s=$!; wait $s; done ) </dev/null >/dev/null 2>&1 & "
-			  "_asp_w=$!; }; "))
+	    asp__buf_puts(out, "; }; sleep " WATCHDOG_POLL " & s=$!; wait $s; done ) & ) </dev/null >/dev/null 2>&1 & "
+			  "unset _asp_q; "))
 		return ASP_ENOMEM;
 	return 0;
 }
@@ -174,7 +179,7 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *token, const 
 		return asp__buf_printf(out, "trap 'echo %s:end >&3' EXIT; eval ' '", marker) ||
 		       asp__quote(out, command) ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
 	if (asp__buf_puts(out, "eval ' '") || asp__quote(out, command) ||
-	    asp__buf_printf(out, " 3>&-; s=$?; kill $_asp_w 2>/dev/null; printf '%%s:end\\n' %s >&3; exit $s", marker))
+	    asp__buf_printf(out, " 3>&-; s=$?; printf '%%s:end\\n' %s >&3; exit $s", marker))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	return 0;
 }

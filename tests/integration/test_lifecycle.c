@@ -102,6 +102,19 @@ START_TEST(dropbear_harness_killed)
 }
 END_TEST
 
+/* The watchdog is no child of the command's shell: a `wait` there does not wait for it. */
+START_TEST(wait_returns)
+{
+	asp_sandbox *sb;
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	sb = sb_open(fx.config);
+	expect_stdout(sb, "sleep 0.2 & wait; echo waited", "waited\n");
+	asp_close(sb);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
 Suite *suite_lifecycle(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -110,6 +123,7 @@ Suite *suite_lifecycle(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, openssh_harness_killed);
 	tcase_add_test(tc, dropbear_harness_killed);
+	tcase_add_test(tc, wait_returns);
 	suite_add_tcase(s, tc);
 	return s;
 }
