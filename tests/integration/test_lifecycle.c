@@ -9,7 +9,8 @@
  * sandbox), and waits for all three to be gone. The wait is a hang
  * detector, not a timing: the sandbox's watchdog polls twice a second.
  * Rows: OpenSSH and Dropbear (whose shell runs in a session that another
- * of its processes leads).
+ * of its processes leads), and OpenSSH with the login shells dash, BusyBox
+ * sh and zsh.
  */
 #include <check.h>
 #include <signal.h>
@@ -102,6 +103,24 @@ START_TEST(dropbear_harness_killed)
 }
 END_TEST
 
+/* The login shells of the interop suite (tests/integration/test_interop.c), under OpenSSH. */
+static const char *const shell_users[] = { "asp-sh-dash", "asp-sh-busybox", "asp-sh-zsh" };
+
+START_TEST(shell_harness_killed)
+{
+	const char *user = shell_users[_i];
+	char extra[64];
+
+	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
+	ck_assert_int_eq(fx_sshd_start_with(&fx, extra), 0);
+	snprintf(fx.user, sizeof(fx.user), "%s", user);
+	ck_assert_int_eq(fx_run("chown %s: '%s'", user, fx.workspace), 0);
+	ck_assert_int_eq(fx_write_config(&fx, fx.config, NULL), 0);
+	harness_killed();
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
 /* The watchdog is no child of the command's shell: a `wait` there does not wait for it. */
 START_TEST(wait_returns)
 {
@@ -124,6 +143,7 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, openssh_harness_killed);
 	tcase_add_test(tc, dropbear_harness_killed);
 	tcase_add_test(tc, wait_returns);
+	tcase_add_loop_test(tc, shell_harness_killed, 0, (int)(sizeof(shell_users) / sizeof(shell_users[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
