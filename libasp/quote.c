@@ -85,6 +85,43 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
 	return 0;
 }
 
+/*
+ * The watchdog: a command must not outlive the connection that carries it
+ * (the harness died, the network went), and only the sandbox can see to
+ * that, the client may be gone. Closing the connection ends the process
+ * sshd (or Dropbear) runs the wrapper under, so the wrapper's parent
+ * changes. A subshell reads the wrapper's /proc/PID/stat every half second
+ * ("(comm) STATE PPID PGRP"): parent changed, it runs the kill script on the
+ * wrapper's group; wrapper gone or a zombie (the command ended), it leaves
+ * within a poll. It is not the wrapper's child (a double fork, both in the
+ * background: the wrapper waits for neither): a command's `wait` must not
+ * wait for it. It holds none of the channel's descriptors
+ * (sshd waits for those to close), and it becomes `sh -c KILL` so that the
+ * kill script's $$ is its own pid (a subshell's $$ is the wrapper's). A
+ * kill of the group (timeout, cancel) TERMs it, and it takes its sleep
+ * along. The parent is read in the wrapper: zsh gives a subshell its own
+ * PPID (and splits words only when told). Without /proc there is no watchdog. Costs two forks per command,
+ * in the sandbox, beside the command.
+ */
+static int kill_quoted(asp_buf *out, const char *token);
+
+#define WATCHDOG_POLL "0.5"
+#define WATCHDOG_GRACE_MS 500u
+
+static int put_watchdog(asp_buf *out, const char *token)
+{
+	if (asp__buf_puts(out, "_asp_q=$PPID; [ -r /proc/$$/stat ] && ( ( trap 'kill $s 2>/dev/null; exit 0' TERM; "
+			  "{ setopt shwordsplit; } 2>/dev/null; "
+			  "s=; w=$$; q=$_asp_q; while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
+			  "set -- ${l##*) }; [ \"$1\" = Z ] && exit 0; [ \"$2\" = \"$q\" ] || "
+			  "{ g=$3; export g; exec sh -c ") ||
+	    kill_quoted(out, token) ||
+	    asp__buf_puts(out, "; }; sleep " WATCHDOG_POLL " & s=$!; wait $s; done ) & ) </dev/null >/dev/null 2>&1 & "
+			  "unset _asp_q; "))
+		return ASP_ENOMEM;
+	return 0;
+}
+
 int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,
 		     const char *const *env, const char *command, int own, asp_error *err)
 {
@@ -129,7 +166,8 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *token, const 
 	if (asp__buf_printf(out, "_asp_g=$$; { read -r _asp_g < /proc/$$/stat; } 2>/dev/null && "
 			    "{ _asp_g=${_asp_g##*) }; _asp_g=${_asp_g#* }; _asp_g=${_asp_g#* }; "
 			    "_asp_g=${_asp_g%%%% *}; }; printf '%%s:%%s\\n' %s \"$_asp_g\"; "
-			    "unset _asp_g; exec 3>&1; ", marker))
+			    "unset _asp_g; ", marker) ||
+	    (!own && put_watchdog(out, token)) || asp__buf_puts(out, "exec 3>&1; "))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	/*
 	 * A file script's `exit` ends the wrapper's shell, and the EXIT trap
@@ -161,7 +199,8 @@ int asp__prime_frame(asp_buf *out, const char *script, size_t len)
 	return asp__buf_put(out, script, len) || asp__buf_puts(out, "\n.\n") ? ASP_ENOMEM : 0;
 }
 
-int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms)
+/* The kill script for the group whose id is the shell text g: a number, or "$g". */
+static int kill_text(asp_buf *out, const char *g, const char *token, unsigned int grace_ms)
 {
 	unsigned int steps = (grace_ms + 49) / 50;
 
@@ -199,17 +238,36 @@ int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int gr
 			       "[ \"$p\" = 1 ] || [ \"$p\" = $$ ] && continue; "
 			       "{ read -r l < \"$f\"; } 2>/dev/null || continue; set -- ${l##*) }; "
 			       "[ \"$1\" = Z ] && continue; "
-			       "case \"$m\" in *\" $2 \"*) ;; *) [ \"$3\" = %ld ] || [ \"$4\" = %ld ] || "
+			       "case \"$m\" in *\" $2 \"*) ;; *) [ \"$3\" = %s ] || [ \"$4\" = %s ] || "
 			       "env_has \"$p\" || continue;; esac; "
 			       "m=\"$m$p \"; n=1; kill -s STOP \"$p\" 2>/dev/null; done; done; }; "
-			       "alive() { [ -d /proc/self ] || { kill -s 0 -- -%ld 2>/dev/null; return; }; "
+			       "alive() { [ -d /proc/self ] || { kill -s 0 -- -%s 2>/dev/null; return; }; "
 			       "for p in $m; do { read -r l < /proc/$p/stat; } 2>/dev/null || continue; "
 			       "set -- ${l##*) }; [ \"$1\" != Z ] && return 0; done; return 1; }; "
 			       "[ -d /proc/self ] && scan; "
-			       "kill -s TERM -- -%ld $m 2>/dev/null; kill -s CONT -- -%ld $m 2>/dev/null; i=0; "
+			       "kill -s TERM -- -%s $m 2>/dev/null; kill -s CONT -- -%s $m 2>/dev/null; i=0; "
 			       "while [ $i -lt %u ] && alive; do sleep 0.05; i=$((i+1)); done; "
-			       "kill -s KILL -- $m -%ld 2>/dev/null; exit 0",
-			       token, pgid, pgid, pgid, pgid, pgid, steps, pgid);
+			       "kill -s KILL -- $m -%s 2>/dev/null; exit 0",
+			       token, g, g, g, g, g, steps, g);
+}
+
+/* The kill script for group $g, single-quoted, with the watchdog's grace. */
+static int kill_quoted(asp_buf *out, const char *token)
+{
+	asp_buf k = { 0 };
+	int rc;
+
+	rc = kill_text(&k, "$g", token, WATCHDOG_GRACE_MS) || asp__quote(out, (char *)k.data) ? ASP_ENOMEM : 0;
+	asp__buf_free(&k);
+	return rc;
+}
+
+int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms)
+{
+	char g[24];
+
+	snprintf(g, sizeof(g), "%ld", pgid);
+	return kill_text(out, g, token, grace_ms);
 }
 
 int asp__rm_rf_script(asp_buf *out, const char *path)

@@ -348,11 +348,32 @@ function newErr() {
 	return Buffer.alloc(4 + ERROR_MESSAGE_MAX + 16);
 }
 
+/* libasp's messages name C fields; ours name this binding's options. */
+const C_WORDS = [
+	['(asp_call_options.timeout_ms, or asp_open_options.op_timeout_ms)',
+		'(the call\'s timeout, exec\'s deadline, or open\'s opTimeout)'],
+	['(asp_exec_options.call.timeout_ms)', '(exec\'s deadline option)'],
+	['asp_open_options.op_timeout_ms', 'open\'s opTimeout'],
+	['asp_open_options.max_read_bytes', 'open\'s maxReadBytes'],
+	['asp_open_options.max_list_bytes', 'open\'s maxListBytes'],
+	['asp_open_options.max_list_entries', 'open\'s maxListEntries'],
+	['asp_open_options.max_connections', 'open\'s maxConnections'],
+	['asp_open_options.file_transport', 'open\'s fileTransport'],
+	['asp_exec_options.stdin_fd', 'stdin'],
+	['through stdin_data', 'through exec\'s stdin option'],
+];
+
+function bindingWords(message) {
+	for (const [cWords, ours] of C_WORDS)
+		message = message.split(cWords).join(ours);
+	return message;
+}
+
 function errorFrom(rc, errBuf) {
 	let message = '';
 	if (errBuf && errBuf.readInt32LE(0) === rc) {
 		const end = errBuf.indexOf(0, 4);
-		message = errBuf.toString('utf8', 4, end < 0 ? errBuf.length : end);
+		message = bindingWords(errBuf.toString('utf8', 4, end < 0 ? errBuf.length : end));
 	}
 	return new AspError(rc, message || `${codeName(rc)}: ${strerror(rc)}`);
 }

@@ -68,7 +68,7 @@ describe('fileTransport', () => {
 				const low = await asp.open({ config: fx.config, fileTransport, maxListBytes: 4n });
 				try {
 					await assert.rejects(low.list(`lb-${fileTransport}`),
-						(e) => e.code === 'ASP_ELIMIT' && /max_list_bytes/.test(e.message));
+						(e) => e.code === 'ASP_ELIMIT' && /maxListBytes/.test(e.message));
 				} finally {
 					await low.close();
 				}

@@ -672,7 +672,7 @@ describe('warm', () => {
 			assert.equal(accepted(), before + 3);
 			await assert.rejects(other.warm(4), (e) => {
 				assert.equal(e.code, 'ASP_EINVAL');
-				assert.match(e.message, /max_connections/);
+				assert.match(e.message, /maxConnections/);
 				return true;
 			});
 			await assert.rejects(other.warm(-1), RangeError);

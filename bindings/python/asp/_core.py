@@ -30,9 +30,31 @@ STDERR = _lib.ASP_STDERR
 
 # ------------------------------------------------------------------ helpers
 
+# libasp's messages name C fields; here they name this binding's parameters.
+_C_WORDS = (
+    ("(asp_call_options.timeout_ms, or asp_open_options.op_timeout_ms)",
+     "(timeout=, exec's deadline=, or asp.open(op_timeout=))"),
+    ("(asp_exec_options.call.timeout_ms)", "(deadline=)"),
+    ("asp_open_options.op_timeout_ms", "asp.open(op_timeout=)"),
+    ("asp_open_options.max_read_bytes", "asp.open(max_read_bytes=)"),
+    ("asp_open_options.max_list_bytes", "asp.open(max_list_bytes=)"),
+    ("asp_open_options.max_list_entries", "asp.open(max_list_entries=)"),
+    ("asp_open_options.max_connections", "asp.open(max_connections=)"),
+    ("asp_open_options.file_transport", "asp.open(file_transport=)"),
+    ("asp_exec_options.stdin_fd", "stdin="),
+    ("through stdin_data", "through stdin="),
+)
+
+
+def _binding_words(message):
+    for c_words, ours in _C_WORDS:
+        message = message.replace(c_words, ours)
+    return message
+
+
 def _raise(rc, err, filename=None, filename2=None):
     code = err.code if err.code else rc
-    message = err.message.decode("utf-8", "replace") if err.message else ""
+    message = _binding_words(err.message.decode("utf-8", "replace")) if err.message else ""
     if not message:
         message = lib.asp_strerror(code).decode("utf-8", "replace")
     name = lib.asp_error_name(code).decode("ascii", "replace")
@@ -342,6 +364,63 @@ class ExecResult(typing.NamedTuple):
     def ok(self):
         """True when the command exited with status 0."""
         return self.exit_code == 0
+
+
+# ------------------------------------------------------------------ Ctrl-C
+
+# How long a call that Ctrl-C cancelled may take to end before KeyboardInterrupt is raised anyway
+# (the kill goes on in the call's thread, which the interpreter waits for at exit).
+_INTERRUPT_WAIT = 0.3
+_POLL = 0.05
+
+
+def _interruptible():
+    """Whether a blocking call should run so that signal handlers run meanwhile: Python runs
+    them only on the main thread, between bytecodes, and never while a C call blocks it."""
+    return threading.current_thread() is threading.main_thread()
+
+
+def _interruptible_call(call, cancel, abandon):
+    """call() on a thread of its own while this (the main) thread waits in short slices, so that
+    Ctrl-C (or any exception a signal handler raises) is raised here at once; it triggers
+    `cancel` first, which ends the call (an exec's remote command is killed). When the call has
+    not returned within _INTERRUPT_WAIT, the exception is raised anyway and abandon() runs in
+    the call's thread once it returns."""
+    box = {}
+    lock = threading.Lock()
+    done = threading.Event()
+    abandoned = []
+
+    def work():
+        try:
+            box["rc"] = call()
+        except BaseException as e:  # noqa: B036 - handed to the caller
+            box["exc"] = e
+        with lock:
+            done.set()
+            if abandoned:
+                abandon()
+
+    worker = threading.Thread(target=work, name="asp-call")
+    worker.start()
+    try:
+        while not done.wait(_POLL):
+            pass
+    except BaseException:
+        cancel.trigger()
+        try:
+            done.wait(_INTERRUPT_WAIT)
+        except BaseException:  # a second Ctrl-C: stop waiting
+            pass
+        with lock:
+            if not done.is_set():
+                abandoned.append(True)
+        if not abandoned:
+            abandon()
+        raise
+    if "exc" in box:
+        raise box["exc"]
+    return box["rc"]
 
 
 # ------------------------------------------------------------------ Cancel
@@ -698,14 +777,18 @@ class Sandbox:
             it passes, the process group is killed and exec raises
             asp.AspTimeout (no result). None: the handle's op_timeout bounds
             only the start.
-        on_output(stream, data): called on this thread as output arrives
-            (stream is asp.STDOUT or asp.STDERR). Returning True stops the
-            command (cancelled=True). An exception raised in it stops the
-            command and is re-raised by exec.
+        on_output(stream, data): called as output arrives (stream is
+            asp.STDOUT or asp.STDERR), on this thread, or when this is the
+            main thread on the call's own thread while this one waits.
+            Returning True stops the command (cancelled=True). An exception
+            raised in it stops the command and is re-raised by exec.
         max_output: keep at most this many bytes of each stream (head + tail).
         cancel: an asp.Cancel; trigger() it from another thread to kill the command.
         kill_grace: seconds between SIGTERM and SIGKILL (default 2).
         Returns ExecResult whatever the exit status.
+        On the main thread, Ctrl-C (KeyboardInterrupt, or any exception a
+        signal handler raises) is raised at once and kills the command (it
+        triggers `cancel` when one was given).
         """
         cmd = _to_bytes(command, "command", allow_pathlike=False)
         opts = _lib.asp_exec_options()
@@ -769,15 +852,37 @@ class Sandbox:
             cancel_handle = cancel._acquire()
             opts.call.cancel = cancel_handle
         result = _lib.exec_result_p()
-        try:
-            h = self._enter()
+        interrupt = None
+        if _interruptible():
+            # Ctrl-C must reach the command: a token of the call's own when the caller gave none.
+            interrupt = cancel
+            if interrupt is None:
+                interrupt = Cancel()
+                opts.call.cancel = interrupt._acquire()
+
+        def call():
             try:
-                rc = lib.asp_exec(byref(result), h, cmd, byref(opts), byref(err))
+                h = self._enter()
+                try:
+                    return lib.asp_exec(byref(result), h, cmd, byref(opts), byref(err))
+                finally:
+                    self._leave()
             finally:
-                self._leave()
-        finally:
-            if cancel_handle is not None:
-                cancel._release()
+                if cancel_handle is not None:
+                    cancel._release()
+                if interrupt is not None and interrupt is not cancel:
+                    interrupt._release()
+                    interrupt.close()
+
+        def abandon():  # the caller went on (Ctrl-C): the result is nobody's
+            if result:
+                lib.asp_exec_result_free(result)
+            keep.clear()
+
+        if interrupt is None:
+            rc = call()
+        else:
+            rc = _interruptible_call(call, interrupt, abandon)
         try:
             if caught:
                 exc = caught[0]

@@ -1,0 +1,149 @@
+/*
+ * test_lifecycle.c - a command dies with the connection that carries it.
+ *
+ * A harness (here a child process of the test, linking libasp) runs a
+ * command that starts a background sleep and a sleep that left the group
+ * with setsid, writes the three pids to a file in the workspace and waits.
+ * The test sees all three alive, kills the harness with SIGKILL (no
+ * cleanup, no kill channel: only the closed TCP connection tells the
+ * sandbox), and waits for all three to be gone. The wait is a hang
+ * detector, not a timing: the sandbox's watchdog polls twice a second.
+ * Rows: OpenSSH and Dropbear (whose shell runs in a session that another
+ * of its processes leads), and OpenSSH with the login shells dash, BusyBox
+ * sh and zsh.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fixture/servers.h"
+#include "helpers.h"
+
+static fx_sshd fx;
+
+#define PIDS_FILE "lifecycle-pids"
+#define HARNESS_CMD "sleep 300 & a=$!; setsid sleep 301 & b=$!; " \
+		    "echo \"$$ $a $b\" > " PIDS_FILE ".tmp; mv " PIDS_FILE ".tmp " PIDS_FILE "; wait; echo never"
+
+/* The harness: open, run the command, never return (it is killed). */
+static void harness(void)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+
+	o.config_path = fx.config;
+	if (asp_open(&sb, &o, &e) || asp_exec(&r, sb, HARNESS_CMD, NULL, &e))
+		fprintf(stderr, "harness: %s\n", e.message);
+	_exit(3);
+}
+
+/* Read the three pids the command wrote, waiting for the file (the harness must still run). */
+static void read_pids(pid_t harness_pid, int pids[3])
+{
+	char path[4200];
+	long long until = fx_now_ms() + 20000 * fx_slowdown();
+
+	snprintf(path, sizeof(path), "%s/" PIDS_FILE, fx.workspace);
+	for (;;) {
+		FILE *f = fopen(path, "r");
+		int n = f ? fscanf(f, "%d %d %d", &pids[0], &pids[1], &pids[2]) : 0;
+		int st;
+
+		if (f)
+			fclose(f);
+		if (n == 3)
+			return;
+		ck_assert_msg(waitpid(harness_pid, &st, WNOHANG) == 0, "the harness ended before the command "
+			      "wrote its pids (status %d)", st);
+		ck_assert_msg(fx_now_ms() < until, "the command never wrote its pids");
+		usleep(20000);
+	}
+}
+
+static void harness_killed(void)
+{
+	int pids[3], i, st;
+	pid_t h;
+
+	h = fork();
+	ck_assert_int_ge(h, 0);
+	if (!h)
+		harness();
+	read_pids(h, pids);
+	for (i = 0; i < 3; i++)
+		ck_assert_msg(pids[i] > 1 && pid_alive(pids[i]), "process %d of the command is not running",
+			      pids[i]);
+	ck_assert_int_eq(kill(h, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(h, &st, 0), h);
+	ck_assert(WIFSIGNALED(st));
+	for (i = 0; i < 3; i++)
+		ck_assert_msg(wait_gone(pids[i], 20000), "process %d (%s) outlived its connection", pids[i],
+			      i == 0 ? "the wrapper shell" : i == 1 ? "a sleep in its group" : "a setsid sleep");
+}
+
+START_TEST(openssh_harness_killed)
+{
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	harness_killed();
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+START_TEST(dropbear_harness_killed)
+{
+	ck_assert_msg(fx_server_start(&fx, FX_DROPBEAR, NULL) == 0, "dropbear did not start");
+	harness_killed();
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+/* The login shells of the interop suite (tests/integration/test_interop.c), under OpenSSH. */
+static const char *const shell_users[] = { "asp-sh-dash", "asp-sh-busybox", "asp-sh-zsh" };
+
+START_TEST(shell_harness_killed)
+{
+	const char *user = shell_users[_i];
+	char extra[64];
+
+	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
+	ck_assert_int_eq(fx_sshd_start_with(&fx, extra), 0);
+	snprintf(fx.user, sizeof(fx.user), "%s", user);
+	ck_assert_int_eq(fx_run("chown %s: '%s'", user, fx.workspace), 0);
+	ck_assert_int_eq(fx_write_config(&fx, fx.config, NULL), 0);
+	harness_killed();
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+/* The watchdog is no child of the command's shell: a `wait` there does not wait for it. */
+START_TEST(wait_returns)
+{
+	asp_sandbox *sb;
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	sb = sb_open(fx.config);
+	expect_stdout(sb, "sleep 0.2 & wait; echo waited", "waited\n");
+	asp_close(sb);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+Suite *suite_lifecycle(void)
+{
+	Suite *s = suite_create("lifecycle");
+	TCase *tc = tcase_create("harness_dies");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, openssh_harness_killed);
+	tcase_add_test(tc, dropbear_harness_killed);
+	tcase_add_test(tc, wait_returns);
+	tcase_add_loop_test(tc, shell_harness_killed, 0, (int)(sizeof(shell_users) / sizeof(shell_users[0])));
+	suite_add_tcase(s, tc);
+	return s;
+}
