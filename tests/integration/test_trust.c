@@ -1252,8 +1252,10 @@ START_TEST(test_connect_refused)
 	int rc = open_port(port, &ms, &err);
 
 	ck_assert_msg(rc == ASP_ECONNECT, "%s: %s", asp_error_name(rc), err.message);
-	ck_assert_msg(ms < 1000, "a refused connection took %llu ms", (unsigned long long)ms);
+	/* Refused, not waited out: the cause is named (no timing: valgrind stretches any bound). */
+	(void)ms;
 	assert_contains(err.message, "127.0.0.1");
+	assert_contains(err.message, "refused");
 	close(fd);
 	ck_assert(!file_exists(T.kh));
 }
