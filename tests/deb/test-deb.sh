@@ -163,4 +163,10 @@ in_root asf-provision --help >/dev/null 2>&1 || fail "asf-provision --help faile
 [ -x "$root/usr/libexec/asf-provision/mkrootfs.sh" ] || fail "mkrootfs.sh is not in asf-provision's package"
 echo "test-deb: ok: asf-provision"
 
+# The manual pages make install makes are in the packages (asp-exec, asf-provision, libasp-dev).
+for m in man1/asp-exec.1.gz man1/asf-provision.1.gz man3/libasp.3.gz; do
+	[ -e "$root/usr/share/man/$m" ] || fail "usr/share/man/$m is in no package"
+done
+echo "test-deb: ok: manual pages"
+
 echo "test-deb: passed"
