@@ -131,7 +131,11 @@ def convert(md):
                     chunk.append(d)
         else:
             text, i = block(i, lambda l: l.strip() and not l.startswith(("#", "|", "    ")))
-            out += [".PP"] + para(text)
+            if out and out[-1] == ".SH NAME":
+                # whatis/apropos (and lintian) read "name \- description", no .PP before it.
+                out += [p.replace(" \\[u2014] ", " \\- ", 1) for p in para(text)]
+            else:
+                out += [".PP"] + para(text)
     return "\n".join(out) + "\n"
 
 
