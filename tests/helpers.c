@@ -71,6 +71,15 @@ asp_sandbox *sb_open_opts(const asp_open_options *o)
 	return sb;
 }
 
+asp_sandbox *sb_open_transport(const char *config, unsigned int transport)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+
+	o.config_path = config;
+	o.file_transport = transport;
+	return sb_open_opts(&o);
+}
+
 asp_sandbox *sb_open(const char *config)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;

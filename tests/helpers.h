@@ -46,6 +46,9 @@ asp_sandbox *sb_open(const char *config);
 /* asp_open with these options, as they are; fails the test unless ASP_OK. */
 asp_sandbox *sb_open_opts(const asp_open_options *o);
 
+/* asp_open of config with this file_transport (ASP_FILES_*), nothing else set. */
+asp_sandbox *sb_open_transport(const char *config, unsigned int transport);
+
 /*
  * A suite's unchecked fixture: start the sshd fixture into *fx and open its
  * config once, so that a broken fixture fails early and once.

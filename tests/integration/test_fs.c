@@ -419,15 +419,6 @@ END_TEST
  * and over shell commands: under auto, which one a read or write takes
  * depends on the round trip the connection measured.
  */
-static asp_sandbox *open_with(unsigned int transport)
-{
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-
-	o.config_path = fx.config;
-	o.file_transport = transport;
-	return sb_open_opts(&o);
-}
-
 #define NO_SUCH_CASE 1000
 
 /* Failing call number i on sb; NO_SUCH_CASE past the last. */
@@ -465,7 +456,8 @@ static int failing_call(asp_sandbox *sb, int i, asp_error *e)
 
 START_TEST(test_errors_same_over_both_transports)
 {
-	asp_sandbox *sftp = open_with(ASP_FILES_SFTP), *sh = open_with(ASP_FILES_EXEC);
+	asp_sandbox *sftp = sb_open_transport(fx.config, ASP_FILES_SFTP);
+	asp_sandbox *sh = sb_open_transport(fx.config, ASP_FILES_EXEC);
 	asp_exec_result *r;
 	int i, rc1, rc2;
 

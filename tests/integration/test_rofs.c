@@ -63,15 +63,6 @@ static void rofs_teardown(void)
 	fx_sshd_stop(&fx);
 }
 
-static asp_sandbox *open_with(unsigned int transport)
-{
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-
-	o.config_path = fx.config;
-	o.file_transport = transport;
-	return sb_open_opts(&o);
-}
-
 #define NO_SUCH_CASE 1000
 
 /* Call number i that writes into the read-only file system; NO_SUCH_CASE past the last. */
@@ -108,8 +99,8 @@ START_TEST(test_read_only_same_over_both_transports)
 			"(needs root)\n");
 		return;
 	}
-	sftp = open_with(ASP_FILES_SFTP);
-	sh = open_with(ASP_FILES_EXEC);
+	sftp = sb_open_transport(fx.config, ASP_FILES_SFTP);
+	sh = sb_open_transport(fx.config, ASP_FILES_EXEC);
 	/* The file system is really read-only, and the files are there. */
 	ck_assert(access(ro_dir, W_OK) < 0 && errno == EROFS);
 	ck_assert_int_eq(asp_stat(&st, sftp, "ro/file", NULL, NULL), ASP_OK);
@@ -139,7 +130,8 @@ END_TEST
 /* A permission failure on a writable file system stays ASP_EACCES: the check tells them apart. */
 START_TEST(test_permission_denied_is_not_read_only)
 {
-	asp_sandbox *sftp = open_with(ASP_FILES_SFTP), *sh = open_with(ASP_FILES_EXEC);
+	asp_sandbox *sftp = sb_open_transport(fx.config, ASP_FILES_SFTP);
+	asp_sandbox *sh = sb_open_transport(fx.config, ASP_FILES_EXEC);
 	asp_exec_result *r;
 	asp_error e1 = { 0 }, e2 = { 0 };
 	int rc1, rc2;

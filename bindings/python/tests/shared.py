@@ -15,6 +15,7 @@ FX.write_config(path, ...), FX.restart(), ...).
 
 import os
 import sys
+import time
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,7 +28,8 @@ for _path in (HERE, PKG_ROOT):
 import asp  # noqa: E402
 from sshd_fixture import SshdFixture  # noqa: E402
 
-__all__ = ["HERE", "PKG_ROOT", "REPO", "asp", "SshdFixture", "FixtureForModule", "SandboxTest"]
+__all__ = ["HERE", "PKG_ROOT", "REPO", "asp", "SshdFixture", "FixtureForModule", "SandboxTest", "proc_alive",
+           "wait_dead"]
 
 
 class FixtureForModule:
@@ -78,3 +80,23 @@ class SandboxTest(unittest.TestCase):
     def local(self, *names):
         """The same path seen locally (the fixture's workspace is a local directory)."""
         return os.path.join(self.fx.workspace, self.d, *names)
+
+
+def proc_alive(pid):
+    """A local process (the sandbox is local here) exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def wait_dead(pid, timeout=10.0):
+    """True once pid is gone (a hang detector, not a timing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not proc_alive(pid):
+            return True
+        time.sleep(0.05)
+    return not proc_alive(pid)

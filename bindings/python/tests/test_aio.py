@@ -14,9 +14,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import FixtureForModule, asp  # noqa: E402
+from shared import FixtureForModule, asp, proc_alive, wait_dead  # noqa: E402
 import asp.aio  # noqa: E402
-from test_asp import proc_alive, wait_dead  # noqa: E402
 
 FX = FixtureForModule()
 setUpModule, tearDownModule = FX.start, FX.stop

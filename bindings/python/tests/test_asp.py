@@ -23,7 +23,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shared  # noqa: E402
-from shared import PKG_ROOT, REPO, FixtureForModule, SshdFixture, asp  # noqa: E402
+from shared import PKG_ROOT, REPO, FixtureForModule, SshdFixture, asp, proc_alive, wait_dead  # noqa: E402
 from asp import _lib  # noqa: E402
 import sshd_fixture  # noqa: E402
 from sshd_fixture import OMIT  # noqa: E402
@@ -31,25 +31,6 @@ from sshd_fixture import OMIT  # noqa: E402
 IS_ROOT = os.geteuid() == 0
 FX = FixtureForModule()
 setUpModule, tearDownModule = FX.start, FX.stop
-
-
-def proc_alive(pid):
-    """A local process (the sandbox is local here) exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def wait_dead(pid, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def huge_page_advice(addr):

@@ -11,14 +11,12 @@ import sys
 import time
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-PKG_ROOT = os.path.dirname(HERE)
-sys.path.insert(0, PKG_ROOT)
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import PKG_ROOT, FixtureForModule, proc_alive  # noqa: E402
+from shared import wait_dead as _wait_dead  # noqa: E402
 
-from sshd_fixture import SshdFixture  # noqa: E402
-
-FX = None
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 HANG = 30.0  # a hang detector, not a timing
 
 # The command: a background sleep in its group and one that left it (setsid); the pids in a file.
@@ -38,32 +36,8 @@ except KeyboardInterrupt:
 """
 
 
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
-
-
-def tearDownModule():
-    if FX:
-        FX.stop()
-
-
-def proc_alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def wait_dead(pid, timeout=HANG):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not proc_alive(pid):
-            return True
-        time.sleep(0.05)
-    return not proc_alive(pid)
+    return _wait_dead(pid, timeout)
 
 
 class HarnessTest(unittest.TestCase):

@@ -11,24 +11,11 @@ import tempfile
 import threading
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import HERE, FixtureForModule, asp  # noqa: E402
 
-import asp  # noqa: E402
-from sshd_fixture import SshdFixture  # noqa: E402
-
-FX = None
-
-
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
-
-
-def tearDownModule():
-    if FX:
-        FX.stop()
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 
 
 class Capture(logging.Handler):

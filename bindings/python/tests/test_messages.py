@@ -6,25 +6,12 @@ import os
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from shared import FixtureForModule, asp  # noqa: E402
 
-import asp  # noqa: E402
-from sshd_fixture import SshdFixture  # noqa: E402
-
-FX = None
+FX = FixtureForModule()
+setUpModule, tearDownModule = FX.start, FX.stop
 C_WORDS = ("asp_open_options", "asp_exec_options", "stdin_data", "timeout_ms", "_ms)")
-
-
-def setUpModule():
-    global FX
-    FX = SshdFixture().start()
-
-
-def tearDownModule():
-    if FX:
-        FX.stop()
 
 
 class MessagesTest(unittest.TestCase):
