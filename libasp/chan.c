@@ -246,7 +246,7 @@ static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *e
  * (an agent: the model thinks between tool calls) can have that done
  * during the pause. When a call that came after a pause ends and no other
  * call of the handle runs, the warm channel gets its exec request at once,
- * ASP_PRIME_BOOT: the login shell starts and waits for a script on stdin
+ * asp__prime_boot(): the login shell starts and waits for a script on stdin
  * (quote.h), and a new warm channel is opened behind it. The next command
  * sends its wrapper, framed, as data: one round trip and what the command
  * itself costs.
@@ -272,12 +272,14 @@ static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *e
 /* Take the primed shell's answer if it came; never waits. */
 static void shell_poll(asp_conn *c)
 {
+	size_t len;
+	const char *boot;
 	int rc;
 
 	if (!c->chan.shell || c->chan.shell_ready)
 		return;
-	rc = libssh2_channel_process_startup(c->chan.shell, "exec", 4, ASP_PRIME_BOOT,
-					     sizeof(ASP_PRIME_BOOT) - 1);
+	boot = asp__prime_boot(&len);
+	rc = libssh2_channel_process_startup(c->chan.shell, "exec", 4, boot, (unsigned int)len);
 	if (!rc) {
 		c->chan.shell_ready = 1;
 		return;
@@ -371,6 +373,8 @@ void asp__chan_call_begin(asp_conn *c, uint64_t gen)
 void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 {
 	LIBSSH2_CHANNEL *ch;
+	size_t len;
+	const char *boot = asp__prime_boot(&len);
 	int rc;
 
 	c->chan.last_end_ms = asp__now_ms();
@@ -379,12 +383,12 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 	shell_reap(c);
 	if (c->chan.shell)
 		shell_retire(c); /* primed before this call ended: stale */
-	if (!alone || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening ||
+	if (!boot || !alone || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening ||
 	    !(ch = c->chan.warm) || (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		return;
 	c->chan.warm = NULL;
-	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, ASP_PRIME_BOOT,
-						     sizeof(ASP_PRIME_BOOT) - 1)) == LIBSSH2_ERROR_EAGAIN &&
+	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, boot, (unsigned int)len)) ==
+		       LIBSSH2_ERROR_EAGAIN &&
 	       (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		/* Sent in part: libssh2 must finish this packet before any other. */
 		if (asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, NULL))

@@ -157,7 +157,7 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define IO_BUF 65536
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
-#define ASP_PRIME_SCRIPT_MAX 4096u   /* a primed shell reads its script a byte at a time; the watchdog is ~1.7 KB */
+#define ASP_PRIME_SCRIPT_MAX 4096u   /* a primed shell reads its script a byte at a time (the watchdog is in its boot) */
 
 /* What asp__exec_stats reports (tests: a hook, common.h). */
 #ifdef ASP_TEST_HOOKS
@@ -739,7 +739,7 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 		    const asp_exec_options *o, int own, int *started, asp_error *err)
 {
 	run x;
-	asp_buf script = { 0 }, piped = { 0 }, inl = { 0 };
+	asp_buf script = { 0 }, piped = { 0 }, inl = { 0 }, primed = { 0 };
 	unsigned char rnd[24];
 	uint64_t t0 = asp__now_ms();
 	int rc, i;
@@ -767,13 +767,16 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 	 * The wrapper; for the exec request, with small stdin inside when that
 	 * saves a round trip (inline_stdin) and the whole still fits.
 	 */
-	if ((rc = asp__exec_script(&script, x.marker, x.token, cwd, o->env, command, own, err)) ||
+	if ((rc = asp__exec_script(&script, x.marker, x.token, cwd, o->env, command, own, 0, err)) ||
 	    (rc = inline_stdin(c, o, command, &piped, err)) ||
 	    (piped.len && (rc = asp__exec_script(&inl, x.marker, x.token, cwd, o->env, (char *)piped.data, own,
-						 err)))) {
+						 0, err))) ||
+	    (c->chan.shell &&
+	     (rc = asp__exec_script(&primed, x.marker, x.token, cwd, o->env, command, own, 1, err)))) {
 		asp__buf_free(&piped);
 		asp__buf_free(&inl);
 		asp__buf_free(&script);
+		asp__buf_free(&primed);
 		return rc;
 	}
 	asp__buf_free(&piped);
@@ -785,13 +788,14 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 				"text; an exec request holds at most %u: pass long text through stdin_data",
 				script.len, ASP_EXEC_SCRIPT_MAX);
 		asp__buf_free(&script);
+		asp__buf_free(&primed);
 		return rc;
 	}
 	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
 	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
 	    (streams_fd(o) && !(x.fdbuf = asp__malloc(IO_BUF))) ||
-	    (c->chan.shell && script.len < ASP_PRIME_SCRIPT_MAX - 16 &&
-	     asp__prime_frame(&x.frame, (char *)script.data, script.len))) {
+	    (primed.len && primed.len < ASP_PRIME_SCRIPT_MAX - 16 &&
+	     asp__prime_frame(&x.frame, (char *)primed.data, primed.len))) {
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -871,6 +875,7 @@ out:
 	asp__free(x.fdbuf);
 	asp__buf_free(&script);
 	asp__buf_free(&inl);
+	asp__buf_free(&primed);
 	if (rc) {
 		asp_exec_result_free(x.r);
 		return rc;

@@ -3,6 +3,7 @@
  */
 #include "quote.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -102,28 +103,68 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * along. The parent is read in the wrapper: zsh gives a subshell its own
  * PPID (and splits words only when told). Without /proc there is no watchdog. Costs two forks per command,
  * in the sandbox, beside the command.
+ *
+ * It is the shell function _asp_wd, whose argument is the call's token
+ * (the kill script finds the call's processes by it, as $_asp_t): the
+ * wrapper defines it, calls it and unsets it, except in a primed shell,
+ * whose exec request (asp__prime_boot) defined it already. A primed shell
+ * reads its script a byte at a time, and the watchdog is most of a
+ * wrapper's text: sent once with the exec request, it costs the call
+ * nothing to read.
  */
 static int kill_quoted(asp_buf *out, const char *token);
 
 #define WATCHDOG_POLL "0.5"
 #define WATCHDOG_GRACE_MS 500u
 
-static int put_watchdog(asp_buf *out, const char *token)
+static int put_watchdog_fn(asp_buf *out)
 {
-	if (asp__buf_puts(out, "_asp_q=$PPID; [ -r /proc/$$/stat ] && ( ( trap 'kill $s 2>/dev/null; exit 0' TERM; "
+	if (asp__buf_puts(out, "_asp_wd() { _asp_q=$PPID; _asp_t=$1; [ -r /proc/$$/stat ] && ( ( "
+			  "trap 'kill $s 2>/dev/null; exit 0' TERM; "
 			  "{ setopt shwordsplit; } 2>/dev/null; "
 			  "s=; w=$$; q=$_asp_q; while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
 			  "set -- ${l##*) }; [ \"$1\" = Z ] && exit 0; [ \"$2\" = \"$q\" ] || "
-			  "{ g=$3; export g; exec sh -c ") ||
-	    kill_quoted(out, token) ||
+			  "{ g=$3; export g _asp_t; exec sh -c ") ||
+	    kill_quoted(out, "\"$_asp_t\"") ||
 	    asp__buf_puts(out, "; }; sleep " WATCHDOG_POLL " & s=$!; wait $s; done ) & ) </dev/null >/dev/null 2>&1 & "
-			  "unset _asp_q; "))
+			  "unset _asp_q _asp_t; }; "))
 		return ASP_ENOMEM;
 	return 0;
 }
 
+/* The call of the watchdog, and its definition first unless the shell has it. */
+static int put_watchdog(asp_buf *out, const char *token, int primed)
+{
+	if ((!primed && put_watchdog_fn(out)) ||
+	    asp__buf_printf(out, "_asp_wd %s; unset -f _asp_wd; ", token))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+static char prime_boot[4096];
+static size_t prime_boot_len;
+static pthread_once_t prime_boot_once = PTHREAD_ONCE_INIT;
+
+static void prime_boot_build(void)
+{
+	asp_buf b = { 0 };
+
+	if (!put_watchdog_fn(&b) && !asp__buf_puts(&b, ASP_PRIME_BOOT) && b.len < sizeof(prime_boot)) {
+		memcpy(prime_boot, b.data, b.len);
+		prime_boot_len = b.len;
+	}
+	asp__buf_free(&b);
+}
+
+const char *asp__prime_boot(size_t *len)
+{
+	pthread_once(&prime_boot_once, prime_boot_build);
+	*len = prime_boot_len;
+	return prime_boot_len ? prime_boot : NULL;
+}
+
 int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,
-		     const char *const *env, const char *command, int own, asp_error *err)
+		     const char *const *env, const char *command, int own, int primed, asp_error *err)
 {
 	size_t i;
 	int rc;
@@ -167,7 +208,7 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *token, const 
 			    "{ _asp_g=${_asp_g##*) }; _asp_g=${_asp_g#* }; _asp_g=${_asp_g#* }; "
 			    "_asp_g=${_asp_g%%%% *}; }; printf '%%s:%%s\\n' %s \"$_asp_g\"; "
 			    "unset _asp_g; ", marker) ||
-	    (!own && put_watchdog(out, token)) || asp__buf_puts(out, "exec 3>&1; "))
+	    (!own && put_watchdog(out, token, primed)) || asp__buf_puts(out, "exec 3>&1; "))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	/*
 	 * A file script's `exit` ends the wrapper's shell, and the EXIT trap

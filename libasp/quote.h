@@ -29,9 +29,11 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
  * own: COMMAND is one of libasp's file scripts (asp__shfs_*_script), which
  * may `exit`: it runs in the wrapper's shell, and an EXIT trap writes the
  * end line.
+ * primed: the script goes to a primed shell (asp__prime_boot), which has
+ * the watchdog's definition already; the script only calls it.
  */
 int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,
-		     const char *const *env, const char *command, int own, asp_error *err);
+		     const char *const *env, const char *command, int own, int primed, asp_error *err);
 
 /*
  * The primed shell (exec.c). ASP_PRIME_BOOT is the exec request that
@@ -47,6 +49,13 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *token, const 
 #define ASP_PRIME_BOOT \
 	"s=;while IFS= read -r l;do case $l in .)unset l;eval \"$s\";exit;;esac;s=\"$s${l#?}\n\";done"
 int asp__prime_frame(asp_buf *out, const char *script, size_t len);
+
+/*
+ * The exec request that starts a primed shell: the watchdog's definition,
+ * then ASP_PRIME_BOOT. Built once, static; NULL (and *len 0) if it could
+ * not be built (no memory): then do not prime.
+ */
+const char *asp__prime_boot(size_t *len);
 
 /* Check that every env entry is NAME=value with a valid NAME (ASP_EINVAL otherwise). */
 int asp__env_check(const char *const *env, asp_error *err);

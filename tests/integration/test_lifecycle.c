@@ -10,9 +10,11 @@
  * detector, not a timing: the sandbox's watchdog polls twice a second.
  * Rows: OpenSSH and Dropbear (whose shell runs in a session that another
  * of its processes leads), and OpenSSH with the login shells dash, BusyBox
- * sh and zsh.
+ * sh and zsh; and the command in a primed shell (which got the watchdog
+ * with its exec request) under OpenSSH and each of those shells.
  */
 #include <check.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exec.h"
 #include "fixture/servers.h"
 #include "helpers.h"
 
@@ -29,16 +32,59 @@ static fx_sshd fx;
 #define HARNESS_CMD "sleep 300 & a=$!; setsid sleep 301 & b=$!; " \
 		    "echo \"$$ $a $b\" > " PIDS_FILE ".tmp; mv " PIDS_FILE ".tmp " PIDS_FILE "; wait; echo never"
 
-/* The harness: open, run the command, never return (it is killed). */
-static void harness(void)
+/* The first output of the harness's command: say whether it ran in a primed shell. */
+static int prime_report_fd = -1;
+
+static int report_primed(asp_stream stream, const unsigned char *data, size_t len, void *userdata)
+{
+	asp_exec_stats st;
+	char line[64];
+	int n;
+
+	if (prime_report_fd < 0)
+		return 0;
+	asp__exec_stats(&st);
+	n = snprintf(line, sizeof(line), "%lu\n", st.primed_used);
+	if (write(prime_report_fd, line, (size_t)n) != n)
+		_exit(4);
+	close(prime_report_fd);
+	prime_report_fd = -1;
+	return 0;
+}
+
+/*
+ * The harness: open, run the command, never return (it is killed). With
+ * report_fd >= 0, the command runs in a primed shell (calls with pauses
+ * before it: the second one's end primes the shell), which has the
+ * watchdog from its exec request instead of from the wrapper, and the
+ * harness writes the primed-shell use count to report_fd.
+ */
+static void harness(int report_fd)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_exec_options xo = ASP_EXEC_OPTIONS_INIT;
 	asp_sandbox *sb = NULL;
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
 
 	o.config_path = fx.config;
-	if (asp_open(&sb, &o, &e) || asp_exec(&r, sb, HARNESS_CMD, NULL, &e))
+	if (asp_open(&sb, &o, &e)) {
+		fprintf(stderr, "harness: %s\n", e.message);
+		_exit(3);
+	}
+	if (report_fd >= 0) {
+		for (int i = 0; i < 2; i++) {
+			if (asp_exec(&r, sb, "true", NULL, &e)) {
+				fprintf(stderr, "harness: %s\n", e.message);
+				_exit(3);
+			}
+			asp_exec_result_free(r);
+			usleep(400000); /* a pause longer than the round trip and the priming pause */
+		}
+		prime_report_fd = report_fd;
+		xo.on_output = report_primed;
+	}
+	if (asp_exec(&r, sb, "echo started; " HARNESS_CMD, &xo, &e))
 		fprintf(stderr, "harness: %s\n", e.message);
 	_exit(3);
 }
@@ -66,16 +112,33 @@ static void read_pids(pid_t harness_pid, int pids[3])
 	}
 }
 
-static void harness_killed(void)
+static void harness_killed_as(int primed)
 {
-	int pids[3], i, st;
+	int pids[3], i, st, fds[2] = { -1, -1 };
 	pid_t h;
 
+	if (primed)
+		ck_assert_int_eq(pipe(fds), 0);
 	h = fork();
 	ck_assert_int_ge(h, 0);
-	if (!h)
-		harness();
+	if (!h) {
+		if (primed)
+			close(fds[0]);
+		harness(fds[1]);
+	}
+	if (primed)
+		close(fds[1]);
 	read_pids(h, pids);
+	if (primed) {
+		char line[64] = { 0 };
+		struct pollfd pf = { .fd = fds[0], .events = POLLIN };
+		ssize_t n = poll(&pf, 1, 20000 * fx_slowdown()) == 1 ? read(fds[0], line, sizeof(line) - 1) : -1;
+
+		close(fds[0]);
+		ck_assert_msg(n > 0 && strtoul(line, NULL, 10) >= 1,
+			      "the command did not run in a primed shell (primed shells used: %s)",
+			      n > 0 ? line : "no report");
+	}
 	for (i = 0; i < 3; i++)
 		ck_assert_msg(pids[i] > 1 && pid_alive(pids[i]), "process %d of the command is not running",
 			      pids[i]);
@@ -85,6 +148,11 @@ static void harness_killed(void)
 	for (i = 0; i < 3; i++)
 		ck_assert_msg(wait_gone(pids[i], 20000), "process %d (%s) outlived its connection", pids[i],
 			      i == 0 ? "the wrapper shell" : i == 1 ? "a sleep in its group" : "a setsid sleep");
+}
+
+static void harness_killed(void)
+{
+	harness_killed_as(0);
 }
 
 START_TEST(openssh_harness_killed)
@@ -121,6 +189,30 @@ START_TEST(shell_harness_killed)
 }
 END_TEST
 
+/* The same through a primed shell, whose watchdog came with its exec request. */
+START_TEST(openssh_primed_harness_killed)
+{
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	harness_killed_as(1);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+START_TEST(shell_primed_harness_killed)
+{
+	const char *user = shell_users[_i];
+	char extra[64];
+
+	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
+	ck_assert_int_eq(fx_sshd_start_with(&fx, extra), 0);
+	snprintf(fx.user, sizeof(fx.user), "%s", user);
+	ck_assert_int_eq(fx_run("chown %s: '%s'", user, fx.workspace), 0);
+	ck_assert_int_eq(fx_write_config(&fx, fx.config, NULL), 0);
+	harness_killed_as(1);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
 /* The watchdog is no child of the command's shell: a `wait` there does not wait for it. */
 START_TEST(wait_returns)
 {
@@ -144,6 +236,9 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, dropbear_harness_killed);
 	tcase_add_test(tc, wait_returns);
 	tcase_add_loop_test(tc, shell_harness_killed, 0, (int)(sizeof(shell_users) / sizeof(shell_users[0])));
+	tcase_add_test(tc, openssh_primed_harness_killed);
+	tcase_add_loop_test(tc, shell_primed_harness_killed, 0,
+			    (int)(sizeof(shell_users) / sizeof(shell_users[0])));
 	suite_add_tcase(s, tc);
 	return s;
 }
