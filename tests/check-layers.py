@@ -358,7 +358,8 @@ def upward(t, roots, e):
     for path, inf in t.info.items():
         root = inf[0]
         if root in orders:
-            d = os.path.dirname(inf[1])
+            # The module's folder is its name's (ssh.h's for session.c).
+            d = os.path.dirname(os.path.relpath(t.module[path], root))
             folder[t.module[path]] = (root, d.split(os.sep)[0] if d else '.')
     seen = set()
     for m, (root, f) in sorted(folder.items()):
