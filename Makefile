@@ -28,14 +28,25 @@ DEP_CFLAGS  := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 DEP_LIBS    := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lpthread
 CHECK_LIBS  := $(shell pkg-config --libs check 2>/dev/null)
 
+# libasp/ has a folder per layer (libasp/LAYERS gives their order, tests/check-layers.sh
+# holds them to it) and the public API (sandbox.c) at its top. Every folder is on the
+# include path, so a file includes a header by its name alone ("common.h").
+LIB_DIRS    := $(patsubst %/,%,$(sort $(dir $(wildcard libasp/*/*.[ch]))))
+LIB_INC     := $(LIB_DIRS:%=-I%)
 WARN        := -Wall -Wextra -Wpedantic -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
                -Wno-unused-parameter
 OPT         ?= -O2 -g
-CFLAGS_ALL  := -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SANFLAGS) -Iinclude -Ilibasp $(DEP_CFLAGS) $(CFLAGS)
+CFLAGS_ALL  := -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SANFLAGS) -Iinclude $(LIB_INC) $(DEP_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL := $(SANFLAGS) $(LDFLAGS)
 
-LIB_SRC     := $(wildcard libasp/*.c)
+LIB_SRC     := $(wildcard libasp/*.c libasp/*/*.c)
+LIB_HDR     := $(wildcard libasp/*/*.h)
+# The objects mirror the folders (build/obj/core/common.o); ar keys a member by its file
+# name alone, so two .c files of one name would lose one in libasp.a.
 LIB_OBJ     := $(LIB_SRC:libasp/%.c=$(BUILD)/obj/%.o)
+ifneq ($(words $(notdir $(LIB_SRC))),$(words $(sort $(notdir $(LIB_SRC)))))
+$(error libasp: two .c files share a name (libasp.a would keep one): $(sort $(notdir $(LIB_SRC))))
+endif
 SHARED      := $(BUILD)/libasp.so.$(VERSION)
 STATIC      := $(BUILD)/libasp.a
 
@@ -59,7 +70,8 @@ all: lib tools
 
 lib: $(SHARED) $(STATIC) $(BUILD)/libasp.so $(BUILD)/$(SONAME) $(BUILD)/libasp.pc
 
-$(BUILD)/obj/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj
+$(BUILD)/obj/%.o: libasp/%.c $(LIB_HDR) include/asp.h | $(BUILD)/obj
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -DASP_BUILDING -c $< -o $@
 
 $(BUILD)/obj $(BUILD)/obj-hooks $(BUILD)/tests $(BUILD)/bin:
@@ -102,14 +114,14 @@ tools: lib
 ASP_EXEC_DIR    := tools/asp-exec
 ASP_EXEC_COMMON := $(addprefix $(ASP_EXEC_DIR)/,opts.c client.c proto.c rundir.c sha256.c signals.c util.c)
 # libasp's discovery is libc only; the front compiles it, the core links it from libasp.
-ASP_EXEC_FRONT  := $(ASP_EXEC_DIR)/front.c libasp/discover.c
+ASP_EXEC_FRONT  := $(ASP_EXEC_DIR)/front.c libasp/config/discover.c
 ASP_EXEC_CORE   := $(addprefix $(ASP_EXEC_DIR)/,core.c run.c json.c pump.c check.c master.c progress.c)
 ASP_EXEC        := $(BUILD)/bin/asp-exec $(BUILD)/bin/asp-exec-core
 
 tools: $(ASP_EXEC)
 tests: $(ASP_EXEC)
 
-$(BUILD)/bin/asp-exec: $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) libasp/discover.h include/asp.h | $(BUILD)/bin
+$(BUILD)/bin/asp-exec: $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(wildcard $(ASP_EXEC_DIR)/*.h) libasp/config/discover.h include/asp.h | $(BUILD)/bin
 	$(CC) $(CFLAGS_ALL) -o $@ $(ASP_EXEC_FRONT) $(ASP_EXEC_COMMON) $(LDFLAGS_ALL) \
 	    $(shell pkg-config --libs libcjson 2>/dev/null)
 
@@ -212,7 +224,8 @@ HOOKS_SRC := $(shell grep -l ASP_TEST_ $(LIB_SRC))
 HOOKS_OBJ := $(HOOKS_SRC:libasp/%.c=$(BUILD)/obj-hooks/%.o)
 HOOKS_LIB := $(BUILD)/tests/libasp-hooks.a
 
-$(BUILD)/obj-hooks/%.o: libasp/%.c libasp/*.h include/asp.h | $(BUILD)/obj-hooks
+$(BUILD)/obj-hooks/%.o: libasp/%.c $(LIB_HDR) include/asp.h | $(BUILD)/obj-hooks
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -fPIC -fvisibility=hidden -DASP_BUILDING -DASP_TEST_HOOKS -c $< -o $@
 
 $(HOOKS_LIB): $(filter-out $(HOOKS_SRC:libasp/%.c=$(BUILD)/obj/%.o),$(LIB_OBJ)) $(HOOKS_OBJ) | $(BUILD)/tests
@@ -274,7 +287,7 @@ fuzz:
 	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_one,$(t)))
 
 define fuzz_one
-	clang -std=c11 -D_GNU_SOURCE -DASP_TEST_HOOKS -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Ilibasp \
+	clang -std=c11 -D_GNU_SOURCE -DASP_TEST_HOOKS -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude $(LIB_INC) \
 	    $(DEP_CFLAGS) -o $(FUZZ_BUILD)/fuzz-$(1) tests/fuzz/fuzz_$(1).c $(LIB_SRC) $(DEP_LIBS)
 	mkdir -p $(FUZZ_BUILD)/corpus-$(1)
 	n=0; for f in $$(find $(FUZZ_CORPUS_$(1)) -type f ! -name '*.expect'); do \

@@ -1036,7 +1036,7 @@ METHOD = """## Method
   Its TCP connect is local, so cold-start RTT counts there are one RTT short of a real link for every
   peer alike.
 - Bulk: libasp uses the handle's default pool (4 connections); a read or atomic write of 32 MiB or
-  more is cut into parts that several pooled connections move at once (libasp/bulk.c), and
+  more is cut into parts that several pooled connections move at once (libasp/fs/bulk.c), and
   *libasp (1 connection)* is the same with `max_connections = 1`.
 - Scale: RSS (VmRSS) of the client before and after opening N connections that each ran one exec;
   libasp's N pooled connections come from N threads (on stacks the benchmark unmaps afterwards) in

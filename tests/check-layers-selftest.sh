@@ -1,7 +1,9 @@
 #!/bin/sh
 # check-layers-selftest.sh - the layer check (tests/check-layers.py) fails
 # on a cycle and passes without one: on a small tree made here, then on
-# copies of tools/asf-provision/ and libasp/ with a cycle planted in them.
+# copies of tools/asf-provision/ and libasp/ with a cycle planted in them;
+# and it fails on an edge into a folder above its own (libasp/LAYERS) or
+# a folder LAYERS does not name, planted in copies of libasp/.
 # The real tree is never touched.
 cd "$(dirname "$0")/.." || exit 2
 PYTHON=${PYTHON:-python3}
@@ -140,12 +142,12 @@ fails "$tmp/asf" "tools/asf-provision with report.c calling kube.c fails" \
 
 cp -R libasp "$tmp/libasp"
 $CHECK "$tmp/libasp" >"$tmp/out" 2>&1
-if grep -q "cycle:.*libasp/common" "$tmp/out"; then
+if grep -q "cycle:.*libasp/core/common" "$tmp/out"; then
 	bad "the copy of libasp already has a cycle through common"
 else
 	ok "the copy of libasp has no cycle through common (before planting)"
 fi
-cat >>"$tmp/libasp/common.c" <<'EOF'
+cat >>"$tmp/libasp/core/common.c" <<'EOF'
 
 void asp__common_planted(void);
 
@@ -155,7 +157,28 @@ void asp__common_planted(void)
 }
 EOF
 fails "$tmp/libasp" "libasp with common.c calling asp__exec_run fails" \
-	"libasp/common -> $tmp/libasp/exec: $tmp/libasp/common.c:" "names asp__exec_run ("
+	"libasp/core/common -> $tmp/libasp/exec/exec: $tmp/libasp/core/common.c:" \
+	"names asp__exec_run (" "upward: $tmp/libasp/core/common -> $tmp/libasp/exec/exec (folder exec is above core"
+
+# Upward edges that make no cycle: only the folder order catches them.
+rm -rf "$tmp/libasp" && cp -R libasp "$tmp/libasp"
+passes "$tmp/libasp" "a copy of libasp passes (its folders in the order of libasp/LAYERS)"
+printf '#include "exec.h"\n' >>"$tmp/libasp/ssh/pool.c"
+line=$(wc -l <"$tmp/libasp/ssh/pool.c")
+fails "$tmp/libasp" "libasp with ssh/pool.c including exec.h (no cycle) fails" \
+	"upward: $tmp/libasp/ssh/pool -> $tmp/libasp/exec/exec (folder exec is above ssh" \
+	"libasp/ssh/pool.c:$line includes \"exec.h\"" "1 edge(s) against the folder order"
+if grep -q "cycle" "$tmp/out"; then bad "the planted include made a cycle: the case tests nothing"; fi
+
+rm -rf "$tmp/libasp" && cp -R libasp "$tmp/libasp"
+mv "$tmp/libasp/fs/bulk.c" "$tmp/libasp/fs/bulk.h" "$tmp/libasp/core/"
+fails "$tmp/libasp" "libasp with bulk.c moved down into core/ fails" \
+	"upward: $tmp/libasp/core/bulk -> $tmp/libasp/ssh/pool (folder ssh is above core" \
+	"libasp/core/bulk.c:"
+
+rm -rf "$tmp/libasp" && cp -R libasp "$tmp/libasp"
+mkdir "$tmp/libasp/extra" && printf 'int asp__extra(void);\n' >"$tmp/libasp/extra/extra.h"
+fails "$tmp/libasp" "libasp with a folder LAYERS does not name fails" "folder extra is not in"
 
 $CHECK "$tmp/nowhere" >"$tmp/out" 2>&1
 if [ $? -eq 2 ]; then ok "a directory that does not exist is an error"; else bad "a missing directory"; fi

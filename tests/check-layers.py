@@ -19,8 +19,15 @@ to it). Names are matched by where they are defined, not by their
 prefix, so a tree whose functions do not follow asp__<module>_<verb>
 (tools/asf-provision) is checked the same way.
 
-Exit 0 when the graph has no cycle; else 1, naming each cycle with the
-line that makes each of its edges. --graph prints the edges, --layers the
+A DIR with a file LAYERS (libasp/LAYERS) is cut into folders: LAYERS names
+them one a line, lowest first ("." is DIR itself; # starts a comment).
+A module may then depend only on modules of its own folder or of a folder
+named before it: an edge into a folder named after its own fails, and so
+does a folder of .c/.h files that LAYERS does not name.
+
+Exit 0 when the graph has no cycle and no edge goes up; else 1, naming
+each cycle with the line that makes each of its edges, and each upward
+edge with its line. --graph prints the edges, --layers the
 modules by layer (a module's layer is one more than the highest of what it
 depends on; the modules of a cycle share one, shown in braces).
 """
@@ -325,6 +332,52 @@ def a_cycle(comp, adj):
     return [start, start]
 
 
+def folder_order(root):
+    """The folders of root/LAYERS, lowest first, or None when root has none."""
+    path = os.path.join(root, 'LAYERS')
+    if not os.path.isfile(path):
+        return None
+    order = []
+    with open(path, encoding='utf-8') as fh:
+        for line in fh:
+            line = line.split('#', 1)[0].strip()
+            if line:
+                order.append(os.path.normpath(line))
+    return order
+
+
+def upward(t, roots, e):
+    """(problems, orders): each upward edge and each folder LAYERS does not name."""
+    bad, orders = [], {}
+    for root in roots:
+        root = os.path.normpath(root)
+        order = folder_order(root)
+        if order is not None:
+            orders[root] = order
+    folder = {}  # module -> (root, its folder)
+    for path, inf in t.info.items():
+        root = inf[0]
+        if root in orders:
+            # The module's folder is its name's (ssh.h's for session.c).
+            d = os.path.dirname(os.path.relpath(t.module[path], root))
+            folder[t.module[path]] = (root, d.split(os.sep)[0] if d else '.')
+    seen = set()
+    for m, (root, f) in sorted(folder.items()):
+        if f not in orders[root] and (root, f) not in seen:
+            seen.add((root, f))
+            bad.append('%s: folder %s is not in %s' % (m, f, os.path.join(root, 'LAYERS')))
+    for (a, b), why in sorted(e.items()):
+        if a not in folder or b not in folder or folder[a][0] != folder[b][0]:
+            continue
+        root, fa = folder[a]
+        fb = folder[b][1]
+        order = orders[root]
+        if fa in order and fb in order and order.index(fb) > order.index(fa):
+            bad.append('upward: %s -> %s (folder %s is above %s in %s): %s'
+                       % (t.name(a), t.name(b), fb, fa, os.path.join(root, 'LAYERS'), why))
+    return bad, orders
+
+
 def main(argv):
     show_graph = '--graph' in argv
     show_layers = '--layers' in argv
@@ -376,11 +429,20 @@ def main(argv):
         if len(comp) > len(cyc) - 1:
             print('    (tangled with it: %s)' % ' '.join(t.name(v) for v in comp if v not in cyc),
                   file=sys.stderr)
+    up, orders = upward(t, roots, e)
+    for u in up:
+        print('check-layers: %s' % u, file=sys.stderr)
     if bad:
         print('check-layers: %d cycle(s) among the modules of %s' % (len(bad), ' '.join(roots)),
               file=sys.stderr)
+    if up:
+        print('check-layers: %d edge(s) against the folder order of %s'
+              % (len(up), ' '.join(os.path.join(r, 'LAYERS') for r in sorted(orders))), file=sys.stderr)
+    if bad or up:
         return 1
-    print('check-layers: %s: %d modules, %d edges, no cycle' % (' '.join(roots), len(nodes), len(e)))
+    folders = ''.join('; folders %s' % ' < '.join(o) for r, o in sorted(orders.items()))
+    print('check-layers: %s: %d modules, %d edges, no cycle%s'
+          % (' '.join(roots), len(nodes), len(e), folders))
     return 0
 
 

@@ -3,7 +3,10 @@
 # tools/asf-provision/ (or of the directories given): a module is a .c/.h
 # pair, an edge an #include or a call into another module's .c. Each
 # cycle is named with the lines that make it (tests/check-layers.py).
-# tests/check-layers-selftest.sh shows it failing on a planted cycle.
+# A directory with a LAYERS file (libasp/LAYERS: its folders, lowest
+# first) also fails on an edge into a folder above its own.
+# tests/check-layers-selftest.sh shows it failing on a planted cycle and
+# on a planted upward edge.
 cd "$(dirname "$0")/.." || exit 2
 PYTHON=${PYTHON:-python3}
 [ $# -gt 0 ] || set -- libasp tools/asf-provision

@@ -25,7 +25,7 @@ out=$(for f in $files; do
 			printf "%s:%d: %d columns, more than 120\n", f, NR, w
 	}' "$f"
 done
-grep -n '\(^\|[^_a-z]\)strerror(' libasp/*.c /dev/null |
+grep -n '\(^\|[^_a-z]\)strerror(' libasp/*.c libasp/*/*.c /dev/null |
 	sed 's/^\([^:]*:[0-9]*\):.*/\1: strerror() in libasp: use ASP_ERRNO_TEXT (errtext.h), it is thread-safe/')
 
 n=$(printf '%s\n' $files | wc -l)

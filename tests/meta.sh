@@ -5,7 +5,7 @@
 #  - every error code in asp.h is in docs/api.md's table;
 #  - asp.h compiles as C99, C11 and C++ with warnings as errors;
 #  - the README's C example compiles and links (tests/docs_run.py runs it);
-#  - no test hook (libasp/common.h) is in the release library, and no function
+#  - no test hook (libasp/core/common.h) is in the release library, and no function
 #    only the tests call is outside the hooks.
 set -u
 BUILD=${BUILD:-build}
@@ -53,11 +53,11 @@ if [ -s "$tmp/readme.c" ] && cc -std=c11 -Wall -Wextra -Werror -Iinclude "$tmp/r
 	-o "$tmp/readme"; then ok
 else bad "the README's C example does not build"; fi
 
-# Test hooks: what libasp/*.c defines between `#ifdef ASP_TEST_HOOKS` and its #endif is in the
+# Test hooks: what libasp's .c files define between `#ifdef ASP_TEST_HOOKS` and its #endif is in the
 # tests' library and in neither release library (the .so's local symbols included).
-hooks=$(awk '/^#ifdef ASP_TEST_HOOKS/ { h = 1; next } /^#(endif|else)/ { h = 0 } h && /^[a-z]/' libasp/*.c |
+hooks=$(awk '/^#ifdef ASP_TEST_HOOKS/ { h = 1; next } /^#(endif|else)/ { h = 0 } h && /^[a-z]/' libasp/*.c libasp/*/*.c |
 	grep -oE 'asp__[a-z0-9_]+\(' | tr -d '(' | sort -u)
-[ -n "$hooks" ] || bad "no test hook found in libasp/*.c (#ifdef ASP_TEST_HOOKS)"
+[ -n "$hooks" ] || bad "no test hook found in libasp/*.c libasp/*/*.c (#ifdef ASP_TEST_HOOKS)"
 release=$( (nm "$BUILD/libasp.a" 2>/dev/null; nm "$BUILD/libasp.so") | awk 'NF >= 2 { print $NF }' | sort -u)
 [ -n "$release" ] || bad "no symbol found in $BUILD/libasp.a and $BUILD/libasp.so"
 testlib=$(nm --defined-only "$BUILD/tests/libasp-hooks.a" 2>/dev/null | awk 'NF == 3 { print $3 }' | sort -u)
@@ -70,13 +70,13 @@ for h in $hooks; do
 done
 # An internal function the tests call must be used by libasp or its tools too (outside comments
 # and its own definition line); one that only tests use is a hook and goes behind ASP_TEST_HOOKS.
-sed -e 's|/\*.*\*/||g' -e 's|/\*.*||' -e 's|^[[:space:]]*\*.*||' libasp/*.c tools/*/*.c |
+sed -e 's|/\*.*\*/||g' -e 's|/\*.*||' -e 's|^[[:space:]]*\*.*||' libasp/*.c libasp/*/*.c tools/*/*.c |
 	grep -vE '^[a-z]' > "$tmp/uses"
 called=$(grep -rhoE '\basp__[a-z0-9_]+' tests/ | sort -u)
 for f in $called; do
 	printf '%s\n' "$release" | grep -qx "$f" || continue
 	if grep -qw "$f" "$tmp/uses"; then ok
-	else bad "$f is called only by tests: put it behind #ifdef ASP_TEST_HOOKS (libasp/common.h)"; fi
+	else bad "$f is called only by tests: put it behind #ifdef ASP_TEST_HOOKS (libasp/core/common.h)"; fi
 done
 
 printf 'meta: %d passed, %d failed\n' "$pass" "$fail"

@@ -1,6 +1,6 @@
 /*
  * test_bulk.c - large reads and atomic writes spread over several pooled
- * connections (libasp/bulk.c), against a real sshd:
+ * connections (libasp/fs/bulk.c), against a real sshd:
  *   - 64 MiB+ of random bytes round-trip both ways (SHA-256 of the local
  *     file and of what asp_read returns), over more than one connection,
  *     and over exactly one with max_connections = 1;

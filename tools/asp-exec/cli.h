@@ -14,7 +14,8 @@
  *                  when no master can be used), --check, and is the master.
  *
  *   opts.c      options -> cli_options; the configuration to use (both)
- *   libasp/discover.c  libasp's discovery, libc only: the front compiles
+ *   libasp/config/discover.c
+ *               libasp's discovery, libc only: the front compiles
  *               it, the core has it in libasp
  *   client.c    a request through the master, starting it (both)
  *   proto.c     the master's wire format; the request type (both)

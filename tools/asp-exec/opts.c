@@ -274,7 +274,7 @@ void cli_options_free(cli_options *o)
 
 /*
  * The configuration a call uses, found by libasp's own discovery code
- * (libasp/discover.c, compiled into the front too), so that both always
+ * (libasp/config/discover.c, compiled into the front too), so that both always
  * agree. Whenever it cannot answer, NULL sends the call to asp-exec-core,
  * where libasp searches again and reports the problem.
  */
