@@ -157,7 +157,7 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 #define IO_BUF 65536
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
-#define ASP_PRIME_SCRIPT_MAX 4096u   /* a primed shell reads its script a byte at a time (the watchdog is in its boot) */
+#define ASP_PRIME_SCRIPT_MAX 4096u /* a primed shell reads its script a byte at a time (the watchdog is in its boot) */
 
 /* What asp__exec_stats reports (tests: a hook, common.h). */
 #ifdef ASP_TEST_HOOKS
