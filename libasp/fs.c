@@ -62,10 +62,13 @@ static int write_via(const asp_fsops *ops, asp_conn *c, const char *path, const 
 	asp_fs_written done = { 0 };
 	int rc = ops->write(c, path, data, len, o, asp__sweep_lease(sw), orphan, &done, err);
 
-	if (!rc && !(o->flags & ASP_WRITE_IN_PLACE))
+	if (!rc && !(o->flags & ASP_WRITE_IN_PLACE)) {
 		sweep_after_write(c, sw, ops, done.path ? done.path : path, &done);
-	else
-		asp__free(done.path);
+		return rc;
+	}
+	if (rc && !(o->flags & ASP_WRITE_IN_PLACE))
+		asp__sweep_write_failed(sw, done.path ? done.path : path);
+	asp__free(done.path);
 	return rc;
 }
 
@@ -94,10 +97,12 @@ int asp__fs_write_filled(asp_conn *c, const char *path, const void *data, size_t
 	int rc = asp__fs_sftp_write_filled(c, path, data, len, o, asp__sweep_lease(sw), orphan, fill, &done,
 					   err);
 
-	if (!rc)
+	if (!rc) {
 		sweep_after_write(c, sw, &asp__fs_sftp_ops, done.path ? done.path : path, &done);
-	else
-		asp__free(done.path);
+		return rc;
+	}
+	asp__sweep_write_failed(sw, done.path ? done.path : path);
+	asp__free(done.path);
 	return rc;
 }
 
