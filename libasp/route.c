@@ -30,9 +30,17 @@ void asp__route_force_files(int on)
 {
 	force_files = on;
 }
+
+static _Atomic int prior_shell;
+
+void asp__route_prior_shell(int on)
+{
+	prior_shell = on;
+}
 #else
 #define force_inline 0
 #define force_files 0
+#define prior_shell 0
 #endif
 
 /*
@@ -58,8 +66,8 @@ int asp__route_files_faster(const asp_conn *c, size_t write_len)
 		return 0;
 	if (force_files)
 		return 1;
-	return asp__route_pick(&c->cost_write, c->rtt_ms >= ASP_EXEC_FILES_RTT_MS ? ASP_COST_SHELL
-										: ASP_COST_SFTP) == ASP_COST_SHELL;
+	return asp__route_pick(&c->cost_write, prior_shell || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS
+				? ASP_COST_SHELL : ASP_COST_SFTP) == ASP_COST_SHELL;
 }
 
 /* The route the next call would take but for probes: the cheaper measured, or the only one measured. */

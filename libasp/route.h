@@ -57,6 +57,9 @@ int asp__route_stdin_inline(const asp_conn *c);
 /* Tests only: take the shell-command file route whatever the round trip (1) or not (0). */
 void asp__route_force_files(int on);
 
+/* Tests only: small writes guess the shell route until routes are measured (1), or as the round trip says (0). */
+void asp__route_prior_shell(int on);
+
 /* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */
 void asp__route_force_inline(int on);
 #endif
