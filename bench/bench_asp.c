@@ -559,7 +559,7 @@ static void *many_one(void *arg)
 	snprintf(name, sizeof(name), "m-%ld.bin", i);
 	o.config_path = m->paths[i];
 	o.max_connections = 1;
-	o.connect_timeout_ms = SCALE_CONNECT_MS;
+	o.connect_timeout_ms = SCALE_CONNECT_MS; /* as asyncssh's login_timeout, 120 s */
 	t = now_ms();
 	check(asp_open(&sb, &o, &e), &e, m->paths[i]);
 	m->ms[i][MANY_OPEN] = now_ms() - t;

@@ -93,7 +93,7 @@ async def many():
     async def one(i):
         m, data = ms[i], many_data(i)
         t = now_ms()
-        sb = await asp.aio.open(config=paths[i], max_connections=1)
+        sb = await asp.aio.open(config=paths[i], max_connections=1, connect_timeout=120)
         m["open"], t = now_ms() - t, now_ms()
         r = await sb.exec("sleep 1; echo %d" % i)
         if r.exit_code != 0 or r.stdout != b"%d\n" % i:

@@ -291,7 +291,7 @@ async function aspMain(w) {
 			const m = ms[i], name = `m-${i}.bin`;
 			const data = Buffer.from(Array.from({ length: 4096 }, (_, k) => (i * 31 + k * 7) & 0xff));
 			let t = now();
-			const sb = await asp.open({ config: paths[i], maxConnections: 1 });
+			const sb = await asp.open({ config: paths[i], maxConnections: 1, connectTimeout: 120000 });
 			m.open = now() - t; t = now();
 			const r = await sb.exec(`sleep 1; echo ${i}`);
 			if (r.exitCode !== 0 || r.stdout.toString() !== `${i}\n`) throw new Error(`exec ${i}: exit ${r.exitCode}`);

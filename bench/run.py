@@ -1179,6 +1179,8 @@ def main():
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
     ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
     ap.add_argument("--bulk-sizes", default="", help="comma-separated MiB, instead of the scale's")
+    ap.add_argument("--many-n", default="", help="comma-separated sandbox counts for the many workload, "
+                    "instead of the scale's")
     ap.add_argument("--render", default="", metavar="JSON",
                     help="run nothing: write the report (and plots) again from the results file of "
                          "an earlier run, e.g. after editing bench/LIMITS.md")
@@ -1191,6 +1193,8 @@ def main():
     if a.bulk_sizes:
         scale["bulk_sizes"] = [int(x) for x in a.bulk_sizes.split(",")]
         scale["bulk_reps"] = [scale["bulk_reps"][-1]]
+    if a.many_n:
+        scale["many_n"] = [int(x) for x in a.many_n.split(",")]
     workloads = [w for w in a.workloads.split(",") if w]
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:
