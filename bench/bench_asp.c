@@ -7,6 +7,7 @@
  *   bench_asp workload=cold start_dir=DIR iters=20
  *   bench_asp workload=scale_conns config=... workspace=DIR n=10 [fill=warm|callers]
  *   bench_asp workload=scale_handles configs=FILE n=10
+ *   bench_asp workload=many configs=FILE n=100
  *
  * Prints JSON lines (bench_common.h). Connection setup is outside every
  * timed section except in `cold`.
@@ -490,6 +491,164 @@ static void scale_handles(void)
 	free(paths);
 }
 
+/* ------------------------------------------------------------ many */
+
+/*
+ * n sandboxes at once from this process, each its own handle (one line of
+ * `configs` each): open, exec `sleep 1; echo i`, write 4 KiB, read it back
+ * (content checked), close. The API blocks, so one caller thread per
+ * sandbox; a sampler thread records the process's peak thread count.
+ */
+enum { MANY_OPEN, MANY_EXEC, MANY_WRITE, MANY_READ, MANY_CLOSE, MANY_PHASES };
+static const char *many_phase[MANY_PHASES] = { "open", "exec", "write", "read", "close" };
+
+typedef struct many_ctx {
+	char (*paths)[512];
+	double (*ms)[MANY_PHASES];
+	_Atomic long next;
+	_Atomic int done;
+	_Atomic long peak_threads;
+} many_ctx;
+
+static long threads_now(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long n = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, "Threads:", 8))
+			n = atol(line + 8);
+	fclose(f);
+	return n;
+}
+
+static void *many_sampler(void *arg)
+{
+	many_ctx *m = arg;
+
+	while (!m->done) {
+		long t = threads_now();
+		if (t > m->peak_threads)
+			m->peak_threads = t;
+		bench_pause(20);
+	}
+	return NULL;
+}
+
+static void *many_one(void *arg)
+{
+	many_ctx *m = arg;
+	long i = m->next++;
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_exec_result *r;
+	asp_sandbox *sb;
+	unsigned char data[4096], *back;
+	char cmd[64], want[32], name[64];
+	const unsigned char *out;
+	size_t len;
+	asp_error e;
+	double t;
+
+	for (size_t k = 0; k < sizeof(data); k++)
+		data[k] = (unsigned char)(i * 31 + k * 7);
+	snprintf(cmd, sizeof(cmd), "sleep 1; echo %ld", i);
+	snprintf(want, sizeof(want), "%ld\n", i);
+	snprintf(name, sizeof(name), "m-%ld.bin", i);
+	o.config_path = m->paths[i];
+	o.max_connections = 1;
+	o.connect_timeout_ms = SCALE_CONNECT_MS; /* as asyncssh's login_timeout, 120 s */
+	t = now_ms();
+	check(asp_open(&sb, &o, &e), &e, m->paths[i]);
+	m->ms[i][MANY_OPEN] = now_ms() - t;
+	t = now_ms();
+	check(asp_exec(&r, sb, cmd, NULL, &e), &e, "exec");
+	out = asp_exec_result_output(r, ASP_STDOUT, &len);
+	if (asp_exec_result_exit_code(r) != 0 || len != strlen(want) || memcmp(out, want, len))
+		die("exec %ld: exit %d, %zu bytes of output", i, asp_exec_result_exit_code(r), len);
+	asp_exec_result_free(r);
+	m->ms[i][MANY_EXEC] = now_ms() - t;
+	t = now_ms();
+	check(asp_write(sb, name, data, sizeof(data), NULL, &e), &e, "write");
+	m->ms[i][MANY_WRITE] = now_ms() - t;
+	t = now_ms();
+	check(asp_read(&back, &len, sb, name, 0, ASP_READ_ALL, NULL, &e), &e, "read");
+	if (len != sizeof(data) || memcmp(back, data, len))
+		die("read %ld: %zu bytes, not what was written", i, len);
+	asp_free(back);
+	m->ms[i][MANY_READ] = now_ms() - t;
+	t = now_ms();
+	asp_close(sb);
+	m->ms[i][MANY_CLOSE] = now_ms() - t;
+	return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static void many(void)
+{
+	long n = arg_l("n", 10), count = 0;
+	const char *list = arg_s("configs", NULL);
+	many_ctx m = { 0 };
+	FILE *f = list ? fopen(list, "r") : NULL;
+	bench_thread sampler, *th;
+	double c0, w0, wall, cpu, *col;
+	asp_sandbox *warm;
+
+	if (!f)
+		die("many needs configs=FILE");
+	m.paths = calloc((size_t)n, sizeof(*m.paths));
+	m.ms = calloc((size_t)n, sizeof(*m.ms));
+	th = calloc((size_t)n, sizeof(*th));
+	col = calloc((size_t)n, sizeof(*col));
+	if (!m.paths || !m.ms || !th || !col)
+		die("calloc");
+	while (count < n && fgets(m.paths[count], sizeof(m.paths[0]), f)) {
+		m.paths[count][strcspn(m.paths[count], "\n")] = '\0';
+		count++;
+	}
+	fclose(f);
+	if (count < n)
+		die("%s: %ld configs, need %ld", list, count, n);
+	/* Warm the library (libssh2, OpenSSL) with a handle we close again, as every peer does. */
+	warm = open_sb(m.paths[0], 1, 0);
+	run_true(warm);
+	asp_close(warm);
+	bench_thread_start(&sampler, many_sampler, &m);
+	c0 = cpu_s();
+	w0 = now_ms();
+	for (long i = 0; i < n; i++)
+		bench_thread_start(&th[i], many_one, &m);
+	for (long i = 0; i < n; i++)
+		bench_thread_join(&th[i]);
+	wall = (now_ms() - w0) / 1e3;
+	cpu = cpu_s() - c0;
+	m.done = 1;
+	bench_thread_join(&sampler);
+	printf("{\"peer\": \"%s\", \"op\": \"many\", \"unit\": \"s\", \"n\": %ld, \"wall_s\": %.4f, "
+	       "\"cpu_s\": %.4f, \"peak_threads\": %ld, \"samples\": [%.4f], \"phases\": {",
+	       peer, n, wall, cpu, (long)m.peak_threads, wall);
+	for (int p = 0; p < MANY_PHASES; p++) {
+		for (long i = 0; i < n; i++)
+			col[i] = m.ms[i][p];
+		qsort(col, (size_t)n, sizeof(*col), cmp_d);
+		printf("%s\"%s\": [%.2f, %.2f]", p ? ", " : "", many_phase[p], col[n / 2], col[n - 1]);
+	}
+	printf("}}\n");
+	fflush(stdout);
+	free(m.paths);
+	free(m.ms);
+	free(th);
+	free(col);
+}
+
 int main(int argc, char **argv)
 {
 	const char *w;
@@ -510,6 +669,8 @@ int main(int argc, char **argv)
 		scale_conns();
 	else if (!strcmp(w, "scale_handles"))
 		scale_handles();
+	else if (!strcmp(w, "many"))
+		many();
 	else
 		die("unknown workload %s", w);
 	return 0;

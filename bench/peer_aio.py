@@ -3,7 +3,7 @@
     PYTHONPATH=bindings/python /usr/bin/python3 bench/peer_aio.py workload=conc config=.asp.json \
         callers=1,16,64 max_conn=16 ops=512
 
-Workloads: lat (sequential exec, read4k, write4k, stat on one connection) and conc (exec "true"
+Workloads: many (n sandboxes at once, bench/run.py), lat (sequential exec, read4k, write4k, stat on one connection) and conc (exec "true"
 from N asyncio tasks over min(N, max_conn) connections), shaped like peer_asyncssh.py's so the
 rows compare with asyncssh's. conc also reports "python libasp aio (thread per caller)": the same
 run with one worker thread per task instead of asp.aio's default of one per connection (the
@@ -13,7 +13,8 @@ cannot be imported.
 import asyncio
 import sys
 
-from peer_common import arg, arg_i, arg_list, atimed, cpu_s, emit, now_ms, small_data
+from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many, many_data, now_ms,
+                         small_data)
 
 try:
     import asp.aio
@@ -79,7 +80,41 @@ async def conc():
                      callers=callers, conns=nconn)
 
 
-WORKLOADS = {"lat": lat, "conc": conc}
+async def many():
+    """n sandboxes at once, each its own handle (one line of `configs` each): open, exec
+    `sleep 1; echo i`, write 4 KiB, read it back (checked), close."""
+    n = arg_i("n", 10)
+    with open(arg("configs")) as f:
+        paths = f.read().split()[:n]
+    async with asp.aio.open(config=paths[0], max_connections=1) as sb:  # warm the library
+        await run_true(sb)
+    ms = [dict() for _ in range(n)]
+
+    async def one(i):
+        m, data = ms[i], many_data(i)
+        t = now_ms()
+        sb = await asp.aio.open(config=paths[i], max_connections=1, connect_timeout=120)
+        m["open"], t = now_ms() - t, now_ms()
+        r = await sb.exec("sleep 1; echo %d" % i)
+        if r.exit_code != 0 or r.stdout != b"%d\n" % i:
+            sys.exit("exec %d: exit %s, %r" % (i, r.exit_code, r.stdout))
+        m["exec"], t = now_ms() - t, now_ms()
+        await sb.write("m-%d.bin" % i, data)
+        m["write"], t = now_ms() - t, now_ms()
+        if await sb.read("m-%d.bin" % i) != data:
+            sys.exit("read %d: not what was written" % i)
+        m["read"], t = now_ms() - t, now_ms()
+        await sb.close()
+        m["close"] = now_ms() - t
+
+    peak = ThreadPeak()
+    c0, w0 = cpu_s(), now_ms()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    wall, cpu = (now_ms() - w0) / 1e3, cpu_s() - c0
+    emit_many(PEER, n, wall, cpu, peak.stop(), ms)
+
+
+WORKLOADS = {"lat": lat, "conc": conc, "many": many}
 
 if __name__ == "__main__":
     asyncio.run(WORKLOADS[arg("workload", "lat")]())

@@ -3,7 +3,7 @@
     /usr/bin/python3 bench/peer_asyncssh.py workload=lat host=... port=... user=... key=...
         host_key="ssh-ed25519 AAAA..." workspace=DIR iters=200 warmup=20
 
-Workloads: lat, conc, bulk, cold, scale_conns (see bench/run.py). Writes are
+Workloads: lat, conc, bulk, cold, scale_conns, many (see bench/run.py). Writes are
 plain SFTP writes (open/write/close), not atomic. Concurrency: asyncio tasks
 spread over min(callers, max_conn) connections (channels multiplexed).
 """
@@ -15,17 +15,17 @@ import warnings
 warnings.filterwarnings("ignore")  # asyncssh imports deprecated ciphers on import
 import asyncssh  # noqa: E402
 
-from peer_common import (arg, arg_i, arg_list, atimed, cpu_s, emit, emit_raw, now_ms,  # noqa: E402
-                         path, rss_kb, sizes_reps, small_data)
+from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many,  # noqa: E402
+                         emit_raw, many_data, now_ms, path, rss_kb, sizes_reps, small_data)
 
 PEER = arg("peer", "asyncssh")
 
 
-async def connect():
+async def connect(port=None):
     # No compression, as every other peer: asyncssh would otherwise negotiate zlib@openssh.com
     # (its default) with the bench's sshd.
     pinned = asyncssh.import_public_key(arg("host_key"))
-    return await asyncssh.connect(arg("host"), port=int(arg("port")), username=arg("user"),
+    return await asyncssh.connect(arg("host"), port=port or int(arg("port")), username=arg("user"),
                                   client_keys=[arg("key")], known_hosts=([pinned], [], []),
                                   agent_path=None, compression_algs=None)
 
@@ -151,7 +151,48 @@ async def scale_conns():
         c.close()
 
 
-WORKLOADS = {"lat": lat, "conc": conc, "bulk": bulk, "cold": cold, "scale_conns": scale_conns}
+async def many():
+    """n connections at once in this one event loop (one per sandbox, ports= spread over the
+    servers): connect, exec `sleep 1; echo i`, SFTP write 4 KiB (its session started then,
+    as libasp starts SFTP at the first file call), read it back (checked), close."""
+    n = arg_i("n", 10)
+    ports = [int(p) for p in arg("ports").split(",")]
+    warm = await connect(ports[0])
+    await run_true(warm)
+    warm.close()
+    await warm.wait_closed()
+    ms = [dict() for _ in range(n)]
+
+    async def one(i):
+        m, data, name = ms[i], many_data(i), path("m-%d.bin" % i)
+        t = now_ms()
+        conn = await connect(ports[i % len(ports)])
+        m["open"], t = now_ms() - t, now_ms()
+        r = await conn.run("sleep 1; echo %d" % i, check=False)
+        if r.exit_status != 0 or r.stdout != "%d\n" % i:
+            sys.exit("exec %d: exit %s, %r" % (i, r.exit_status, r.stdout))
+        m["exec"], t = now_ms() - t, now_ms()
+        sftp = await conn.start_sftp_client()
+        async with sftp.open(name, "wb") as f:
+            await f.write(data)
+        m["write"], t = now_ms() - t, now_ms()
+        async with sftp.open(name, "rb") as f:
+            if await f.read() != data:
+                sys.exit("read %d: not what was written" % i)
+        m["read"], t = now_ms() - t, now_ms()
+        sftp.exit()
+        conn.close()
+        await conn.wait_closed()
+        m["close"] = now_ms() - t
+
+    peak = ThreadPeak()
+    c0, w0 = cpu_s(), now_ms()
+    await asyncio.gather(*(one(i) for i in range(n)))
+    wall, cpu = (now_ms() - w0) / 1e3, cpu_s() - c0
+    emit_many(PEER, n, wall, cpu, peak.stop(), ms)
+
+
+WORKLOADS = {"many": many, "lat": lat, "conc": conc, "bulk": bulk, "cold": cold, "scale_conns": scale_conns}
 
 if __name__ == "__main__":
     asyncio.run(WORKLOADS[arg("workload", "lat")]())

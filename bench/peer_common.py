@@ -90,3 +90,48 @@ def sizes_reps():
     sizes = arg_list("sizes", "1,64,256")
     reps = arg_list("reps", "5,3,3")
     return [(s, reps[i] if i < len(reps) else reps[-1]) for i, s in enumerate(sizes)]
+
+
+MANY_PHASES = ("open", "exec", "write", "read", "close")
+
+
+class ThreadPeak:
+    """Samples the process's thread count (/proc/self/status) every 20 ms until stopped."""
+
+    def __init__(self):
+        import threading
+        self.peak, self._stop = 0, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    @staticmethod
+    def now():
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Threads:"):
+                    return int(line.split()[1])
+        return -1
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.now())
+            self._stop.wait(0.02)
+
+    def stop(self):
+        self._stop.set()
+        self._t.join()
+        return self.peak
+
+
+def many_data(i):
+    return bytes((i * 31 + k * 7) & 0xff for k in range(4096))
+
+
+def emit_many(peer, n, wall, cpu, peak_threads, ms):
+    """ms: one dict phase -> milliseconds per sandbox. Median and max of each phase."""
+    phases = {}
+    for p in MANY_PHASES:
+        col = sorted(m[p] for m in ms)
+        phases[p] = [round(col[len(col) // 2], 2), round(col[-1], 2)]
+    emit_raw(peer=peer, op="many", unit="s", n=n, wall_s=round(wall, 4), cpu_s=round(cpu, 4),
+             peak_threads=peak_threads, samples=[round(wall, 4)], phases=phases)

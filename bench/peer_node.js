@@ -7,7 +7,7 @@
  *   node bench/peer_node.js impl=ssh2 workload=lat host=... port=... user=... key=... workspace=DIR
  *   node bench/peer_node.js impl=asp workload=lat config=.asp.json
  *
- * Workloads: lat, conc, bulk, cold (+ scale_conns for ssh2). ssh2's writes are
+ * Workloads: lat, conc, bulk, cold (+ scale_conns for ssh2, many for asp). ssh2's writes are
  * plain SFTP writes (writeFile); the binding's are atomic (its default).
  * Each of the binding's calls holds a libuv worker thread while it runs; the
  * binding starts the pool with 64 threads unless UV_THREADPOOL_SIZE is set
@@ -276,6 +276,45 @@ async function aspMain(w) {
 			}
 		}
 		await sb.close();
+	} else if (w === 'many') {
+		// n sandboxes at once, each its own handle (one line of `configs` each).
+		const n = argI('n', 10);
+		const paths = fs.readFileSync(arg('configs'), 'utf8').split('\n').filter(Boolean).slice(0, n);
+		const warm = await asp.open({ config: paths[0], maxConnections: 1 });
+		await execTrue(warm);
+		await warm.close();
+		const threadsNow = () => Number(/^Threads:\s+(\d+)/m.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]);
+		let peak = threadsNow();
+		const sampler = setInterval(() => { peak = Math.max(peak, threadsNow()); }, 20);
+		const ms = Array.from({ length: n }, () => ({}));
+		const one = async (i) => {
+			const m = ms[i], name = `m-${i}.bin`;
+			const data = Buffer.from(Array.from({ length: 4096 }, (_, k) => (i * 31 + k * 7) & 0xff));
+			let t = now();
+			const sb = await asp.open({ config: paths[i], maxConnections: 1, connectTimeout: 120000 });
+			m.open = now() - t; t = now();
+			const r = await sb.exec(`sleep 1; echo ${i}`);
+			if (r.exitCode !== 0 || r.stdout.toString() !== `${i}\n`) throw new Error(`exec ${i}: exit ${r.exitCode}`);
+			m.exec = now() - t; t = now();
+			await sb.write(name, data);
+			m.write = now() - t; t = now();
+			if (!(await sb.read(name)).equals(data)) throw new Error(`read ${i}: not what was written`);
+			m.read = now() - t; t = now();
+			await sb.close();
+			m.close = now() - t;
+		};
+		const c0 = cpu(), w0 = now();
+		await Promise.all(Array.from({ length: n }, (_, i) => one(i)));
+		const wall = (now() - w0) / 1e3, cp = cpu() - c0;
+		clearInterval(sampler);
+		peak = Math.max(peak, threadsNow());
+		const phases = {};
+		for (const p of ['open', 'exec', 'write', 'read', 'close']) {
+			const col = ms.map((m) => m[p]).sort((a, b) => a - b);
+			phases[p] = [Math.round(col[n >> 1] * 100) / 100, Math.round(col[n - 1] * 100) / 100];
+		}
+		process.stdout.write(`${JSON.stringify({ peer: PEER, op: 'many', unit: 's', n, wall_s: wall, cpu_s: cp,
+			peak_threads: peak, samples: [wall], phases })}\n`);
 	} else if (w === 'cold') {
 		delete process.env.ASP_CONFIG;
 		const s = [];

@@ -54,28 +54,32 @@ SCALES = {
                   cold_iters=2,
                   wan_iters=2, wan_fresh_iters=1, wan_cold_iters=1, wan_rtts=[50],
                   pause_iters=2,
-                  scale_n=[1, 2], scale_servers=1),
+                  scale_n=[1, 2], scale_servers=1,
+                  many_n=[5]),
     "quick": dict(iters=50, warmup=5, fresh_iters=10, cli_iters=20,
                   callers=[1, 4, 16, 64], conc_ops=128, max_conn=16,
                   bulk_sizes=[1, 16, 64], bulk_reps=[3, 2, 2],
                   cold_iters=5,
                   wan_iters=5, wan_fresh_iters=2, wan_cold_iters=2, wan_rtts=[10, 50, 100],
                   pause_iters=8,
-                  scale_n=[1, 10], scale_servers=2),
+                  scale_n=[1, 10], scale_servers=2,
+                  many_n=[10, 100]),
     "full": dict(iters=300, warmup=30, fresh_iters=40, cli_iters=100,
                  callers=[1, 4, 16, 64], conc_ops=512, max_conn=16,
                  bulk_sizes=[1, 16, 64, 256], bulk_reps=[9, 7, 5, 5],
                  cold_iters=20,
                  wan_iters=15, wan_fresh_iters=3, wan_cold_iters=3, wan_rtts=[10, 50, 100],
                  pause_iters=20,
-                 scale_n=[1, 10, 100], scale_servers=4),
+                 scale_n=[1, 10, 100], scale_servers=4,
+                 many_n=[10, 100, 500, 1000]),
 }
 RTT_MS = 50              # the WAN tables' link (bench/delayproxy: 25 ms each way); the
                          # latency plot adds the scale's other wan_rtts
 PEER_TIMEOUT_S = 1800    # one peer, one workload
 PAUSE_MS = 500           # an agent's think time between tool calls (the "pause" rows)
 PAUSE_PEERS = ("libasp", "libssh2")
-WORKLOADS = ["lat", "conc", "bulk", "cold", "wan", "scale"]
+WORKLOADS = ["lat", "conc", "bulk", "cold", "wan", "scale", "many"]
+MANY_PER_SERVER = 200    # "many": sandboxes per sshd instance (each has MaxStartups 256:30:512)
 SCALE_CALLERS = " (N callers at once)"  # libasp's pool grown by concurrent calls, not asp_sandbox_warm
 
 # ------------------------------------------------------------------ utilities
@@ -297,21 +301,23 @@ class Env:
         return (port, self.write_config("asp-wan%d.json" % rtt_ms, port),
                 self._discovery_tree("proj-wan%d" % rtt_ms, port))
 
-    def handle_configs(self, n):
-        """A file listing n .asp.json paths spread over scale_servers sshd instances."""
-        while len(self.servers) < 1 + self.scale["scale_servers"]:
+    def handle_configs(self, n, servers=None, tag="handles"):
+        """A file listing n .asp.json paths spread over `servers` (default scale_servers) sshd
+        instances besides the main one."""
+        servers = servers or self.scale["scale_servers"]
+        while len(self.servers) < 1 + servers:
             self.servers.append(Sshd(self, "s%d" % len(self.servers)).start())
-        extra = self.servers[1:]
-        paths = [self.write_config("handles/%d/%03d.json" % (n, i), extra[i % len(extra)].port)
+        extra = self.servers[1:1 + servers]
+        paths = [self.write_config("%s/%d/%03d.json" % (tag, n, i), extra[i % len(extra)].port)
                  for i in range(n)]
-        lst = os.path.join(self.dir, "handles", "%d.list" % n)
+        lst = os.path.join(self.dir, tag, "%d.list" % n)
         with open(lst, "w") as f:
             f.write("\n".join(paths) + "\n")
         return lst
 
     def clean_workspace(self):
         for name in os.listdir(self.ws):
-            if name.startswith(("bw-", "w-", ".bw-", ".w-")):
+            if name.startswith(("bw-", "w-", "m-", ".bw-", ".w-", ".m-")):
                 try:
                     os.unlink(os.path.join(self.ws, name))
                 except OSError:
@@ -351,27 +357,28 @@ ASP_EXEC = os.path.join(BUILD, "bin", "asp-exec")
 PYASP_ENV = {"PYTHONPATH": os.path.join(ROOT, "bindings", "python")}
 PEERS = [
     Peer("libasp", [os.path.join(BUILD, "bench", "bench_asp")],
-         {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
+         {"lat", "conc", "bulk", "cold", "wan", "scale", "many"},
+         check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
     Peer("libasp (1 connection)", [os.path.join(BUILD, "bench", "bench_asp"), "bulk_conns=1",
                                    "peer=libasp (1 connection)"],
          {"bulk"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
     Peer("libssh2", [os.path.join(BUILD, "bench", "bench_libssh2")],
          {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=_exists(os.path.join(BUILD, "bench", "bench_libssh2"), "bench_libssh2")),
     Peer("asyncssh", [PY, os.path.join(BENCH, "peer_asyncssh.py")],
-         {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=lambda: _importable("asyncssh")),
+         {"lat", "conc", "bulk", "cold", "wan", "scale", "many"}, check=lambda: _importable("asyncssh")),
     Peer("paramiko", [PY, os.path.join(BENCH, "peer_paramiko.py")],
          {"lat", "conc", "bulk", "cold", "wan", "scale"}, check=lambda: _importable("paramiko")),
     Peer("node ssh2", ["node", "--expose-gc", os.path.join(BENCH, "peer_node.js"), "impl=ssh2"],
          {"lat", "conc", "bulk", "cold", "wan", "scale"},
          check=_exists(os.path.join(BENCH, "node_modules", "ssh2"), "npm install in bench/")),
     Peer("node libasp", ["node", os.path.join(BENCH, "peer_node.js"), "impl=asp"],
-         {"lat", "conc", "bulk", "cold", "wan"}, env={"UV_THREADPOOL_SIZE": "128"},
+         {"lat", "conc", "bulk", "cold", "wan", "many"}, env={"UV_THREADPOOL_SIZE": "128"},
          check=_exists(os.path.join(ROOT, "bindings", "node", "node_modules", "koffi"),
                        "npm install in bindings/node")),
     Peer("python libasp", [PY, os.path.join(BENCH, "peer_pyasp.py")],
          {"lat", "conc", "bulk", "cold", "wan"}, env=PYASP_ENV,
          check=lambda: _importable("asp", PYASP_ENV)),
-    Peer("python libasp aio", [PY, os.path.join(BENCH, "peer_aio.py")], {"lat", "conc"},
+    Peer("python libasp aio", [PY, os.path.join(BENCH, "peer_aio.py")], {"lat", "conc", "many"},
          env=PYASP_ENV, check=lambda: _importable("asp.aio", PYASP_ENV)),
     Peer("cli", [PY, os.path.join(BENCH, "peer_cli.py")], {"lat", "bulk", "cold", "wan"},
          check=lambda: (shutil.which("ssh") is not None, "no ssh client")),
@@ -506,6 +513,13 @@ class Runner:
                     if rtt == RTT_MS and peer.name in PAUSE_PEERS:
                         self.run(peer, w, dict(cw, workload="lat", ops="exec", iters=s["pause_iters"], warmup=2,
                                                pause_ms=PAUSE_MS), tag="wan_pause")
+            elif w == "many":
+                for n in s["many_n"]:
+                    servers = max(1, -(-n // MANY_PER_SERVER))
+                    lst = e.handle_configs(n, servers, tag="many")
+                    ports = ",".join(str(x.port) for x in e.servers[1:1 + servers])
+                    self.run(peer, w, dict(c, workload="many", n=n, configs=lst, ports=ports))
+                    e.clean_workspace()
             elif w == "scale":
                 for n in s["scale_n"]:
                     if peer.name == "libasp":
@@ -727,6 +741,28 @@ class Report:
                       "live malloc heap KiB per connection (C peers)"],
                      [[n, k, c, d, fmt(per, 0), fmt(heap, 0)] for n, k, c, d, per, heap, _ in rows])
 
+    def many_rows(self):
+        """(peer, n, wall s, peak RSS MiB, peak threads, CPU s, phases) of the "many" workload."""
+        return sorted(((d["peer"], d["n"], d["wall_s"], d["proc_maxrss_kb"] / 1024, d["peak_threads"],
+                        d["cpu_s"], d["phases"]) for d in self.pick("many", "many")),
+                      key=lambda r: (r[1], order_key(r[0])))
+
+    def sec_many(self):
+        rows = self.many_rows()
+        if not rows:
+            return ""
+        base = {r[1]: r for r in rows if r[0] == "asyncssh"}
+        out = []
+        for p, n, wall, rss, thr, cpu, ph in rows:
+            b = base.get(n)
+            out.append([p, n, fmt(wall), ratio(wall, b[2]) if b else "–", fmt(rss, 1),
+                        ratio(rss, b[3]) if b else "–", thr, fmt(cpu), ratio(cpu, b[5]) if b else "–"] +
+                       ["%s / %s" % (fmt(ph[k][0] / 1e3), fmt(ph[k][1] / 1e3))
+                        for k in ("open", "exec", "write", "read", "close")])
+        return table(["peer", "N", "wall s", "÷ asyncssh", "peak RSS MiB", "÷ asyncssh", "peak threads",
+                      "client CPU s", "÷ asyncssh", "open s (median / max)", "exec s", "write s", "read s",
+                      "close s"], out)
+
     def sec_cli(self):
         ds = [d for d in self.pick("lat", "exec") if d["peer"] in ("ssh ControlMaster", "ssh fresh", "asp-exec master",
                                                                      "asp-exec --no-master", "local /bin/true")]
@@ -891,6 +927,17 @@ class Report:
             plots["bulk"] = (['set xlabel "transfer size, MiB"', 'set ylabel "MB/s"', "set logscale x 2",
                               'set key outside right top font ",8"'],
                              panels, "multiplot layout 2,1", {})
+        panels = []
+        rows = self.many_rows()
+        for col, what in ((2, "wall time, s"), (3, "peak RSS, MiB"), (4, "peak threads"), (5, "client CPU, s")):
+            series = {}
+            for r in rows:
+                series.setdefault(r[0], []).append((r[1], r[col]))
+            if series:
+                panels.append(("N sandboxes at once: " + what, series))
+        if panels:
+            plots["many"] = (['set xlabel "sandboxes at once (N)"', "set logscale x 10", "set logscale y 10",
+                              'set key outside right top font ",8"'], panels, "multiplot layout 2,2", {})
         return plots
 
     def plots(self, outdir):
@@ -968,7 +1015,11 @@ class Report:
                  "by asp_sandbox_warm, or grown by N callers running a command at once), and per open "
                  "libasp handle",
                  self.sec_scale()),
-                ("7. CLI per call: asp-exec vs OpenSSH", self.sec_cli())]
+                ("7. CLI per call: asp-exec vs OpenSSH", self.sec_cli()),
+                ("8. Many sandboxes from one process: N handles at once, each open, exec `sleep 1; echo i`, "
+                 "write 4 KiB, read it back (checked), close (the sshd instances on 127.0.0.1, %d sandboxes "
+                 "each; ratios here are peer ÷ asyncssh: below 1 is better than asyncssh)" % MANY_PER_SERVER,
+                 self.sec_many())]
         for title, body in secs:
             if body:
                 parts.append("## %s\n\n%s" % (title, body))
@@ -994,6 +1045,8 @@ PLOTS = {
                    "pays n round trips per call.",
     "conc": "exec `true` throughput vs concurrent callers (section 2).",
     "bulk": "Bulk MB/s vs transfer size (section 3); log scale of the size.",
+    "many": "N sandboxes from one process (section 8): wall time, peak RSS, peak threads and client "
+            "CPU vs N, log scales.",
 }
 
 METHOD = """## Method
@@ -1126,6 +1179,8 @@ def main():
     ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
     ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
     ap.add_argument("--bulk-sizes", default="", help="comma-separated MiB, instead of the scale's")
+    ap.add_argument("--many-n", default="", help="comma-separated sandbox counts for the many workload, "
+                    "instead of the scale's")
     ap.add_argument("--render", default="", metavar="JSON",
                     help="run nothing: write the report (and plots) again from the results file of "
                          "an earlier run, e.g. after editing bench/LIMITS.md")
@@ -1138,6 +1193,8 @@ def main():
     if a.bulk_sizes:
         scale["bulk_sizes"] = [int(x) for x in a.bulk_sizes.split(",")]
         scale["bulk_reps"] = [scale["bulk_reps"][-1]]
+    if a.many_n:
+        scale["many_n"] = [int(x) for x in a.many_n.split(",")]
     workloads = [w for w in a.workloads.split(",") if w]
     bad = [w for w in workloads if w not in WORKLOADS]
     if bad:

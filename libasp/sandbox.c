@@ -208,6 +208,7 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	asp_sandbox *sb;
+	char *server;
 	asp_conn *c;
 	int rc;
 
@@ -248,10 +249,15 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->max_output = o.max_output ? o.max_output : (size_t)64 << 20;
 	sb->list_caps.entries = o.max_list_entries ? o.max_list_entries : 100000;
 	sb->list_caps.bytes = o.max_list_bytes ? o.max_list_bytes : 32ull << 20;
-	if (asp__sweep_new(&sb->sweep, sb->params.io_timeout_ms)) {
+	/* Which sandbox: the handles of this process on it share their sweeps (sweep.c). */
+	if (!(server = asp__sprintf("%s@%s:%u %s", sb->cfg->user ? sb->cfg->user : "", sb->cfg->host,
+				    sb->cfg->port, sb->cfg->proxy_command ? sb->cfg->proxy_command : "")) ||
+	    asp__sweep_new(&sb->sweep, sb->params.io_timeout_ms, server)) {
+		asp__free(server);
 		rc = asp__error(err, ASP_ENOMEM, "out of memory");
 		goto fail;
 	}
+	asp__free(server);
 	sb->max_connections = o.max_connections ? o.max_connections : 4;
 	if ((rc = asp__pool_new(&sb->pool, &sb->params, sb->max_connections,
 				o.idle_close_s ? o.idle_close_s : 300, err)))

@@ -121,6 +121,8 @@ int asp__read_fd(asp_buf *b, int fd, size_t max);
 
 /* Monotonic clock in milliseconds. */
 uint64_t asp__now_ms(void);
+/* The same clock in microseconds (route costs, route.c). */
+uint64_t asp__now_us(void);
 
 /* Base64 (standard alphabet). Encode with or without '=' padding. */
 char *asp__base64_encode(const unsigned char *data, size_t len, int pad);

@@ -15,6 +15,7 @@
 #include "route.h"
 #include "quote.h"
 #include "sftp.h"
+#include "ssh.h"
 
 /* The connection's file transport (asp__files_transport); NULL with err set when it cannot be known. */
 static const asp_fsops *route(asp_conn *c, int *rc, asp_error *err)
@@ -24,6 +25,34 @@ static const asp_fsops *route(asp_conn *c, int *rc, asp_error *err)
 	return *rc == ASP_FILES_EXEC ? &asp__shfs_ops : &asp__fs_sftp_ops;
 }
 
+/*
+ * What a small file call by ops cost, into *rc (route.c picks the next
+ * call's route from it). A call that first had to start the SFTP session
+ * paid a one-off: it counts as taken, not as a sample.
+ */
+static void note_cost(asp_conn *c, asp_route_costs *rc, const asp_fsops *ops, int sftp_was_up, uint64_t t0)
+{
+	int route = ops == &asp__shfs_ops ? ASP_COST_SHELL : ASP_COST_SFTP;
+
+	if (route == ASP_COST_SFTP && !sftp_was_up)
+		asp__route_taken(rc, route);
+	else
+		asp__route_note(rc, route, asp__now_us() - t0);
+}
+
+/* A read by ops, its cost noted when it succeeded and was small. */
+static int read_via(const asp_fsops *ops, asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
+		    uint64_t cap, asp_buf *out, asp_error *err)
+{
+	int up = c->sftp.chan != NULL, rc;
+	uint64_t t0 = asp__now_us();
+
+	rc = ops->read(c, path, offset, limit, cap, out, err);
+	if (!rc && out->len <= ASP_ROUTE_SMALL)
+		note_cost(c, &c->cost_read, ops, up, t0);
+	return rc;
+}
+
 int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit, uint64_t cap,
 		 asp_buf *out, asp_error *err)
 {
@@ -31,14 +60,14 @@ int asp__fs_read(asp_conn *c, const char *path, uint64_t offset, uint64_t limit,
 	int rc;
 
 	if (asp__route_reads_faster(c)) {
-		rc = asp__shfs_ops.read(c, path, offset, limit, cap, out, err);
+		rc = read_via(&asp__shfs_ops, c, path, offset, limit, cap, out, err);
 		if (!asp__route_shell_refused(c, rc))
 			return rc;
 		asp__buf_free(out);
 	}
 	if (!(ops = route(c, &rc, err)))
 		return rc;
-	return ops->read(c, path, offset, limit, cap, out, err);
+	return read_via(ops, c, path, offset, limit, cap, out, err);
 }
 
 /*
@@ -60,12 +89,21 @@ static int write_via(const asp_fsops *ops, asp_conn *c, const char *path, const 
 		     const asp_write_options *o, char **orphan, asp_sweep *sw, asp_error *err)
 {
 	asp_fs_written done = { 0 };
-	int rc = ops->write(c, path, data, len, o, asp__sweep_lease(sw), orphan, &done, err);
+	int up = c->sftp.chan != NULL, rc;
+	uint64_t t0 = asp__now_us();
 
-	if (!rc && !(o->flags & ASP_WRITE_IN_PLACE))
+	rc = ops->write(c, path, data, len, o, asp__sweep_lease(sw), orphan, &done, err);
+	/* The write alone, not the sweep after it: what the route cost. */
+	if (!rc && !(o->flags & ASP_WRITE_IN_PLACE) && len <= ASP_ROUTE_SMALL)
+		note_cost(c, &c->cost_write, ops, up, t0);
+
+	if (!rc && !(o->flags & ASP_WRITE_IN_PLACE)) {
 		sweep_after_write(c, sw, ops, done.path ? done.path : path, &done);
-	else
-		asp__free(done.path);
+		return rc;
+	}
+	if (rc && !(o->flags & ASP_WRITE_IN_PLACE))
+		asp__sweep_write_failed(sw, done.path ? done.path : path);
+	asp__free(done.path);
 	return rc;
 }
 
@@ -94,10 +132,12 @@ int asp__fs_write_filled(asp_conn *c, const char *path, const void *data, size_t
 	int rc = asp__fs_sftp_write_filled(c, path, data, len, o, asp__sweep_lease(sw), orphan, fill, &done,
 					   err);
 
-	if (!rc)
+	if (!rc) {
 		sweep_after_write(c, sw, &asp__fs_sftp_ops, done.path ? done.path : path, &done);
-	else
-		asp__free(done.path);
+		return rc;
+	}
+	asp__sweep_write_failed(sw, done.path ? done.path : path);
+	asp__free(done.path);
 	return rc;
 }
 

@@ -1,11 +1,13 @@
 /*
  * sweep.c - stale temp files of atomic writes. A writer that dies with its
  * connection leaves its temp file; the first atomic write into a directory
- * (once per handle) lists the temp files there through the connection's
- * file transport (fsops.h: temps), removes the stale ones (forget), and
- * remembers the others until they could be stale (lstat_many, later). The
- * staleness rule and the names are temp.c's. Best effort and quiet: a
- * failure ends a sweep, never a call.
+ * (once per handle, and once per SWEEP_SHARED_S per sandbox for the whole
+ * process: N fresh handles writing into one directory make one sweep, not
+ * N) lists the temp files there through the connection's file transport
+ * (fsops.h: temps), removes the stale ones (forget), and remembers the
+ * others until they could be stale (lstat_many, later). The staleness rule
+ * and the names are temp.c's. Best effort and quiet: a failure ends a
+ * sweep, never a call.
  */
 #include "sweep.h"
 
@@ -17,6 +19,8 @@
 #define SWEEP_DIRS 256         /* directories a handle remembers having swept */
 #define SWEEP_PENDING 64       /* temp files a handle waits on to become stale */
 #define SWEEP_MAX_ENTRIES 100000u
+#define SWEEP_SHARED 1024      /* directories the process remembers as swept (a ring) */
+#define SWEEP_SHARED_S 60      /* how long one handle's sweep of a directory stands for the others */
 
 typedef struct sweep_wait {
 	char *path;
@@ -33,14 +37,94 @@ struct asp_sweep {
 	size_t nwait;
 	int64_t clock_offset_s;   /* server time minus asp__now_ms() / 1000, as last measured */
 	int have_offset;
+	char *server;             /* the shared table's key: which sandbox (NULL: not shared) */
 };
 
-int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms)
+/*
+ * Directories of a sandbox swept by some handle of this process, and when:
+ * a handle that finds its directory here, swept less than SWEEP_SHARED_S
+ * ago, skips its own sweep (the temp files seen then that were not stale
+ * yet wait in the sweeping handle's list). A failed atomic write of this
+ * process may leave a temp file: it drops the entry of its directory
+ * (asp__sweep_write_failed), so the next handle to write there sweeps. A
+ * writer of another process that dies is found by the first sweep once
+ * the entry is old, or by any other process's first write there.
+ */
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	char *key;                /* server "\n" dir */
+	uint64_t at_ms;
+} shared[SWEEP_SHARED];
+static size_t shared_next;
+
+/* 1 when a handle of this process swept key lately; else records it as swept now (0). */
+static int shared_claim(const char *key)
+{
+	uint64_t now = asp__now_ms();
+	size_t i, slot = SWEEP_SHARED;
+
+	pthread_mutex_lock(&shared_mu);
+	for (i = 0; i < SWEEP_SHARED; i++) {
+		if (shared[i].key && !strcmp(shared[i].key, key)) {
+			if (now - shared[i].at_ms < SWEEP_SHARED_S * 1000u) {
+				pthread_mutex_unlock(&shared_mu);
+				return 1;
+			}
+			slot = i;
+			break;
+		}
+	}
+	if (slot == SWEEP_SHARED) {
+		slot = shared_next;
+		shared_next = (shared_next + 1) % SWEEP_SHARED;
+		asp__free(shared[slot].key);
+		shared[slot].key = asp__strdup(key); /* NULL: not remembered, no harm */
+	}
+	shared[slot].at_ms = now;
+	pthread_mutex_unlock(&shared_mu);
+	return 0;
+}
+
+/* A sweep that did not happen (see sweep_unclaim_dir): the next handle sweeps. */
+static void shared_unclaim(const char *key)
+{
+	pthread_mutex_lock(&shared_mu);
+	for (size_t i = 0; i < SWEEP_SHARED; i++) {
+		if (shared[i].key && !strcmp(shared[i].key, key)) {
+			asp__free(shared[i].key);
+			shared[i].key = NULL;
+		}
+	}
+	pthread_mutex_unlock(&shared_mu);
+}
+
+#ifdef ASP_TEST_HOOKS
+static _Atomic unsigned long stat_dirs_listed;
+
+void asp__sweep_stats(unsigned long *dirs_listed)
+{
+	*dirs_listed = stat_dirs_listed;
+}
+
+void asp__sweep_shared_reset(void)
+{
+	pthread_mutex_lock(&shared_mu);
+	for (size_t i = 0; i < SWEEP_SHARED; i++) {
+		asp__free(shared[i].key);
+		shared[i].key = NULL;
+	}
+	pthread_mutex_unlock(&shared_mu);
+}
+#endif
+
+int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms, const char *server)
 {
 	asp_sweep *sw = asp__calloc(1, sizeof(*sw));
 
-	if (!sw)
+	if (!sw || (server && !(sw->server = asp__strdup(server)))) {
+		asp__free(sw);
 		return ASP_ENOMEM;
+	}
 	pthread_mutex_init(&sw->mu, NULL);
 	sw->lease_s = io_timeout_ms / 1000 + (io_timeout_ms % 1000 != 0);
 	if (!sw->lease_s)
@@ -61,6 +145,7 @@ void asp__sweep_free(asp_sweep *sw)
 		asp__free(sw->dirs[i]);
 	for (i = 0; i < sw->nwait; i++)
 		asp__free(sw->wait[i].path);
+	asp__free(sw->server);
 	pthread_mutex_destroy(&sw->mu);
 	asp__free(sw);
 }
@@ -244,6 +329,7 @@ static int sweep_dir(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const cha
 	uint64_t now = now_s;
 	int rc;
 
+	ASP_TEST_COUNT(stat_dirs_listed);
 	if ((rc = ops->temps(c, dir, SWEEP_MAX_ENTRIES, &v, &n, &now)) || !now)
 		goto out;
 	if (now != now_s)
@@ -271,21 +357,53 @@ out:
 	return rc;
 }
 
+/* The directory of path, as the sweep keys it; NULL when path has no slash or out of memory. */
+static char *dir_of(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return NULL;
+	return slash == path ? asp__strdup("/") : asp__strndup(path, (size_t)(slash - path));
+}
+
+void asp__sweep_write_failed(asp_sweep *sw, const char *path)
+{
+	char *dir, *key;
+
+	if (!sw || !sw->server || !(dir = dir_of(path)))
+		return;
+	if ((key = asp__sprintf("%s\n%s", sw->server, dir)) != NULL)
+		shared_unclaim(key);
+	asp__free(key);
+	asp__free(dir);
+}
+
 void asp__sweep_after_write(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const char *path,
 			    uint64_t now_s)
 {
-	const char *slash = strrchr(path, '/');
-	char *dir;
+	char *dir, *key = NULL;
 
 	if (!sw)
 		return;
 	if (now_s)
 		sweep_set_clock(sw, now_s);
-	if (slash && (dir = slash == path ? asp__strdup("/") : asp__strndup(path, (size_t)(slash - path)))) {
-		/* Not swept (no clock over SFTP, or a dead connection): a later write sweeps it. */
-		if (sweep_claim_dir(sw, dir) &&
-		    (sweep_dir(c, sw, ops, dir, now_s) == ASP_EINVAL || asp__conn_dead(c)))
-			sweep_unclaim_dir(sw, dir);
+	if ((dir = dir_of(path)) != NULL) {
+		if (sweep_claim_dir(sw, dir)) {
+			/* Another handle of this process swept it lately: this one need not. */
+			if (sw->server && (key = asp__sprintf("%s\n%s", sw->server, dir)) && shared_claim(key)) {
+				asp__free(key);
+				asp__free(dir);
+				return;
+			}
+			/* Not swept (no clock over SFTP, or a dead connection): a later write sweeps it. */
+			if (sweep_dir(c, sw, ops, dir, now_s) == ASP_EINVAL || asp__conn_dead(c)) {
+				sweep_unclaim_dir(sw, dir);
+				if (key)
+					shared_unclaim(key);
+			}
+			asp__free(key);
+		}
 		asp__free(dir);
 	}
 }

@@ -16,7 +16,12 @@
  */
 typedef struct asp_sweep asp_sweep;
 
-int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms);
+/*
+ * server names the sandbox (its user, host, port and proxy command): one
+ * handle's sweep of a directory then stands for every handle of the
+ * process on that sandbox for a while (sweep.c). NULL: this handle's only.
+ */
+int asp__sweep_new(asp_sweep **out, unsigned int io_timeout_ms, const char *server);
 void asp__sweep_free(asp_sweep *sw);
 /* The lease written into this handle's temp names, in seconds (30 without a handle: sw NULL). */
 unsigned int asp__sweep_lease(asp_sweep *sw);
@@ -35,5 +40,19 @@ void asp__sweep_run_due(asp_conn *c, asp_sweep *sw, const asp_fsops *ops);
  */
 void asp__sweep_after_write(asp_conn *c, asp_sweep *sw, const asp_fsops *ops, const char *path,
 			    uint64_t now_s);
+
+/*
+ * An atomic write to path failed (its temp file may be left): the next
+ * handle of the process to write into its directory sweeps it, whatever
+ * another handle swept lately.
+ */
+void asp__sweep_write_failed(asp_sweep *sw, const char *path);
+
+#ifdef ASP_TEST_HOOKS
+/* Tests only: how many directory listings sweeps have asked for, in the whole process. */
+void asp__sweep_stats(unsigned long *dirs_listed);
+/* Tests only: forget every directory any handle of the process swept. */
+void asp__sweep_shared_reset(void);
+#endif
 
 #endif

@@ -10,7 +10,7 @@
 #include "ssh.h"
 
 #define ASP_EXEC_FILES_RTT_MS 10u     /* see asp__route_files_faster */
-#define ASP_EXEC_FILES_WRITE_MAX 65536u
+#define ASP_EXEC_FILES_WRITE_MAX ASP_ROUTE_SMALL
 #ifndef ASP_INLINE_STDIN_RTT_MS
 #define ASP_INLINE_STDIN_RTT_MS 5u  /* a subshell's fork in the sandbox costs less than this */
 #endif
@@ -30,9 +30,17 @@ void asp__route_force_files(int on)
 {
 	force_files = on;
 }
+
+static _Atomic int prior_shell;
+
+void asp__route_prior_shell(int on)
+{
+	prior_shell = on;
+}
 #else
 #define force_inline 0
 #define force_files 0
+#define prior_shell 0
 #endif
 
 /*
@@ -56,7 +64,60 @@ int asp__route_files_faster(const asp_conn *c, size_t write_len)
 {
 	if (!shell_route_open(c) || write_len > ASP_EXEC_FILES_WRITE_MAX)
 		return 0;
-	return force_files || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS;
+	if (force_files)
+		return 1;
+	return asp__route_pick(&c->cost_write, prior_shell || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS
+				? ASP_COST_SHELL : ASP_COST_SFTP) == ASP_COST_SHELL;
+}
+
+/* The route the next call would take but for probes: the cheaper measured, or the only one measured. */
+static int favourite(const asp_route_costs *rc, int otherwise)
+{
+	int s = rc->samples[ASP_COST_SFTP] != 0, x = rc->samples[ASP_COST_SHELL] != 0;
+
+	if (s && x)
+		return rc->ewma_us[ASP_COST_SHELL] < rc->ewma_us[ASP_COST_SFTP] ? ASP_COST_SHELL : ASP_COST_SFTP;
+	return s ? ASP_COST_SFTP : x ? ASP_COST_SHELL : otherwise;
+}
+
+int asp__route_pick(const asp_route_costs *rc, int prior)
+{
+	int both = rc->samples[ASP_COST_SFTP] && rc->samples[ASP_COST_SHELL];
+	int fav = favourite(rc, prior);
+
+	if (!rc->samples[ASP_COST_SFTP] && !rc->samples[ASP_COST_SHELL])
+		return prior;
+	if (rc->since_other >= (both ? ASP_ROUTE_PROBE_EVERY : ASP_ROUTE_PROBE_FIRST))
+		return !fav;
+	return fav;
+}
+
+void asp__route_taken(asp_route_costs *rc, int route)
+{
+	if (route == favourite(rc, route)) {
+		if (rc->since_other < UINT32_MAX)
+			rc->since_other++;
+	} else {
+		rc->since_other = 0;
+	}
+}
+
+void asp__route_note(asp_route_costs *rc, int route, uint64_t us)
+{
+	uint32_t v = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+	int probe = route != favourite(rc, route);
+	int64_t d;
+
+	asp__route_taken(rc, route);
+	/* A probe's sample replaces the route's average: the old one is as old as the last probe. */
+	if (!rc->samples[route] || probe) {
+		rc->ewma_us[route] = v;
+	} else {
+		d = (int64_t)v - (int64_t)rc->ewma_us[route];
+		rc->ewma_us[route] = (uint32_t)((int64_t)rc->ewma_us[route] + d / (1 << ASP_ROUTE_EWMA_SHIFT));
+	}
+	if (rc->samples[route] < UINT32_MAX)
+		rc->samples[route]++;
 }
 
 /*
@@ -77,8 +138,9 @@ int asp__route_reads_faster(const asp_conn *c)
 		return 0;
 	if (force_files)
 		return 1;
-	return c->rtt_ms >= ASP_EXEC_FILES_RTT_MS && c->file_transport == ASP_FILES_SFTP &&
-	       !asp__sftp_guess(c, &g);
+	return asp__route_pick(&c->cost_read, c->rtt_ms >= ASP_EXEC_FILES_RTT_MS &&
+				c->file_transport == ASP_FILES_SFTP && !asp__sftp_guess(c, &g)
+				? ASP_COST_SHELL : ASP_COST_SFTP) == ASP_COST_SHELL;
 }
 
 /*

@@ -16,6 +16,7 @@
 #include "common.h"
 #include "log.h"
 #include "pin.h"
+#include "routecost.h"
 
 typedef struct asp_conn asp_conn;    /* also in conn.h (the API above the SSH layer) */
 struct asp_conn_params;              /* conn.h */
@@ -128,6 +129,12 @@ struct asp_conn {
 	 */
 	unsigned int rtt_ms;
 	unsigned int rtt_samples;
+	/*
+	 * What small atomic writes and small reads have cost here by SFTP and
+	 * by a shell command: which route the next one takes (route.c), noted
+	 * by fs.c. Touched only by the call that holds the connection.
+	 */
+	asp_route_costs cost_write, cost_read;
 	int one_flight;           /* while set, a send ends the libssh2 call: reads answer EAGAIN
 				     until it is cleared (conn.c counts authentication's flights) */
 	int sent_this_call;       /* a send happened during the current libssh2 call (one_flight) */

@@ -31,6 +31,7 @@
 #include "asp.h"
 #include "exec.h"
 #include "fixture/fixture.h"
+#include "sweep.h"
 #include "helpers.h"
 #include "fixture/proxy.h"
 #include "tiers.h"
@@ -467,6 +468,78 @@ START_TEST(test_sweep_spares_live_writer_and_foreign_names)
 }
 END_TEST
 
+/*
+ * Fresh handles of one process writing into one directory at once list it
+ * for stale temp files once between them, not once each; another directory
+ * gets its own sweep; a handle on another server (here the same sshd
+ * through a proxy, which the library cannot tell from another sandbox)
+ * sweeps for itself.
+ */
+#define FRESH_HANDLES 6
+
+typedef struct fresh_writer {
+	asp_sandbox *sb;
+	char path[64];
+	int rc;
+	asp_error err;
+} fresh_writer;
+
+static void *fresh_write(void *arg)
+{
+	fresh_writer *f = arg;
+
+	f->rc = asp_write(f->sb, f->path, "x\n", 2, NULL, &f->err);
+	return NULL;
+}
+
+START_TEST(test_fresh_handles_share_one_sweep)
+{
+	fresh_writer w[FRESH_HANDLES];
+	pthread_t th[FRESH_HANDLES];
+	unsigned long n0, n1, n2, n3;
+	char cfg[400];
+	asp_sandbox *other;
+	int i;
+
+	asp__sweep_shared_reset();
+	memset(w, 0, sizeof(w));
+	for (i = 0; i < FRESH_HANDLES; i++) {
+		w[i].sb = open_sb(fx.config, 0);
+		snprintf(w[i].path, sizeof(w[i].path), "f%d.txt", i);
+	}
+	asp__sweep_stats(&n0);
+	for (i = 0; i < FRESH_HANDLES; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, fresh_write, &w[i]), 0);
+	for (i = 0; i < FRESH_HANDLES; i++) {
+		pthread_join(th[i], NULL);
+		ASSERT_OK(w[i].rc, w[i].err, "asp_write of a fresh handle");
+	}
+	asp__sweep_stats(&n1);
+	fprintf(stderr, "debris: %d fresh handles, %lu directory listings\n", FRESH_HANDLES, n1 - n0);
+	ck_assert_msg(n1 - n0 == 1, "%d fresh handles writing into one directory listed it %lu times",
+		      FRESH_HANDLES, n1 - n0);
+	{
+		asp_error err = { 0 };
+		int rc = asp_mkdir(w[0].sb, "sub", 0755, 0, NULL, &err);
+		ASSERT_OK(rc, err, "asp_mkdir");
+	}
+	write_text(w[0].sb, "sub/f.txt", "y\n");
+	asp__sweep_stats(&n2);
+	ck_assert_msg(n2 - n1 == 1, "a write into another directory listed %lu directories", n2 - n1);
+
+	ck_assert_int_eq(fx_proxy_start(&px, fx.port), 0);
+	snprintf(cfg, sizeof(cfg), "%s/proxy.asp.json", fx.dir);
+	ck_assert_int_eq(fx_write_config(&fx, cfg, &(fx_config_opts){ .port = px.port }), 0);
+	other = open_sb(cfg, 0);
+	write_text(other, "f-other.txt", "z\n");
+	asp__sweep_stats(&n3);
+	ck_assert_msg(n3 - n2 == 1, "a handle on another server listed %lu directories", n3 - n2);
+	asp_close(other);
+	for (i = 0; i < FRESH_HANDLES; i++)
+		asp_close(w[i].sb);
+}
+END_TEST
+
 Suite *suite_debris(void)
 {
 	TCase *slow;
@@ -477,6 +550,7 @@ Suite *suite_debris(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_crash_then_same_handle_next_call);
 	tcase_add_test(tc, test_crash_then_same_handle_close);
+	tcase_add_test(tc, test_fresh_handles_share_one_sweep);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "debris-slow", FIXTURE_CHECKED, setup, teardown, 120);
 	tcase_add_test(slow, test_crash_close_while_down_then_fresh_handle);

@@ -32,6 +32,7 @@
 #include "asp.h"
 #include "chan.h"
 #include "exec.h"
+#include "route.h"
 #include "sftp.h"
 #include "ssh.h"
 #include "fixture/fixture.h"
@@ -875,6 +876,77 @@ START_TEST(test_warm_primed_shell_channel_timeout)
 }
 END_TEST
 
+/* The routes the trace says small writes took, in order: 's' shell, 'f' SFTP. */
+typedef struct route_log {
+	pthread_mutex_t mu;
+	char taken[64];
+	size_t n;
+} route_log;
+
+static void route_log_fn(asp_log_level level, const char *msg, void *userdata)
+{
+	route_log *rl = userdata;
+
+	if (strncmp(msg, "write ", 6) || !strstr(msg, ": ok in "))
+		return;
+	pthread_mutex_lock(&rl->mu);
+	if (rl->n + 1 < sizeof(rl->taken))
+		rl->taken[rl->n++] = strstr(msg, "via shell") ? 's' : strstr(msg, "via sftp") ? 'f' : '?';
+	pthread_mutex_unlock(&rl->mu);
+}
+
+#define ROUTE_WRITES 16
+
+/*
+ * Small writes follow what each route costs on the connection: with every
+ * process start in the sandbox made dear (bash, the login shell, sources
+ * $BASH_ENV, which sleeps 0.3 s, before each command; SFTP pays it once,
+ * when its server starts) writes that began on the shell route (guessed,
+ * as on a long round trip) move to SFTP and stay there but for a probe.
+ */
+START_TEST(test_warm_route_follows_cost_dear_starts)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	route_log rl = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	char extra[600], env[400], name[32], last[8];
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	size_t shell = 0;
+	int i, rc;
+
+	memset(&fx, 0, sizeof(fx));
+	snprintf(env, sizeof(env), "/tmp/asp-dear-env.%d.sh", (int)getpid());
+	ck_assert_int_eq(fx_run("printf 'sleep 0.3\\n' > %s && chmod 644 %s", env, env), 0);
+	snprintf(extra, sizeof(extra), "SetEnv BASH_ENV=%s\n", env);
+	server_up(extra);
+	o.config_path = fx.config;
+	o.log_fn = route_log_fn;
+	o.log_userdata = &rl;
+	test_open_options(&o);
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
+	asp__route_prior_shell(1);
+	for (i = 0; i < ROUTE_WRITES; i++) {
+		snprintf(name, sizeof(name), "dear-%d.txt", i);
+		put(sb, name, "4 KiB or less\n");
+	}
+	asp__route_prior_shell(0);
+	asp_close(sb);
+	unlink(env);
+	rl.taken[rl.n] = '\0';
+	fprintf(stderr, "warm: routes of %d small writes, process starts dear: %s\n", ROUTE_WRITES, rl.taken);
+	ck_assert_msg(rl.n == ROUTE_WRITES, "%zu writes in the trace, not %d", rl.n, ROUTE_WRITES);
+	for (i = 0; i < ROUTE_WRITES; i++)
+		shell += rl.taken[i] == 's';
+	ck_assert_msg(rl.taken[0] == 's', "the first write did not take the guessed shell route: %s", rl.taken);
+	memcpy(last, rl.taken + ROUTE_WRITES - 6, 6);
+	last[6] = '\0';
+	ck_assert_msg(!strcmp(last, "ffffff"), "the last 6 writes were not all over SFTP: %s", rl.taken);
+	ck_assert_msg(shell <= ASP_ROUTE_PROBE_FIRST * 2 + 1, "%zu of %d writes by shell: %s", shell,
+		      ROUTE_WRITES, rl.taken);
+}
+END_TEST
+
 Suite *suite_warm(void)
 {
 	TCase *slow;
@@ -893,6 +965,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_max_sessions_1);
 	tcase_add_test(tc, test_warm_stdin_inline);
 	tcase_add_test(tc, test_warm_small_files_over_exec);
+	tcase_add_test(tc, test_warm_route_follows_cost_dear_starts);
 	tcase_add_test(tc, test_warm_rtt_is_the_least_sample);
 	tcase_add_test(tc, test_warm_confirmations_are_rtt_samples);
 	tcase_add_test(tc, test_warm_read_one_flight);
