@@ -171,6 +171,35 @@ static void emit(const char *peer, const char *op, const char *unit, const sampl
 	fflush(stdout);
 }
 
+/*
+ * Content check, outside every timed region: the workspace file `rel` (bench/run.py's
+ * sandbox is on this machine, so its side of the bytes is a local file) must hold
+ * exactly buf[0..len). A mismatch ends the peer with "content mismatch" (bench/run.py
+ * then fails the run). Compared 64 KiB at a time: no second copy of a large file.
+ */
+static void verify_file(const char *what, const char *rel, const void *buf, size_t len)
+{
+	static unsigned char chunk[1 << 16];
+	char p[1024];
+	size_t off = 0, n;
+	FILE *f;
+
+	snprintf(p, sizeof(p), "%s/%s", arg_s("workspace", "."), rel);
+	f = fopen(p, "rb");
+	if (!f)
+		die("%s: content check: cannot open %s", what, p);
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (n > len - off || memcmp(chunk, (const unsigned char *)buf + off, n)) {
+			fclose(f);
+			die("%s: content mismatch at or after byte %zu of %s", what, off, p);
+		}
+		off += n;
+	}
+	fclose(f);
+	if (off != len)
+		die("%s: content mismatch: %s has %zu bytes, not %zu", what, p, off, len);
+}
+
 /* A buffer of `len` pseudo-random bytes (not all zero: no compression games). */
 static unsigned char *pattern(size_t len)
 {

@@ -14,7 +14,7 @@ import asyncio
 import sys
 
 from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many, many_data, now_ms,
-                         small_data)
+                         small_data, verify, ws_file)
 
 try:
     import asp.aio
@@ -36,8 +36,7 @@ async def lat():
     wname = "w-%s.bin" % arg("tag", "pyaio")
     async with asp.aio.open(config=arg("config"), max_connections=1) as sb:
         async def read4k():
-            if len(await sb.read("bench-4k.bin")) != 4096:
-                sys.exit("read4k: short")
+            return await sb.read("bench-4k.bin")
 
         async def stat():
             if (await sb.stat("bench-4k.bin")).size != 4096:
@@ -46,7 +45,9 @@ async def lat():
         iters, warmup = arg_i("iters", 100), arg_i("warmup", 10)
         for name, fn in (("exec", lambda: run_true(sb)), ("read4k", read4k),
                          ("write4k", lambda: sb.write(wname, data)), ("stat", stat)):
-            s, c, w = await atimed(fn, iters, warmup)
+            check = {"read4k": lambda got: verify("read4k", got, ws_file("bench-4k.bin")),
+                     "write4k": lambda _: verify("write4k", ws_file(wname), data)}.get(name)
+            s, c, w = await atimed(fn, iters, warmup, check)
             emit(PEER, name, "ms", s, c, w)
 
 

@@ -16,7 +16,7 @@ warnings.filterwarnings("ignore")  # asyncssh imports deprecated ciphers on impo
 import asyncssh  # noqa: E402
 
 from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many,  # noqa: E402
-                         emit_raw, many_data, now_ms, path, rss_kb, sizes_reps, small_data)
+                         emit_raw, many_data, now_ms, path, rss_kb, sizes_reps, small_data, verify, ws_file)
 
 PEER = arg("peer", "asyncssh")
 
@@ -44,8 +44,7 @@ async def lat():
 
     async def read4k():
         async with sftp.open(rpath, "rb") as f:
-            if len(await f.read()) != 4096:
-                sys.exit("read4k: short")
+            return await f.read()
 
     async def write4k():
         async with sftp.open(wpath, "wb") as f:
@@ -56,9 +55,11 @@ async def lat():
             sys.exit("stat: size")
 
     iters, warmup = arg_i("iters", 100), arg_i("warmup", 10)
+    checks = {"read4k": lambda got: verify("read4k", got, ws_file("bench-4k.bin")),
+              "write4k": lambda _: verify("write4k", ws_file(os.path.basename(wpath)), data)}
     for name, fn in (("exec", lambda: run_true(conn)), ("read4k", read4k), ("write4k", write4k),
                      ("stat", stat)):
-        s, c, w = await atimed(fn, iters, warmup)
+        s, c, w = await atimed(fn, iters, warmup, checks.get(name))
         emit(PEER, name, "ms", s, c, w)
     sftp.exit()
     conn.close()
@@ -102,14 +103,15 @@ async def bulk():
     await sftp.get(path("bench-4k.bin"), local)
     for size, reps in sizes_reps():
         src = path("bulk-%dM.bin" % size)
-        for op, fn in (("bulk_read", lambda: sftp.get(src, local)),
-                       ("bulk_write", lambda: sftp.put(src, dst))):
+        for op, fn, got in (("bulk_read", lambda: sftp.get(src, local), local),
+                            ("bulk_write", lambda: sftp.put(src, dst), dst)):
             s, cpu = [], 0.0
             for _ in range(reps):
                 t, c0 = now_ms(), cpu_s()
                 await fn()
                 s.append((now_ms() - t) / 1e3)
                 cpu += cpu_s() - c0
+                verify(op, got, src)  # the workspace is local: src and dst are its paths
             emit(PEER, op, "s", s, cpu, 0, bytes=size << 20)
     os.unlink(local)
     sftp.exit()

@@ -7,7 +7,10 @@ harnesses do it.
   asp-exec --no-master asp-exec with a full handshake per call
   sftp, scp            OpenSSH's own bulk transfer (through the ControlMaster, so
                        the handshake is not timed; scp uses the SFTP protocol, the
-                       9.x default)
+                       9.x default), one process per transfer
+  sftp (one session)   one `sftp -b -` process for every transfer of the run, each
+                       timed from its command to the reply of the next (`lpwd`,
+                       answered locally): no process start in the time
 
     /usr/bin/python3 bench/peer_cli.py workload=lat|bulk|cold host=... port=... user=...
         key=... workspace=DIR config=.asp.json asp_exec=PATH|'' rundir=DIR ...
@@ -16,13 +19,16 @@ Operations per call: exec `true`; read4k `cat FILE` (asp-exec --read FILE); writ
 `cat > FILE` with 4 KiB on stdin (asp-exec --write FILE, atomic); stat `stat -c %s FILE`.
 CPU per call is the client process's (wait4), plus the master's own CPU for the
 ControlMaster and asp-exec master variants (read from /proc).
+
+Every read's output and every written file is compared with the bytes it should be
+(outside the timing); a mismatch ends the program with "content mismatch".
 """
 import os
 import re
 import subprocess
 import sys
 
-from peer_common import arg, arg_i, emit, emit_raw, now_ms, path, sizes_reps
+from peer_common import arg, arg_i, emit, emit_raw, now_ms, path, sizes_reps, verify, ws_file
 
 HOST, PORT, USER = arg("host"), arg("port"), arg("user")
 DEST = "%s@%s" % (USER, HOST)
@@ -39,11 +45,15 @@ ENV.pop("ASP_CONFIG", None)
 CLK = os.sysconf("SC_CLK_TCK")
 
 
-def call(argv, stdin=None, cwd=None):
-    """Run one call; returns (wall_ms, cpu_s) of the client process."""
+def call(argv, stdin=None, cwd=None, out=None):
+    """Run one call (its stdout into the file out, if given); returns (wall_ms, cpu_s)
+    of the client process."""
+    sink = open(out, "wb") if out else subprocess.DEVNULL
     t = now_ms()
     p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                         stdout=subprocess.DEVNULL, env=ENV, cwd=cwd)
+                         stdout=sink, env=ENV, cwd=cwd)
+    if out:
+        sink.close()
     if stdin is not None:
         p.stdin.write(stdin)
         p.stdin.close()
@@ -135,6 +145,12 @@ def variants():
 
 def lat():
     data = os.urandom(4096)
+    got = os.path.join(RUNDIR, "read4k.out")
+    # What each op's call must leave: read4k's output, write4k's file (the ssh rows write
+    # w-cli.bin, asp-exec w-cli-asp.bin).
+    checks = {"read4k": lambda name: verify(name + " read4k", got, ws_file("bench-4k.bin")),
+              "write4k": lambda name: verify(name + " write4k", ws_file(
+                  "w-cli-asp.bin" if name.startswith("asp-exec") else "w-cli.bin"), data)}
     start_masters()
     try:
         warm, fresh = variants()
@@ -154,7 +170,10 @@ def lat():
                         if i == warmup and master:
                             pid = master()
                             mcpu[name] = (pid, proc_cpu(pid))
-                        w, c = call(base + argv, data if stdin else None, cwd=arg("workspace"))
+                        w, c = call(base + argv, data if stdin else None, cwd=arg("workspace"),
+                                    out=got if op == "read4k" else None)
+                        if op in checks:  # after the call: not in its time or CPU
+                            checks[op](name)
                         if i >= warmup:
                             s, cc = res[name]
                             s.append(w)
@@ -177,6 +196,7 @@ def bulk():
     sftp = ["sftp", "-q", "-b", "-"] + SSH_OPTS + ["-o", "ControlPath=" + CM, "-P", PORT, DEST]
     scp = ["scp", "-q"] + SSH_OPTS + ["-o", "ControlPath=" + CM, "-P", PORT]
     try:
+        session = SftpSession(sftp)
         for size, reps in sizes_reps():
             src = path("bulk-%dM.bin" % size)
             for name, op, argv, stdin in (
@@ -191,13 +211,71 @@ def bulk():
                     w, c = call(argv, stdin)
                     s.append(w / 1e3)
                     cpu += c
+                    verify("%s %s" % (name, op), local if op == "bulk_read" else dst, src)
                 cpu += proc_cpu(master) - m0
                 emit(name, op, "s", s, cpu, 0, bytes=size << 20,
                      rss_kb=peak_rss(argv, stdin) if size <= 64 else 0)
+            session.transfer(size, reps, src, local, dst)
+        session.close()
     finally:
         stop_masters()
         if os.path.exists(local):
             os.unlink(local)
+
+
+class SftpSession:
+    """One long-lived `sftp -b -` for every transfer: OpenSSH's sftp without a process
+    start per transfer. A transfer's time runs from writing its command to the reply
+    of the `lpwd` written right after it (answered by sftp itself, no round trip):
+    sftp runs batch commands one at a time and echoes each, line-buffered."""
+
+    NAME = "sftp (one session)"
+
+    def __init__(self, argv):
+        self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=ENV)
+        self.master = cm_pid()
+        self.command(b"")  # up, and its SFTP session open: the warm-up
+
+    def command(self, cmd):
+        """cmd (if any), then lpwd; returns when lpwd answered (sftp ended: the run fails)."""
+        self.p.stdin.write((cmd + b"\n" if cmd else b"") + b"lpwd\n")
+        self.p.stdin.flush()
+        while True:
+            line = self.p.stdout.readline()
+            if not line:
+                sys.exit("bench: %s: sftp ended (exit %s) after %r" % (self.NAME, self.p.wait(), cmd))
+            if line.startswith(b"Local working directory"):
+                return
+
+    def cpu(self):
+        return proc_cpu(self.p.pid) + proc_cpu(self.master)
+
+    def transfer(self, size, reps, src, local, dst):
+        for op, cmd, got in (("bulk_read", b"get %s %s" % (src.encode(), local.encode()), local),
+                             ("bulk_write", b"put %s %s" % (src.encode(), dst.encode()), dst)):
+            s, cpu = [], 0.0
+            for _ in range(reps):
+                c0, t = self.cpu(), now_ms()
+                self.command(cmd)
+                s.append((now_ms() - t) / 1e3)
+                cpu += self.cpu() - c0
+                verify("%s %s" % (self.NAME, op), got, src)
+            emit(self.NAME, op, "s", s, cpu, 0, bytes=size << 20, rss_kb=self.hwm())
+
+    def hwm(self):
+        """The sftp process's own peak RSS so far, KiB."""
+        try:
+            with open("/proc/%d/status" % self.p.pid) as f:
+                return next(int(x.split()[1]) for x in f if x.startswith("VmHWM:"))
+        except (OSError, StopIteration):
+            return 0
+
+    def close(self):
+        self.p.stdin.close()
+        self.p.stdout.read()
+        self.p.stdout.close()
+        if self.p.wait() != 0:
+            sys.exit("bench: %s: sftp exited %d" % (self.NAME, self.p.returncode))
 
 
 def cold():
@@ -213,7 +291,8 @@ def cold():
             if i >= warmup:
                 s.append(w)
                 cpu += c
-        emit(name, "cold", "ms", s, cpu, sum(s) / 1e3, rss_kb=peak_rss(argv, cwd=cwd))
+        # probe=1 (bench/run.py's algorithm probe): one connection per client, in this order.
+        emit(name, "cold", "ms", s, cpu, sum(s) / 1e3, rss_kb=0 if arg("probe") else peak_rss(argv, cwd=cwd))
 
 
 WORKLOADS = {"lat": lat, "bulk": bulk, "cold": cold}

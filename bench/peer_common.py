@@ -61,29 +61,93 @@ def small_data():
     return os.urandom(4096)
 
 
-def timed(fn, iters, warmup):
-    """Run fn warmup times, then iters timed times: (samples_ms, cpu_s, wall_s)."""
-    for _ in range(warmup):
-        fn()
-    s = []
-    c0, w0 = cpu_s(), now_ms()
-    for _ in range(iters):
-        t = now_ms()
-        fn()
-        s.append(now_ms() - t)
-    return s, cpu_s() - c0, (now_ms() - w0) / 1e3
+CHUNK = 1 << 20
 
 
-async def atimed(fn, iters, warmup):
+class _Reader:
+    """read(n) over bytes-like data or a local file's path (never whole in memory)."""
+
+    def __init__(self, src):
+        self.f, self.m, self.off = None, None, 0
+        if isinstance(src, str):
+            self.f = open(src, "rb")
+        else:
+            self.m = memoryview(src).cast("B")
+
+    def read(self, n):
+        if self.f:
+            return self.f.read(n)
+        b = bytes(self.m[self.off:self.off + n])
+        self.off += len(b)
+        return b
+
+    def close(self):
+        if self.f:
+            self.f.close()
+
+
+def verify(what, got, want):
+    """Content check, outside every timed region: got and want (bytes-like, or local
+    file paths: the workspace is the sandbox's side of the same bytes) must be equal,
+    byte for byte. A mismatch ends the peer with "content mismatch" (bench/run.py then
+    fails the run)."""
+    a, b, off = _Reader(got), _Reader(want), 0
+    try:
+        while True:
+            x, y = a.read(CHUNK), b.read(CHUNK)
+            if x != y:
+                sys.exit("bench: %s: content mismatch at or after byte %d (%s)" %
+                         (what, off, "lengths differ" if len(x) != len(y) else "bytes differ"))
+            if not x:
+                return
+            off += len(x)
+    finally:
+        a.close()
+        b.close()
+
+
+def ws_file(rel):
+    """The local path of a workspace file (bench/run.py's sandbox is on this machine)."""
+    return os.path.join(arg("workspace"), rel)
+
+
+def timed(fn, iters, warmup, check=None):
+    """Run fn warmup times, then iters timed times: (samples_ms, cpu_s, wall_s).
+    check(result of fn), when given, runs after every call (warm-up too), outside
+    the samples, the CPU and the wall time."""
     for _ in range(warmup):
-        await fn()
+        r = fn()
+        if check:
+            check(r)
     s = []
-    c0, w0 = cpu_s(), now_ms()
+    c0, w0, skip_c, skip_w = cpu_s(), now_ms(), 0.0, 0.0
     for _ in range(iters):
         t = now_ms()
-        await fn()
+        r = fn()
         s.append(now_ms() - t)
-    return s, cpu_s() - c0, (now_ms() - w0) / 1e3
+        if check:
+            k0, t0 = cpu_s(), now_ms()
+            check(r)
+            skip_c, skip_w = skip_c + cpu_s() - k0, skip_w + now_ms() - t0
+    return s, cpu_s() - c0 - skip_c, (now_ms() - w0 - skip_w) / 1e3
+
+
+async def atimed(fn, iters, warmup, check=None):
+    for _ in range(warmup):
+        r = await fn()
+        if check:
+            check(r)
+    s = []
+    c0, w0, skip_c, skip_w = cpu_s(), now_ms(), 0.0, 0.0
+    for _ in range(iters):
+        t = now_ms()
+        r = await fn()
+        s.append(now_ms() - t)
+        if check:
+            k0, t0 = cpu_s(), now_ms()
+            check(r)
+            skip_c, skip_w = skip_c + cpu_s() - k0, skip_w + now_ms() - t0
+    return s, cpu_s() - c0 - skip_c, (now_ms() - w0 - skip_w) / 1e3
 
 
 def sizes_reps():

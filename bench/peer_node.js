@@ -39,16 +39,75 @@ function rssKb() {
 	return Math.round(process.memoryUsage().rss / 1024);
 }
 
-async function timed(fn, iters, warmup) {
-	for (let i = 0; i < warmup; i++) await fn();
+/*
+ * Content check, outside every timed region: got and want (Buffers, or local file
+ * paths: the workspace is the sandbox's side of the same bytes) must be equal byte
+ * for byte, compared 1 MiB at a time. A mismatch ends the peer with "content
+ * mismatch" (bench/run.py then fails the run).
+ */
+function verify(what, got, want) {
+	const CH = 1 << 20;
+	const reader = (src) => {
+		if (src instanceof Uint8Array) { /* Buffers too */
+			let off = 0;
+			return {
+				read: () => {
+					const b = Buffer.from(src.buffer, src.byteOffset + off, Math.min(CH, src.length - off));
+					off += b.length;
+					return b;
+				},
+				close: () => {},
+			};
+		}
+		const fd = fs.openSync(src, 'r'), buf = Buffer.alloc(CH);
+		return {
+			read: () => {
+				let n = 0, k;
+				while (n < CH && (k = fs.readSync(fd, buf, n, CH - n, null)) > 0) n += k;
+				return buf.subarray(0, n);
+			},
+			close: () => fs.closeSync(fd),
+		};
+	};
+	const a = reader(got), b = reader(want);
+	try {
+		for (let off = 0; ; ) {
+			const x = a.read(), y = b.read();
+			if (!x.equals(y)) {
+				const how = x.length !== y.length ? 'lengths differ' : 'bytes differ';
+				process.stderr.write(`bench: ${what}: content mismatch at or after byte ${off} (${how})\n`);
+				process.exit(1);
+			}
+			if (!x.length) return;
+			off += x.length;
+		}
+	} finally {
+		a.close();
+		b.close();
+	}
+}
+
+/* check(result), when given, runs after every call, outside the samples, CPU and wall time. */
+async function timed(fn, iters, warmup, check) {
+	for (let i = 0; i < warmup; i++) {
+		const r = await fn();
+		if (check) check(r);
+	}
 	const s = [];
 	const c0 = cpu(), w0 = now();
+	let skipC = 0, skipW = 0;
 	for (let i = 0; i < iters; i++) {
 		const t = now();
-		await fn();
+		const r = await fn();
 		s.push(now() - t);
+		if (check) {
+			const k0 = cpu(), t0 = now();
+			check(r);
+			skipC += cpu() - k0;
+			skipW += now() - t0;
+		}
 	}
-	return [s, cpu() - c0, (now() - w0) / 1e3];
+	return [s, cpu() - c0 - skipC, (now() - w0 - skipW) / 1e3];
 }
 
 function sizesReps() {
@@ -107,12 +166,12 @@ async function ssh2Main(w) {
 		const wname = `w-${arg('tag', 'node-ssh2')}.bin`;
 		const ops = [
 			['exec', () => I.exec(c)],
-			['read4k', async () => { if ((await I.read(sftp, 'bench-4k.bin')).length !== 4096) throw new Error('short'); }],
-			['write4k', () => I.write(sftp, wname, data)],
+			['read4k', () => I.read(sftp, 'bench-4k.bin'), (got) => verify('read4k', got, wsPath('bench-4k.bin'))],
+			['write4k', () => I.write(sftp, wname, data), () => verify('write4k', wsPath(wname), data)],
 			['stat', async () => { if ((await I.stat(sftp, 'bench-4k.bin')).size !== 4096) throw new Error('size'); }],
 		];
-		for (const [name, fn] of ops) {
-			const [s, c0, w0] = await timed(fn, argI('iters', 100), argI('warmup', 10));
+		for (const [name, fn, check] of ops) {
+			const [s, c0, w0] = await timed(fn, argI('iters', 100), argI('warmup', 10), check);
 			emit(name, 'ms', s, c0, w0);
 		}
 		I.close(c);
@@ -148,8 +207,8 @@ async function ssh2Main(w) {
 		await I.get(sftp, 'bench-4k.bin', local);
 		for (const [size, reps] of sizesReps()) {
 			const src = `bulk-${size}M.bin`;
-			for (const [op, fn] of [['bulk_read', () => I.get(sftp, src, local)],
-				['bulk_write', () => I.put(sftp, wsPath(src), dst)]]) {
+			for (const [op, fn, got] of [['bulk_read', () => I.get(sftp, src, local), local],
+				['bulk_write', () => I.put(sftp, wsPath(src), dst), wsPath(dst)]]) {
 				const s = [];
 				let cp = 0;
 				for (let r = 0; r < reps; r++) {
@@ -157,6 +216,7 @@ async function ssh2Main(w) {
 					await fn();
 					s.push((now() - t) / 1e3);
 					cp += cpu() - c0;
+					verify(op, got, wsPath(src));
 				}
 				emit(op, 's', s, cp, 0, { bytes: size * 1048576 });
 			}
@@ -220,13 +280,14 @@ async function aspMain(w) {
 		const wname = `w-${arg('tag', 'node-asp')}.bin`;
 		const ops = [
 			['exec', () => execTrue(sb)],
-			['read4k', async () => { if ((await sb.read('bench-4k.bin')).length !== 4096) throw new Error('short'); }],
-			['write4k', () => sb.write(wname, data)],
-			['write4k_nonatomic', () => sb.write(wname, data, { atomic: false })],
+			['read4k', () => sb.read('bench-4k.bin'), (got) => verify('read4k', got, wsPath('bench-4k.bin'))],
+			['write4k', () => sb.write(wname, data), () => verify('write4k', wsPath(wname), data)],
+			['write4k_nonatomic', () => sb.write(wname, data, { atomic: false }),
+				() => verify('write4k_nonatomic', wsPath(wname), data)],
 			['stat', async () => { if ((await sb.stat('bench-4k.bin')).size !== 4096) throw new Error('size'); }],
 		];
-		for (const [name, fn] of ops) {
-			const [s, c0, w0] = await timed(fn, argI('iters', 100), argI('warmup', 10));
+		for (const [name, fn, check] of ops) {
+			const [s, c0, w0] = await timed(fn, argI('iters', 100), argI('warmup', 10), check);
 			emit(name, 'ms', s, c0, w0);
 		}
 		await sb.close();
@@ -262,15 +323,16 @@ async function aspMain(w) {
 		for (const [size, reps] of sizesReps()) {
 			const src = `bulk-${size}M.bin`, n = size * 1048576;
 			const view = big.subarray(0, n);
-			for (const [op, fn] of [['bulk_read', async () => { if ((await sb.read(src)).length !== n) throw new Error('short'); }],
-				['bulk_write', () => sb.write(dst, view)]]) {
+			for (const [op, fn, check] of [['bulk_read', () => sb.read(src), (got) => verify('bulk_read', got, wsPath(src))],
+				['bulk_write', () => sb.write(dst, view), () => verify('bulk_write', wsPath(dst), view)]]) {
 				const s = [];
 				let cp = 0;
 				for (let r = 0; r < reps; r++) {
 					const t = now(), c0 = cpu();
-					await fn();
+					const got = await fn();
 					s.push((now() - t) / 1e3);
 					cp += cpu() - c0;
+					check(got);
 				}
 				emit(op, 's', s, cp, 0, { bytes: n });
 			}

@@ -16,7 +16,7 @@ warnings.filterwarnings("ignore")
 import paramiko  # noqa: E402
 
 from peer_common import (arg, arg_i, arg_list, cpu_s, emit, emit_raw, now_ms, path,  # noqa: E402
-                         rss_kb, sizes_reps, small_data, timed)
+                         rss_kb, sizes_reps, small_data, timed, verify, ws_file)
 
 PEER = arg("peer", "paramiko")
 
@@ -54,8 +54,7 @@ def lat():
 
     def read4k():
         with sftp.open(rpath, "rb") as f:
-            if len(f.read()) != 4096:
-                sys.exit("read4k: short")
+            return f.read()
 
     def write4k():
         with sftp.open(wpath, "wb") as f:
@@ -66,9 +65,11 @@ def lat():
             sys.exit("stat: size")
 
     iters, warmup = arg_i("iters", 100), arg_i("warmup", 10)
+    checks = {"read4k": lambda got: verify("read4k", got, ws_file("bench-4k.bin")),
+              "write4k": lambda _: verify("write4k", ws_file(os.path.basename(wpath)), data)}
     for name, fn in (("exec", lambda: run_true(c)), ("read4k", read4k), ("write4k", write4k),
                      ("stat", stat)):
-        s, cpu, w = timed(fn, iters, warmup)
+        s, cpu, w = timed(fn, iters, warmup, checks.get(name))
         emit(PEER, name, "ms", s, cpu, w)
     sftp.close()
     c.close()
@@ -119,14 +120,15 @@ def bulk():
     sftp.get(path("bench-4k.bin"), local)
     for size, reps in sizes_reps():
         src = path("bulk-%dM.bin" % size)
-        for op, fn in (("bulk_read", lambda: sftp.get(src, local)),
-                       ("bulk_write", lambda: sftp.put(src, dst))):
+        for op, fn, got in (("bulk_read", lambda: sftp.get(src, local), local),
+                            ("bulk_write", lambda: sftp.put(src, dst), dst)):
             s, cpu = [], 0.0
             for _ in range(reps):
                 t, c0 = now_ms(), cpu_s()
                 fn()
                 s.append((now_ms() - t) / 1e3)
                 cpu += cpu_s() - c0
+                verify(op, got, src)  # the workspace is local: src and dst are its paths
             emit(PEER, op, "s", s, cpu, 0, bytes=size << 20)
     os.unlink(local)
     sftp.close()

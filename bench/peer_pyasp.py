@@ -10,7 +10,7 @@ import sys
 import threading
 
 from peer_common import (arg, arg_i, arg_list, cpu_s, emit, now_ms, sizes_reps, small_data,
-                         timed)
+                         timed, verify, ws_file)
 
 try:
     import asp
@@ -33,8 +33,7 @@ def lat():
     wname = "w-%s.bin" % arg("tag", "pyasp")
 
     def read4k():
-        if len(sb.read("bench-4k.bin")) != 4096:
-            sys.exit("read4k: short")
+        return sb.read("bench-4k.bin")
 
     def stat():
         if sb.stat("bench-4k.bin").size != 4096:
@@ -45,7 +44,9 @@ def lat():
                      ("write4k", lambda: sb.write(wname, data)),
                      ("write4k_nonatomic", lambda: sb.write(wname, data, atomic=False)),
                      ("stat", stat)):
-        s, c, w = timed(fn, iters, warmup)
+        check = (lambda got: verify(name, got, ws_file("bench-4k.bin"))) if name == "read4k" else \
+            (lambda _: verify(name, ws_file(wname), data)) if name.startswith("write") else None
+        s, c, w = timed(fn, iters, warmup, check)
         emit(PEER, name, "ms", s, c, w)
     sb.close()
 
@@ -95,14 +96,18 @@ def bulk():
     for size, reps in sizes_reps():
         src, n = "bulk-%dM.bin" % size, size << 20
         view = memoryview(big)[:n]
-        for op, fn in (("bulk_read", lambda: len(sb.read(src)) == n or sys.exit("short read")),
-                       ("bulk_write", lambda: sb.write(dst, view))):
+        for op, fn, check in (("bulk_read", lambda: sb.read(src),
+                               lambda got: verify("bulk_read", got, ws_file(src))),
+                              ("bulk_write", lambda: sb.write(dst, view),
+                               lambda _: verify("bulk_write", ws_file(dst), view))):
             s, cpu = [], 0.0
             for _ in range(reps):
                 t, c0 = now_ms(), cpu_s()
-                fn()
+                got = fn()
                 s.append((now_ms() - t) / 1e3)
                 cpu += cpu_s() - c0
+                check(got)
+                got = None
             emit(PEER, op, "s", s, cpu, 0, bytes=n)
     sb.close()
 
