@@ -28,7 +28,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from shared import PKG_ROOT, REPO, SshdFixture, proc_alive, wait_dead  # noqa: E402
+from shared import PKG_ROOT, REPO, SshdFixture, asp, proc_alive, wait_dead  # noqa: E402
 
 HARNESS = os.path.join(REPO, "examples", "python", "terminus_slim", "terminus_slim.py")
 MODEL = "test-model"
@@ -201,7 +201,8 @@ def check_calc_run(tc, model, script, rc, out, err, words):
     tc.assertEqual(rc, 0, f"stdout:\n{out[-4000:]}\nstderr:\n{err[-4000:]}")
     tc.assertEqual(script.seen, ["failure", "pass"])
     tc.assertEqual(script.phase, "done")
-    tc.assertIn("terminus-slim: tmux session terminus-", err)
+    tc.assertRegex(err, r"terminus-slim: tmux session (terminus-[0-9a-f]+) \(pane pid \d+\)\n"
+                        r"(?:.*\n)*terminus-slim: tmux session \1 killed\n")
     bodies = model.bodies()
     tc.assertGreaterEqual(len(bodies), 3)
     for path, headers, _ in model.requests:
@@ -298,6 +299,12 @@ class TestTerminusSlim(unittest.TestCase):
     def test_ctrl_c_leaves_no_process(self):
         """SIGINT to the harness while its terminal runs a long command: the tmux server, the
         shell and the command are all gone when the harness has exited."""
+        self.interrupt(signal.SIGINT, 130, "interrupted")
+
+    def test_sigterm_leaves_no_process(self):
+        self.interrupt(signal.SIGTERM, 143, "terminated")
+
+    def interrupt(self, sig, status, said):
         started = threading.Event()
         release = threading.Event()
         self.addCleanup(release.set)
@@ -331,11 +338,11 @@ class TestTerminusSlim(unittest.TestCase):
         self.assertEqual(len(servers), 1, servers)
         self.assertTrue(any(marker in cmdline(pid) for pid in members), members)
         self.assertTrue(all(proc_alive(pid) for pid in servers + members))
-        p.send_signal(signal.SIGINT)
+        p.send_signal(sig)
         out, err = p.communicate(timeout=120)
         err = err.decode()
-        self.assertEqual(p.returncode, 130, err)
-        self.assertIn("interrupted; the tmux session is gone", err)
+        self.assertEqual(p.returncode, status, err)
+        self.assertIn(f"terminus-slim: tmux session {name} killed\nterminus-slim: {said}\n", err)
         for pid in servers + members:
             self.assertTrue(wait_dead(pid), f"pid {pid} ({cmdline(pid)}) is still alive")
         self.assertEqual(session_members(pane_pid), [])
@@ -447,6 +454,14 @@ def against(config, cwd=None):
     try:
         rc, out, err = run_calc_task(model.url, config, cwd=cwd)
         check_calc_run(tc, model, script, rc, out, err, transport_words(config))
+        # What the sandbox holds now: the fixed module, and no process naming the session.
+        name = re.search(r"tmux session (terminus-[0-9a-f]+) ", err).group(1)
+        with asp.open(config) as sb:
+            where = f"{cwd}/calc/calc.py" if cwd else "calc/calc.py"
+            tc.assertEqual(sb.read_text(where), "def add(a, b):\n    return a + b\n")
+            r = sb.exec(f"grep -l -a -- '[{name[0]}]{name[1:]}' /proc/[0-9]*/cmdline "
+                        "2>/dev/null; echo scanned", timeout=60)
+            tc.assertEqual(r.stdout.decode(), "scanned\n", "processes naming the session are left")
     except AssertionError as e:
         print(f"FAIL terminus-slim: {e}")
         return 1

@@ -34,6 +34,7 @@ import os
 import re
 import secrets
 import shlex
+import signal
 import sys
 import threading
 import urllib.error
@@ -195,18 +196,21 @@ class SandboxFailure(Exception):
     """A call to the sandbox failed: the operator is told why (stderr), never the model."""
 
 
-# Kills the session's server, then whatever is left of the pane's terminal session
-# (a process that ignored the hangup): the processes whose session id is the pane's
-# shell, found in /proc (no ps needed). $1 is the tmux socket name, $2 the pane's pid.
+# Kills the session's server, then whatever is left of it and of the pane's terminal
+# session (a process that ignored the hangup): the server's pid and the processes whose
+# session id is the pane's shell, found in /proc (no ps needed). $1 is the tmux socket
+# name, $2 the server's pid, $3 the pane's pid.
 KILL_SCRIPT = r"""
-sock=$1 sid=$2
+sock=$1 server=$2 sid=$3
 tmux -L "$sock" kill-server 2>/dev/null
-[ -n "$sid" ] || exit 0
+[ -n "$server$sid" ] || exit 0
 left() {
 	for f in /proc/[0-9]*/stat; do
 		read -r st 2>/dev/null <"$f" || continue
+		p=${f#/proc/}; p=${p%/stat}
 		set -- ${st##*") "}
-		[ "$4" = "$sid" ] && { p=${f#/proc/}; echo "${p%/stat}"; }
+		[ "$1" != Z ] || continue
+		[ "$p" = "$server" ] || [ "$4" = "$sid" ] && echo "$p"
 	done
 }
 i=0
@@ -237,7 +241,7 @@ class Terminal:
         self.socket = name
         self.cols, self.rows = cols, rows
         self.pane_lines, self.pane_bytes = pane_lines, pane_bytes
-        self.pane_pid = None
+        self.server_pid = self.pane_pid = None
         self.started = False
 
     async def _tmux(self, what, line, check=True, cwd=None):
@@ -264,9 +268,13 @@ class Terminal:
                           ["set-option", "-g", "history-limit", str(max(2000, self.pane_lines))],
                           ["new-session", "-d", "-s", self.name, "-x", str(self.cols),
                            "-y", str(self.rows), shell],
-                          ["display-message", "-p", "-t", self.name, "#{pane_pid}"]))
+                          ["display-message", "-p", "-t", self.name, "#{pid} #{pane_pid}"]))
         r = await self._tmux("starting the tmux session", line, cwd=self.cwd)
-        self.pane_pid = r.stdout.decode().strip().splitlines()[-1] if r.stdout.strip() else None
+        pids = r.stdout.decode().split()
+        if len(pids) != 2 or not all(p.isdigit() for p in pids):
+            raise SandboxFailure(f"starting the tmux session: tmux printed {r.stdout[:200]!r}, "
+                                 "not its pids")
+        self.server_pid, self.pane_pid = pids
 
     async def send(self, keystrokes):
         commands = send_keys_argv(self.name, keystrokes)
@@ -284,7 +292,8 @@ class Terminal:
         if not self.started:
             return
         self.started = False
-        args = " ".join(shlex.quote(a) for a in (self.socket, self.pane_pid or ""))
+        args = " ".join(shlex.quote(a) for a in (self.socket, self.server_pid or "",
+                                                 self.pane_pid or ""))
         await self._tmux("killing the tmux session",
                          f"sh -c {shlex.quote(KILL_SCRIPT)} kill-session {args}", check=False)
 
@@ -388,6 +397,8 @@ async def run_agent(term, client, task, max_turns=MAX_TURNS, out=print):
 
 
 async def amain(args, client):
+    # SIGTERM ends the run as Ctrl-C does (asyncio.run turns SIGINT into a cancel).
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, asyncio.current_task().cancel)
     try:
         sb = await asp.aio.open(args.config)
     except asp.AspError as e:
@@ -410,7 +421,9 @@ async def amain(args, client):
     finally:
         # Also on Ctrl-C (asyncio.run cancels this task): the session dies with the run.
         try:
-            await term.close()
+            if term.started:
+                await term.close()
+                print(f"terminus-slim: tmux session {term.name} killed", file=sys.stderr)
         except SandboxFailure as e:
             print(f"terminus-slim: {e}", file=sys.stderr)
         await sb.close()
@@ -448,8 +461,11 @@ def main(argv=None):
     try:
         return asyncio.run(amain(args, client))
     except KeyboardInterrupt:
-        print("terminus-slim: interrupted; the tmux session is gone", file=sys.stderr)
+        print("terminus-slim: interrupted", file=sys.stderr)
         return 130
+    except asyncio.CancelledError:
+        print("terminus-slim: terminated", file=sys.stderr)
+        return 143
 
 
 if __name__ == "__main__":
