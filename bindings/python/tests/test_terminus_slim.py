@@ -276,6 +276,8 @@ class TestTerminusSlim(unittest.TestCase):
                 return "Let me look around first."
             if n == 4:
                 return turn([("sleep 300\n", 0.3), ("C-c", 0.3), (typed, 0.3),
+                             ("echo semi-a; echo semi-b;", 0.1), ("\n", 0.3),
+                             ("find /dev/null -exec echo found-{} \\;", 0.1), ("\n", 0.3),
                              ("echo after-$((6*7))\n", 0.5)], done=True)
             raise AssertionError(f"unexpected request with {n} messages")
 
@@ -293,6 +295,8 @@ class TestTerminusSlim(unittest.TestCase):
         self.assertRegex(screen, r"\$ sleep 300\n\^C\n\$ ")
         self.assertIn("SEMI;COLON $HOME `X` \\\"Q\\\" -L\n", screen)
         self.assertRegex(screen, r"\nafter-42\n")
+        self.assertIn("$ echo semi-a; echo semi-b;\nsemi-a\nsemi-b\n", screen)
+        self.assertIn("$ find /dev/null -exec echo found-{} \\;\nfound-/dev/null\n", screen)
         for i, (_, _, raw) in enumerate(model.requests):
             self.assertEqual(leaks(self.words, raw.decode()), [], f"request {i + 1}")
 
@@ -393,6 +397,10 @@ class TestPolicy(unittest.TestCase):
                                              ["send-keys", "-t", "s", "Enter"]])
         self.assertEqual(argv("s", "\n\n"), [["send-keys", "-t", "s", "Enter"]] * 2)
         self.assertEqual(argv("s", ""), [])
+        self.assertEqual(argv("s", "a;"), [["send-keys", "-t", "s", "-l", "--", "a\\;"]])
+        self.assertEqual(argv("s", "x \\;\n"), [["send-keys", "-t", "s", "-l", "--", "x \\\\;"],
+                                                ["send-keys", "-t", "s", "Enter"]])
+        self.assertEqual(argv("s", "a;b"), [["send-keys", "-t", "s", "-l", "--", "a;b"]])
         line = self.t.tmux_line("sock", *argv("s", "a'b;c\n"))
         self.assertEqual(line, "tmux -L sock send-keys -t s -l -- 'a'\"'\"'b;c' ';' "
                                "send-keys -t s Enter")

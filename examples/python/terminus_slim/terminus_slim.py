@@ -156,13 +156,18 @@ def parse_reply(text):
 
 def send_keys_argv(target, keystrokes):
     """The tmux commands (each an argv list) that type `keystrokes` into pane `target`:
-    text literally (send-keys -l), each newline as Enter, a lone key name as that key."""
+    text literally (send-keys -l), each newline as Enter, a lone key name as that key.
+    tmux_line() makes them one shell line."""
     if keystrokes in NAMED_KEYS or KEY_NAME.fullmatch(keystrokes):
         return [["send-keys", "-t", target, keystrokes]]
     out = []
     for i, piece in enumerate(keystrokes.split("\n")):
         if i:
             out.append(["send-keys", "-t", target, "Enter"])
+        if piece.endswith(";"):
+            # tmux reads an argument's last ';' as a command separator, and a '\;' there as
+            # ';': one more backslash keeps what was typed (`a;` -> `a\;`, `\;` -> `\\;`).
+            piece = piece[:-1] + "\\;"
         if piece:
             out.append(["send-keys", "-t", target, "-l", "--", piece])
     return out
