@@ -300,6 +300,25 @@ class TestTerminusSlim(unittest.TestCase):
         for i, (_, _, raw) in enumerate(model.requests):
             self.assertEqual(leaks(self.words, raw.decode()), [], f"request {i + 1}")
 
+    def test_a_failing_endpoint_ends_the_run_and_the_session(self):
+        def script(body):
+            raise RuntimeError("the script is over")
+
+        model = ScriptedModel(script)
+        self.addCleanup(model.close)
+        p = start_harness(model.url, self.fx.config)
+        out, err = p.communicate(timeout=120)
+        err = err.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertIn(f"the model endpoint failed: {model.url}/chat/completions: HTTP 500", err)
+        self.assertIn("the script is over", err)
+        self.assertNotIn(API_KEY, err)
+        name = re.search(r"tmux session (terminus-[0-9a-f]+) \(pane pid (\d+)\)", err)
+        self.assertIsNotNone(name, err)
+        self.assertIn(f"tmux session {name.group(1)} killed", err)
+        self.assertTrue(wait_dead(int(name.group(2))))
+        self.assertEqual(tmux_servers(name.group(1)), [])
+
     def test_ctrl_c_leaves_no_process(self):
         """SIGINT to the harness while its terminal runs a long command: the tmux server, the
         shell and the command are all gone when the harness has exited."""
