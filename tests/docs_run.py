@@ -3,9 +3,9 @@
 
     python3 tests/docs_run.py [FILE.md...]
 
-Reads README.md, docs/*.md and bindings/*/README.md (or the files named), takes
-every fenced code block and runs it against a real sshd (the tests' fixture,
-build/tests/sshd-fixture), with ASP_CONFIG naming the fixture's .asp.json:
+Reads README.md, docs/*.md, bindings/*/README.md and examples/python/*/README.md (or
+the files named), takes every fenced code block and runs it against a real sshd (the
+tests' fixture, build/tests/sshd-fixture), with ASP_CONFIG naming the fixture's .asp.json:
 
   c            compiled with gcc and clang against include/ and build/libasp.so, each
                program run; both must print the same
@@ -63,7 +63,8 @@ class Block:
 
 
 def default_files():
-    files = ["README.md"] + sorted(glob.glob("docs/*.md")) + sorted(glob.glob("bindings/*/README.md"))
+    files = (["README.md"] + sorted(glob.glob("docs/*.md")) + sorted(glob.glob("bindings/*/README.md"))
+             + sorted(glob.glob("examples/python/*/README.md")))
     return [f for f in files if os.path.exists(os.path.join(ROOT, f))]
 
 

@@ -5,6 +5,12 @@
  * plan, so it needs no LLM. Every tool runs in the sandbox named by the
  * .asp.json found from the current directory upwards.
  *
+ * Each call is a fresh shell, and a command's processes are its own: a
+ * server that must outlive its call (a dev server the next call queries)
+ * is started in the background by the shell with its input and output on
+ * files, so the call ends when the shell does and the server goes on; a
+ * later call finds it by its pid file and stops it.
+ *
  *   cc tool_loop.c $(pkg-config --cflags --libs libasp) -o tool_loop
  */
 #include <asp.h>
@@ -92,6 +98,25 @@ int main(void)
 	rc |= bash(sb, "cc -o hello src/hello.c 2>&1 || echo 'no compiler in the sandbox'; "
 		       "[ -x hello ] && ./hello; uname -n; id -un; pwd");
 	rc |= bash(sb, "ls -la src");
+	/* A background server: started by one call, queried by the next, stopped by a third. */
+	rc |= bash(sb, "if command -v python3 >/dev/null; then "
+		       "python3 -u -m http.server 0 --bind 127.0.0.1 >server.log 2>&1 </dev/null & "
+		       "echo $! >server.pid; echo server started; "
+		       "else echo 'no python3 in the sandbox'; fi");
+	rc |= bash(sb, "[ -f server.pid ] || exit 0; p=$(cat server.pid); "
+		       "kill -0 \"$p\" || { echo 'the server is gone'; exit 1; }; i=0; "
+		       "while ! grep -q ' port [0-9]' server.log && [ $i -lt 100 ]; do "
+		       "sleep 0.1; i=$((i + 1)); done; "
+		       "port=$(sed -n 's/.* port \\([0-9]*\\).*/\\1/p' server.log); "
+		       "echo \"server $p is running, on port $port\"; "
+		       "python3 -c 'import sys, urllib.request as u; "
+		       "print(u.urlopen(sys.argv[1], timeout=10).read().decode(), end=\"\")' "
+		       "\"http://127.0.0.1:$port/src/hello.c\"");
+	rc |= bash(sb, "[ -f server.pid ] || exit 0; p=$(cat server.pid); kill \"$p\"; i=0; "
+		       "while kill -0 \"$p\" 2>/dev/null && [ $i -lt 100 ]; do "
+		       "sleep 0.1; i=$((i + 1)); done; "
+		       "kill -0 \"$p\" 2>/dev/null && echo 'server still running' || echo server stopped; "
+		       "rm -f server.pid server.log");
 	asp_close(sb);
 	return rc;
 }

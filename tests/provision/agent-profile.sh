@@ -2,11 +2,14 @@
 # agent-profile.sh - the agent profile of mkrootfs.sh, end to end: build the
 # tree, provision a Podman sandbox from it, and run through asp-exec what an
 # agent runs there (ps, nohup, setsid, python3, git, tmux driven by keys,
-# ripgrep, curl, less). Each check compares real output; the run ends with
-# `down`. Run from the top of the tree as root (Podman rootful, runc).
+# ripgrep, curl, less), then terminus-slim (examples/python/terminus_slim)
+# on a scripted model doing a small task in tmux. Each check compares real
+# output; the run ends with `down`. Run from the top of the tree as root
+# (Podman rootful, runc).
 #
 #   ASF_PROVISION  the asf-provision binary (default build/bin/asf-provision)
 #   ASP_EXEC       the asp-exec binary (default build/bin/asp-exec)
+#   PYTHON         the Python that runs terminus-slim (default python3)
 set -eu
 
 top=$(pwd)
@@ -55,6 +58,15 @@ check ripgrep "needle.txt:1:a needle" 'echo "a needle" > needle.txt && rg -n --w
 check curl "curl " 'curl --version'
 check less "less " 'less --version'
 check locale "UTF-8" 'LC_ALL=C.UTF-8 locale charmap 2>/dev/null || LC_ALL=C.UTF-8 python3 -c "import locale; print(locale.getpreferredencoding())"'
+
+# terminus-slim in this sandbox: a scripted model (on 127.0.0.1) creates a project, sees its
+# test fail on the screen, fixes it, sees it pass; the model is never told of the transport.
+if ${PYTHON:-python3} "$top/bindings/python/tests/test_terminus_slim.py" \
+	--against "$tmp/project/.asp.json" >"$tmp/terminus.out" 2>&1; then
+	passed=$((passed + 1)); echo "ok   terminus-slim"
+else
+	failed=$((failed + 1)); echo "FAIL terminus-slim"; tail -n 60 "$tmp/terminus.out"
+fi
 
 $asf down "$name" >/dev/null
 echo "agent-profile: $passed passed, $failed failed"
