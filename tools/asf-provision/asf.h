@@ -287,6 +287,8 @@ typedef struct asf_kube {
 
 /* The objects, in apply order: Secret, NetworkPolicy, [Service,] Pod. */
 cJSON *kube_objects(const asf_kube *k, asf_err *e);
+/* podman kube play's copy, STATE/NAME/podman-kube.yaml (path gets it): see kube.c. */
+int kube_podman_manifest(const asf_kube *k, char *path, size_t pathlen, asf_err *e);
 /* The manifest: multi-document YAML of JSON documents, mode 0600 (the host key is in it). */
 int kube_write(const char *path, const char *name, const cJSON *objs, asf_err *e);
 /*

@@ -449,7 +449,7 @@ static long pod_infra_pid(const char *pod, asf_err *e)
  * `kube play --start=false` the host key is made 0400 on the volume, and
  * what podman wrote is compared with the state directory's files.
  */
-static int podman_manifest(const asf_kube *k, char *path, size_t pathlen, asf_err *e)
+int kube_podman_manifest(const asf_kube *k, char *path, size_t pathlen, asf_err *e)
 {
 	asf_kube raw = *k;
 	cJSON *objs;
@@ -551,7 +551,7 @@ int kube_apply(const asf_kube *k, const char *manifest, const char *runtime, lon
 	/* podman kube play, with no network at all: NetworkPolicy is not
 	 * enforced by podman, so the pod gets none (exec ingress only). */
 	if (podman_conf(k, runtime, nofile, nproc, conf, sizeof(conf), e) ||
-	    podman_manifest(k, pm, sizeof(pm), e))
+	    kube_podman_manifest(k, pm, sizeof(pm), e))
 		return -1;
 	argv_add(&a, "env");
 	argv_addf(&a, "CONTAINERS_CONF=%s", conf);

@@ -332,7 +332,8 @@ int main(int argc, char **argv)
 				return bad_arg(cmd, argv[i]);
 		}
 		if (!g || !name_valid(g)) {
-			fprintf(stderr, "asf-provision: down --group: expected a group name (the --name of up --count)\n");
+			fprintf(stderr, "asf-provision: down --group: expected a group name "
+				"(the --name of up --count)\n");
 			return 2;
 		}
 		return cmd_down_group(g, json);

@@ -1384,7 +1384,10 @@ static int kube_build(up_ctx *c, long nofile, long nproc, asf_err *e)
 	if (rc)
 		return -1;
 	if (c->o->manifest_only) {
-		if (write_config(c, 0, e))
+		char pm[4400];
+		/* --engine podman: podman kube play's copy too, the one `up` would play. */
+		if ((!strcmp(asf_engine, "podman") && kube_podman_manifest(&k, pm, sizeof(pm), e)) ||
+		    write_config(c, 0, e))
 			return -1;
 		cJSON_ReplaceItemInObjectCaseSensitive(c->st, "phase", cJSON_CreateString("rendered"));
 		return state_save(c->o->name, c->st, e);
