@@ -91,8 +91,15 @@ if (files.length) {
 	];
 	try {
 		for (const [name, engine, args, want] of modes) {
-			execFileSync(bin, ["--state-dir", state, "--engine", engine, "manifest", "--backend", "kubernetes",
-				"--name", name, "--image", "registry.example/asf-sshd:1", ...args], { stdio: ["ignore", "ignore", "inherit"] });
+			try {
+				execFileSync(bin, ["--state-dir", state, "--engine", engine, "manifest", "--backend",
+					"kubernetes", "--name", name, "--image", "registry.example/asf-sshd:1", ...args],
+				{ stdio: ["ignore", "ignore", "pipe"] });
+			} catch (e) {
+				fail(`${name}: ${bin} manifest ${args.join(" ")}: ${e.status !== null ? "exit " + e.status :
+					e.signal}: ${String(e.stderr || e.message).trim()}`);
+				continue;
+			}
 			const docs = await checkManifest(join(state, name, "kubernetes.yaml"), want);
 			if (engine === "podman")
 				await checkManifest(join(state, name, "podman-kube.yaml"), want);
@@ -106,6 +113,8 @@ if (files.length) {
 
 // ------------------------------------------------------------ each check can fail
 
+if (!files.length && !restrictedPod)
+	fail("self-test: no unprivileged Pod was rendered, so no rule could be shown failing");
 if (restrictedPod) {
 	const clone = () => JSON.parse(JSON.stringify(restrictedPod));
 	const ctr = (p) => p.spec.containers[0];

@@ -1499,6 +1499,43 @@ START_TEST(kube_manifest_structure)
 	asf(&r, "manifest", "--name", name, "--workspace", ws, "--image", "x");
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "needs --backend kubernetes"));
+	/* The unprivileged mode's options: each bad one refused, naming itself, nothing written. */
+	{
+		static const char *const bad[][4] = {
+			{ "--workspace-volume", "nfs:x", "expected hostpath, emptydir or pvc:CLAIM", NULL },
+			{ "--workspace-volume", "pvc:Bad_Claim", "expected a claim name", NULL },
+			{ "--deadline", "0", "--deadline 0", NULL },
+			{ "--deadline", "soon", "--deadline soon", NULL },
+		};
+		size_t k;
+		for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			/* the last --workspace-volume given counts */
+			asf(&r, "manifest", "--backend", "kubernetes", "--unprivileged", "--name", name, "--image", "x",
+			    "--workspace-volume", "emptydir", bad[k][0], bad[k][1]);
+			ck_assert_msg(r.status == 2 && strstr(r.err, bad[k][2]), "%s %s: exit %d: %s", bad[k][0],
+				      bad[k][1], r.status, r.err);
+		}
+		asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace", ws,
+		    "--workspace-volume", "emptydir");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "not with --workspace-volume"), "%d %s", r.status, r.err);
+		engine = "podman";
+		asf(&r, "up", "--name", name, "--workspace", ws, "--image", "x", "--unprivileged");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--unprivileged needs --backend kubernetes"), "%d %s",
+			      r.status, r.err);
+		engine = "kubectl";
+		asf(&r, "up", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
+		    "emptydir", "--count", "0");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--count 0"), "%d %s", r.status, r.err);
+		asf(&r, "up", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
+		    "emptydir", "--count", "2", "--out", "/tmp/x.asp.json");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--out: not with --count"), "%d %s", r.status, r.err);
+		asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
+		    "emptydir", "--count", "2");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "for up"), "%d %s", r.status, r.err);
+		asf(&r, "down", "--group", "../x");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--group"), "%d %s", r.status, r.err);
+		ck_assert_int_ne(access(dir, F_OK), 0);
+	}
 	engine = "podman";
 	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", "x",
 	    "--ingress", "service");
