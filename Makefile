@@ -328,10 +328,12 @@ check-build-san: all tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
 alloc-build:
 	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
 
-# One at a time: npm installs into bindings/node, the pi example and bench.
+# One at a time: npm installs into bindings/node, the pi example, bench and
+# tests/kube (the Kubernetes API schema the manifests are checked against).
 npm-deps:
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error
 	cd bench && npm install --no-audit --no-fund --loglevel=error
+	cd tests/kube && npm ci --no-audit --no-fund --loglevel=error
 	rc=0; sh tools/setup-deps.sh --check-node || rc=$$?; \
 	if [ $$rc -eq 0 ]; then \
 		cd examples/node/pi-asp && npm install --no-audit --no-fund --loglevel=error; \
@@ -461,6 +463,7 @@ bench-bins: $(BENCH_BIN)
 bench-build: lib bench-bins
 	$(MAKE) tools || echo "bench: the tools did not build: the asp-exec rows will be skipped"
 	cd bench && npm install --no-audit --no-fund --loglevel=error
+	cd tests/kube && npm ci --no-audit --no-fund --loglevel=error
 	cd bindings/node && npm install --no-audit --no-fund --loglevel=error
 
 bench: deps

@@ -117,6 +117,8 @@ group_static() {
 	# Every code block of the docs, run against the sshd fixture (tests/docs_run.py).
 	job docs $W_WAIT "BUILD=$BUILD $PYTHON tests/docs_run.py"
 	job man $W_WAIT "BUILD=$BUILD sh tests/man.sh"
+	# asf-provision's Kubernetes manifests, every mode: the API schema and the Pod Security Standards.
+	job kube-manifests $W_WAIT "BUILD=$BUILD node tests/kube/check.mjs"
 }
 
 group_fuzz_replay() { job fuzz-replay $W_WAIT "$MAKE_QUIET check-fuzz-replay"; }

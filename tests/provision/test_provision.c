@@ -1499,6 +1499,43 @@ START_TEST(kube_manifest_structure)
 	asf(&r, "manifest", "--name", name, "--workspace", ws, "--image", "x");
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_ptr_nonnull(strstr(r.err, "needs --backend kubernetes"));
+	/* The unprivileged mode's options: each bad one refused, naming itself, nothing written. */
+	{
+		static const char *const bad[][4] = {
+			{ "--workspace-volume", "nfs:x", "expected hostpath, emptydir or pvc:CLAIM", NULL },
+			{ "--workspace-volume", "pvc:Bad_Claim", "expected a claim name", NULL },
+			{ "--deadline", "0", "--deadline 0", NULL },
+			{ "--deadline", "soon", "--deadline soon", NULL },
+		};
+		size_t k;
+		for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+			/* the last --workspace-volume given counts */
+			asf(&r, "manifest", "--backend", "kubernetes", "--unprivileged", "--name", name, "--image", "x",
+			    "--workspace-volume", "emptydir", bad[k][0], bad[k][1]);
+			ck_assert_msg(r.status == 2 && strstr(r.err, bad[k][2]), "%s %s: exit %d: %s", bad[k][0],
+				      bad[k][1], r.status, r.err);
+		}
+		asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace", ws,
+		    "--workspace-volume", "emptydir");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "not with --workspace-volume"), "%d %s", r.status, r.err);
+		engine = "podman";
+		asf(&r, "up", "--name", name, "--workspace", ws, "--image", "x", "--unprivileged");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--unprivileged needs --backend kubernetes"), "%d %s",
+			      r.status, r.err);
+		engine = "kubectl";
+		asf(&r, "up", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
+		    "emptydir", "--count", "0");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--count 0"), "%d %s", r.status, r.err);
+		asf(&r, "up", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
+		    "emptydir", "--count", "2", "--out", "/tmp/x.asp.json");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--out: not with --count"), "%d %s", r.status, r.err);
+		asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
+		    "emptydir", "--count", "2");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "for up"), "%d %s", r.status, r.err);
+		asf(&r, "down", "--group", "../x");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--group"), "%d %s", r.status, r.err);
+		ck_assert_int_ne(access(dir, F_OK), 0);
+	}
 	engine = "podman";
 	asf(&r, "manifest", "--backend", "kubernetes", "--name", name, "--workspace", ws, "--image", "x",
 	    "--ingress", "service");
@@ -1511,6 +1548,33 @@ START_TEST(kube_manifest_structure)
 	ck_assert_int_ne(access(dir, F_OK), 0);
 }
 END_TEST
+
+/*
+ * Inside the sandbox, through libasp: is sshd (pid 1's process tree: every
+ * process of the pod's container) running as non-root with no capability
+ * in any set? why gets what says otherwise. The root-mode pod must fail it
+ * (sshd is root there, with SETUID, SETGID and SYS_CHROOT).
+ */
+static int sshd_unprivileged(asp_sandbox *sb, char *why, size_t n)
+{
+	char out[8192], *line, *save = NULL;
+	int procs = 0;
+
+	/* Every process's name, Uid line and capability sets. */
+	ck_assert_int_eq(sb_exec(sb, "for s in /proc/[0-9]*/status; do grep -E '^(Name|Uid|Cap(Inh|Prm|Eff|Bnd|Amb)):' "
+			 "$s 2>/dev/null; done; true", out, sizeof(out), 15000, NULL), 0);
+	why[0] = '\0';
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!strncmp(line, "Name:", 5))
+			procs++;
+		else if (!strncmp(line, "Uid:", 4) && strtol(line + 4, NULL, 10) == 0 && !why[0])
+			snprintf(why, n, "a process runs as root: %s", line);
+		else if (!strncmp(line, "Cap", 3) && strtoull(line + 7, NULL, 16) != 0 && !why[0])
+			snprintf(why, n, "a process has capabilities: %s", line);
+	}
+	ck_assert_msg(procs >= 2, "saw %d processes in the sandbox: %s", procs, out);
+	return why[0] == '\0';
+}
 
 /*
  * The Pod runs: the same manifest under podman kube play (a real consumer
@@ -1558,6 +1622,15 @@ START_TEST(kube_podman_end_to_end)
 	ck_assert_int_eq(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
 
 	use_sandbox_as(cfg, ws, account);
+	{
+		/* The unprivileged probe (kube_unprivileged_end_to_end) fails here: sshd is root. */
+		asp_sandbox *sb = open_config(cfg);
+		char why[512];
+		ck_assert_msg(!sshd_unprivileged(sb, why, sizeof(why)), "root-mode pod passed the unprivileged probe");
+		ck_assert_msg(strstr(why, "root") || strstr(why, "capabilities"), "probe: %s", why);
+		fprintf(stderr, "kube_podman_end_to_end: the unprivileged probe fails as it must: %s\n", why);
+		asp_close(sb);
+	}
 	verify_passes(name, 18);
 	ck_assert_int_eq(asf(&r, "status", name), 0);
 	ck_assert_ptr_nonnull(strstr(r.out, "running"));
@@ -1572,6 +1645,97 @@ START_TEST(kube_podman_end_to_end)
 	ck_assert_int_ne(access(cfg, F_OK), 0);
 	ck_assert_int_eq(asf(&r, "down", name), 0);
 	ck_assert_ptr_null(strstr(r.out, "removed"));
+}
+END_TEST
+
+/*
+ * --unprivileged under podman kube play: sshd is the sandbox user (uid 1000),
+ * no capability anywhere, the workspace an emptyDir; libasp execs and writes
+ * through it; verify passes; the deadline is podman's copy's timeout(1).
+ */
+START_TEST(kube_unprivileged_end_to_end)
+{
+	char name[64], cfg[512], out[4096], why[512], pod[96];
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_error err = { 0 };
+	asp_sandbox *sb;
+	run_out r;
+	cJSON *c;
+
+	if (!image[0])
+		ck_abort_msg("no podman test image (podman import failed)");
+	sandbox_name(name, sizeof(name), "kunpriv");
+	snprintf(pod, sizeof(pod), "asf-%s", name);
+	snprintf(cfg, sizeof(cfg), "%s/kunpriv.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--backend", "kubernetes", "--unprivileged", "--workspace-volume", "emptydir",
+			  "--name", name, "--image", image, "--runtime", "runc", "--deadline", "900", "--out", cfg,
+			  "--json") == 0, "up: %s", r.err);
+	c = parse_json(r.out);
+	ck_assert_str_eq(jstr(c, "phase"), "ready");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(c, "unprivileged")));
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "capabilities")), 0);
+	cJSON_Delete(c);
+
+	sb = open_config(cfg);
+	ck_assert_msg(sshd_unprivileged(sb, why, sizeof(why)), "unprivileged pod: %s", why);
+	ck_assert_int_eq(sb_exec(sb, "id -u; stat -c %u /proc/1", out, sizeof(out), 10000, NULL), 0);
+	ck_assert_msg(!strcmp(out, "1000\n1000"), "id -u, pid 1's owner: %s", out);
+	ck_assert_msg(asp_write(sb, "from-harness.txt", "written\n", 8, &wo, &err) == 0, "asp_write: %s",
+		      err.message);
+	ck_assert_int_eq(sb_exec(sb, "cat /workspace/from-harness.txt && stat -c %u /workspace/from-harness.txt",
+				 out, sizeof(out), 10000, NULL), 0);
+	ck_assert_str_eq(out, "written\n1000");
+	/* The deadline: podman kube play ignores activeDeadlineSeconds; timeout(1) is pid 1. */
+	ck_assert_int_eq(sb_exec(sb, "tr '\\0' ' ' < /proc/1/cmdline", out, sizeof(out), 10000, NULL), 0);
+	ck_assert_msg(strstr(out, "timeout --signal=KILL 900 /usr/sbin/sshd") != NULL, "pid 1: %s", out);
+	asp_close(sb);
+
+	verify_passes(name, 18);
+	ck_assert_msg(asf(&r, "down", name) == 0, "down: %s%s", r.out, r.err);
+	ck_assert_int_ne(cmd(&r, "podman", "pod", "exists", pod, (char *)NULL), 0);
+	snprintf(pod, sizeof(pod), "asf-%s-workspace", name);
+	ck_assert_int_ne(cmd(&r, "podman", "volume", "inspect", pod, (char *)NULL), 0);
+	assert_nothing_left(name);
+}
+END_TEST
+
+/* up --count 2: two labelled pods with one call, each reachable; down --group removes both. */
+START_TEST(kube_count_and_group_down)
+{
+	char name[64], one[80], cfg[PATH_MAX], filter[128], why[512];
+	asp_sandbox *sb;
+	run_out r;
+	cJSON *c;
+	int i;
+
+	if (!image[0])
+		ck_abort_msg("no podman test image (podman import failed)");
+	sandbox_name(name, sizeof(name), "kgrp");
+	ck_assert_msg(asf(&r, "up", "--backend", "kubernetes", "--unprivileged", "--workspace-volume", "emptydir",
+			  "--name", name, "--image", image, "--runtime", "runc", "--count", "2", "--json") == 0,
+		      "up --count: %s", r.err);
+	c = parse_json(r.out);
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "sandboxes")), 2);
+	ck_assert_int_eq((int)cJSON_GetNumberValue(cJSON_GetObjectItem(c, "deadline_seconds")), 14400);
+	cJSON_Delete(c);
+	snprintf(filter, sizeof(filter), "label=io.libasp.asf.group=%s", name);
+	ck_assert_int_eq(cmd(&r, "podman", "pod", "ps", "-q", "--filter", filter, (char *)NULL), 0);
+	ck_assert_msg(strchr(r.out, '\n') && strchr(r.out, '\n') != r.out + strlen(r.out) - 1,
+		      "two pods labelled %s: %s", filter, r.out);
+	for (i = 1; i <= 2; i++) {
+		snprintf(cfg, sizeof(cfg), "%s/%s-%d/asp.json", state, name, i);
+		sb = open_config(cfg);
+		ck_assert_msg(sshd_unprivileged(sb, why, sizeof(why)), "%s-%d: %s", name, i, why);
+		asp_close(sb);
+	}
+	ck_assert_msg(asf(&r, "down", "--group", name) == 0, "down --group: %s%s", r.out, r.err);
+	ck_assert_ptr_nonnull(strstr(r.out, "2 sandbox(es), nothing left"));
+	ck_assert_int_eq(cmd(&r, "podman", "pod", "ps", "-q", "--filter", filter, (char *)NULL), 0);
+	ck_assert_msg(r.out[0] == '\0', "pods left: %s", r.out);
+	for (i = 1; i <= 2; i++) {
+		snprintf(one, sizeof(one), "%s-%d", name, i);
+		assert_nothing_left(one);
+	}
 }
 END_TEST
 
@@ -2001,10 +2165,10 @@ static void cleanup(void)
 	if (getpid() != run_id)
 		return; /* a check test child exiting: the run is not over */
 	if (images[0][0]) {
-		const char *kube[] = { "kman", "kpod" };
+		const char *kube[] = { "kman", "kpod", "kunpriv", "kgrp-1", "kgrp-2" };
 		char name[64], *argv[8];
 		size_t i;
-		for (i = 0; i < 2; i++) { /* each with the engine its state names */
+		for (i = 0; i < 5; i++) { /* each with the engine its state names */
 			sandbox_name(name, sizeof(name), kube[i]);
 			argv[0] = bin;
 			argv[1] = "--state-dir";
@@ -2204,11 +2368,13 @@ static TCase *engine_tcase(const char *name, void (*setup)(void))
 /* --backend kubernetes: the manifest, and its Pod under podman kube play. */
 static TCase *kube_tcase(void)
 {
-	static const TTest *all[2];
+	static const TTest *all[4];
 
 	all[0] = kube_manifest_structure;
 	all[1] = kube_podman_end_to_end;
-	return make_tcase("kubernetes", use_podman, all, 2);
+	all[2] = kube_unprivileged_end_to_end;
+	all[3] = kube_count_and_group_down;
+	return make_tcase("kubernetes", use_podman, all, 4);
 }
 
 int main(void)

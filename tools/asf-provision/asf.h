@@ -28,6 +28,7 @@
 #define ASF_LABEL         "io.libasp.asf"
 #define ASF_LABEL_NAME    "io.libasp.asf.name"
 #define ASF_LABEL_CLIENT  "io.libasp.asf.client" /* kubernetes: pods that may reach sshd */
+#define ASF_LABEL_GROUP   "io.libasp.asf.group"  /* up --count: every sandbox of one call */
 #define ASF_PREFIX        "asf-"
 #define ASF_SSHD_PORT     2222   /* unprivileged: no CAP_NET_BIND_SERVICE needed */
 #define ASF_CTR_WORKSPACE "/workspace"
@@ -217,6 +218,10 @@ typedef struct asf_up_opts {
 	const char *backend;     /* "container" (default) or "kubernetes" */
 	const char *namespace_;  /* kubernetes: default "default" */
 	const char *manifest;    /* kubernetes: where the manifest goes (default STATE/NAME/kubernetes.yaml) */
+	const char *ws_volume;   /* kubernetes: "hostpath" (--workspace HOSTDIR), "emptydir", "pvc:CLAIM" */
+	const char *deadline;    /* --deadline SECONDS: activeDeadlineSeconds / the container's timeout */
+	const char *group;       /* up --count: the group label (the base name) */
+	int unprivileged;        /* kubernetes: sshd runs as the sandbox user, no capabilities (PSS restricted) */
 	unsigned int uid;        /* the sandbox user's uid/gid; 0: up chooses one no host account has */
 	int allow_host_uid;      /* --allow-host-account-uid: a uid that is someone's is not refused */
 	int manifest_only;       /* `manifest`: write the manifest and the .asp.json, apply nothing */
@@ -225,7 +230,11 @@ typedef struct asf_up_opts {
 } asf_up_opts;
 
 int cmd_up(const asf_up_opts *o);
+/* up --count N: N sandboxes NAME-1..NAME-N (labelled with the group NAME); all or none. */
+int cmd_up_many(const asf_up_opts *o, long count, long parallel);
 int cmd_down(const char *name, int json);
+/* down --group G: every sandbox labelled with the group G (state and engine). */
+int cmd_down_group(const char *group, int json);
 int cmd_status(const char *name, int json);
 int cmd_list(int json);
 int cmd_verify(const char *name, const char *report, int json);
@@ -259,6 +268,12 @@ typedef struct asf_kube {
 	const char *dir;         /* its state directory: sshd/ holds the Secret's files */
 	const char *workspace;   /* host path (hostPath volume) */
 	int ws_ro;
+	int ws_kind;             /* ASF_WS_HOSTPATH, ASF_WS_EMPTYDIR, ASF_WS_PVC */
+	const char *claim;       /* ASF_WS_PVC: the PersistentVolumeClaim */
+	int unprivileged;        /* sshd as uid, no capabilities: passes PSS restricted */
+	unsigned int uid;        /* the sandbox user (runAsUser, runAsGroup, fsGroup) */
+	long deadline_s;         /* activeDeadlineSeconds (podman's copy: timeout(1) around sshd); 0: none */
+	const char *group;       /* the group label, or NULL */
 	int service;             /* --ingress service: a Service, sshd reachable on the pod network */
 	unsigned long long mem_bytes;
 	double cpus;
@@ -266,8 +281,14 @@ typedef struct asf_kube {
 	int podman;              /* podman kube play's copy: a ConfigMap of text for the Secret (kube.c) */
 } asf_kube;
 
+#define ASF_WS_HOSTPATH 0
+#define ASF_WS_EMPTYDIR 1
+#define ASF_WS_PVC      2
+
 /* The objects, in apply order: Secret, NetworkPolicy, [Service,] Pod. */
 cJSON *kube_objects(const asf_kube *k, asf_err *e);
+/* podman kube play's copy, STATE/NAME/podman-kube.yaml (path gets it): see kube.c. */
+int kube_podman_manifest(const asf_kube *k, char *path, size_t pathlen, asf_err *e);
 /* The manifest: multi-document YAML of JSON documents, mode 0600 (the host key is in it). */
 int kube_write(const char *path, const char *name, const cJSON *objs, asf_err *e);
 /*

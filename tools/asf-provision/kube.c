@@ -22,12 +22,14 @@
 
 #include "asf.h"
 
-static void add_labels(cJSON *meta, const char *name)
+static void add_labels(cJSON *meta, const asf_kube *k)
 {
 	cJSON *l = cJSON_AddObjectToObject(meta, "labels");
 
 	cJSON_AddStringToObject(l, ASF_LABEL, "1");
-	cJSON_AddStringToObject(l, ASF_LABEL_NAME, name);
+	cJSON_AddStringToObject(l, ASF_LABEL_NAME, k->name);
+	if (k->group)
+		cJSON_AddStringToObject(l, ASF_LABEL_GROUP, k->group);
 }
 
 static cJSON *object(const char *api, const char *kind, const asf_kube *k, const char *suffix)
@@ -41,7 +43,7 @@ static cJSON *object(const char *api, const char *kind, const asf_kube *k, const
 	meta = cJSON_AddObjectToObject(o, "metadata");
 	cJSON_AddStringToObject(meta, "name", name);
 	cJSON_AddStringToObject(meta, "namespace", k->namespace_);
-	add_labels(meta, k->name);
+	add_labels(meta, k);
 	return o;
 }
 
@@ -80,6 +82,15 @@ static cJSON *str_array(const char *const *v)
 	return a;
 }
 
+/*
+ * The Pod. Root mode: sshd starts as root with SETUID, SETGID and
+ * SYS_CHROOT (to become the session user and chroot its privilege
+ * separation child). Unprivileged mode (k->unprivileged): sshd runs as the
+ * sandbox user itself (runAsUser), with no capability at all: as non-root
+ * OpenSSH serves only its own user, chroots nothing and setuids nothing,
+ * and reads its host key through the group (fsGroup) - the pod meets the
+ * Pod Security Standard "restricted" (docs/kubernetes.md).
+ */
 static cJSON *pod(const asf_kube *k)
 {
 	static const char *const cmd[] = { "/usr/sbin/sshd", "-D", "-e", "-f", ASF_CTR_ETC "/sshd_config", NULL };
@@ -102,7 +113,16 @@ static cJSON *pod(const asf_kube *k)
 	cJSON_AddStringToObject(spec, "dnsPolicy", "None");
 	dns = cJSON_AddObjectToObject(spec, "dnsConfig");
 	cJSON_AddItemToObject(dns, "nameservers", str_array(ns));
+	if (k->deadline_s > 0) /* nothing outlives a crashed orchestrator */
+		cJSON_AddNumberToObject(spec, "activeDeadlineSeconds", (double)k->deadline_s);
 	sc = cJSON_AddObjectToObject(spec, "securityContext");
+	if (k->unprivileged) {
+		cJSON_AddBoolToObject(sc, "runAsNonRoot", 1);
+		cJSON_AddNumberToObject(sc, "runAsUser", k->uid);
+		cJSON_AddNumberToObject(sc, "runAsGroup", k->uid);
+		cJSON_AddNumberToObject(sc, "fsGroup", k->uid); /* the Secret's files and the volume: the group's */
+		cJSON_AddStringToObject(sc, "fsGroupChangePolicy", "OnRootMismatch");
+	}
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(sc, "seccompProfile"), "type", "RuntimeDefault");
 
 	ctr = cJSON_CreateObject();
@@ -110,7 +130,21 @@ static cJSON *pod(const asf_kube *k)
 	cJSON_AddStringToObject(ctr, "name", "sshd");
 	cJSON_AddStringToObject(ctr, "image", k->image);
 	cJSON_AddStringToObject(ctr, "imagePullPolicy", "IfNotPresent");
-	cJSON_AddItemToObject(ctr, "command", str_array(cmd));
+	if (k->podman && k->deadline_s > 0) {
+		/* podman kube play ignores activeDeadlineSeconds: timeout(1) in the image is the pod's init. */
+		cJSON *a = cJSON_CreateArray();
+		const char *const *c;
+		char secs[32];
+		str_fmt(secs, sizeof(secs), "%ld", k->deadline_s);
+		cJSON_AddItemToArray(a, cJSON_CreateString("/usr/bin/timeout"));
+		cJSON_AddItemToArray(a, cJSON_CreateString("--signal=KILL"));
+		cJSON_AddItemToArray(a, cJSON_CreateString(secs));
+		for (c = cmd; *c; c++)
+			cJSON_AddItemToArray(a, cJSON_CreateString(*c));
+		cJSON_AddItemToObject(ctr, "command", a);
+	} else {
+		cJSON_AddItemToObject(ctr, "command", str_array(cmd));
+	}
 	if (k->service) {
 		cJSON *port = cJSON_CreateObject();
 		cJSON_AddStringToObject(port, "name", "ssh");
@@ -118,14 +152,20 @@ static cJSON *pod(const asf_kube *k)
 		cJSON_AddStringToObject(port, "protocol", "TCP");
 		cJSON_AddItemToArray(cJSON_AddArrayToObject(ctr, "ports"), port);
 	}
-	/* sshd runs as root (it must setuid to the session user); the session does not. */
+	/* Root mode: sshd runs as root (it must setuid to the session user); the session does not. */
 	sc = cJSON_AddObjectToObject(ctr, "securityContext");
 	cJSON_AddBoolToObject(sc, "privileged", 0);
 	cJSON_AddBoolToObject(sc, "allowPrivilegeEscalation", 0);
 	cJSON_AddBoolToObject(sc, "readOnlyRootFilesystem", 1);
+	if (k->unprivileged) {
+		cJSON_AddBoolToObject(sc, "runAsNonRoot", 1);
+		cJSON_AddNumberToObject(sc, "runAsUser", k->uid);
+		cJSON_AddNumberToObject(sc, "runAsGroup", k->uid);
+	}
 	cap = cJSON_AddObjectToObject(sc, "capabilities");
 	cJSON_AddItemToObject(cap, "drop", str_array(all));
-	cJSON_AddItemToObject(cap, "add", str_array(caps));
+	if (!k->unprivileged)
+		cJSON_AddItemToObject(cap, "add", str_array(caps));
 	cJSON_AddStringToObject(cJSON_AddObjectToObject(sc, "seccompProfile"), "type", "RuntimeDefault");
 	res = cJSON_AddObjectToObject(ctr, "resources");
 	lim = cJSON_AddObjectToObject(res, "limits");
@@ -153,7 +193,8 @@ static cJSON *pod(const asf_kube *k)
 	{
 		cJSON *s = cJSON_AddObjectToObject(v, k->podman ? "configMap" : "secret");
 		cJSON_AddStringToObject(s, k->podman ? "name" : "secretName", name);
-		cJSON_AddNumberToObject(s, "defaultMode", 0400); /* root only: the host key */
+		/* root only (unprivileged: root and the fsGroup, i.e. sshd): the host key */
+		cJSON_AddNumberToObject(s, "defaultMode", k->unprivileged ? 0440 : 0400);
 		cJSON_AddBoolToObject(s, "optional", 0);
 	}
 	cJSON_AddItemToArray(vols, v);
@@ -180,7 +221,13 @@ static cJSON *pod(const asf_kube *k)
 	cJSON_AddItemToArray(mounts, m);
 	v = cJSON_CreateObject();
 	cJSON_AddStringToObject(v, "name", name);
-	{
+	if (k->ws_kind == ASF_WS_EMPTYDIR) {
+		cJSON_AddObjectToObject(v, "emptyDir"); /* the pod's own, gone with it */
+	} else if (k->ws_kind == ASF_WS_PVC) {
+		cJSON *c = cJSON_AddObjectToObject(v, "persistentVolumeClaim");
+		cJSON_AddStringToObject(c, "claimName", k->claim);
+		cJSON_AddBoolToObject(c, "readOnly", k->ws_ro);
+	} else {
 		cJSON *h = cJSON_AddObjectToObject(v, "hostPath");
 		cJSON_AddStringToObject(h, "path", k->workspace);
 		cJSON_AddStringToObject(h, "type", "Directory");
@@ -402,7 +449,7 @@ static long pod_infra_pid(const char *pod, asf_err *e)
  * `kube play --start=false` the host key is made 0400 on the volume, and
  * what podman wrote is compared with the state directory's files.
  */
-static int podman_manifest(const asf_kube *k, char *path, size_t pathlen, asf_err *e)
+int kube_podman_manifest(const asf_kube *k, char *path, size_t pathlen, asf_err *e)
 {
 	asf_kube raw = *k;
 	cJSON *objs;
@@ -441,11 +488,34 @@ static int secret_as_written(const asf_kube *k, const char *volume, asf_err *e)
 		if (!same)
 			return asf_fail(e, "podman kube play wrote %s, which differs from %s", theirs, mine);
 	}
-	/* defaultMode 0400, which podman ignores; root owns the file already. */
+	/* defaultMode 0400, which podman ignores; root owns the file already. Unprivileged:
+	 * 0440 and the group fsGroup, which podman ignores too - what a kubelet does. */
 	str_fmt(theirs, sizeof(theirs), "%s/ssh_host_ed25519_key", dir);
-	if (chmod(theirs, 0400))
-		return asf_fail(e, "chmod 0400 %s: %s", theirs, strerror(errno));
+	if (k->unprivileged && chown(theirs, 0, k->uid))
+		return asf_fail(e, "chown 0:%u %s: %s", k->uid, theirs, strerror(errno));
+	if (chmod(theirs, k->unprivileged ? 0440 : 0400))
+		return asf_fail(e, "chmod %s: %s", theirs, strerror(errno));
 	return 0;
+}
+
+/*
+ * Unprivileged with an emptyDir workspace: podman makes the volume root's
+ * 0755 and ignores fsGroup; a kubelet gives an emptyDir mode 0777 (and the
+ * fsGroup). Here the volume's directory is handed to the sandbox user.
+ */
+static int workspace_volume_owned(const asf_kube *k, asf_err *e)
+{
+	char vol[96], dir[4096];
+	asf_out o;
+
+	str_fmt(vol, sizeof(vol), ASF_PREFIX "%s-workspace", k->name);
+	if (podman(&o, e, "volume", "inspect", "--format", "{{.Mountpoint}}", vol, (char *)NULL))
+		return -1;
+	str_fmt(dir, sizeof(dir), "%.*s", (int)strcspn(o.out, "\n"), o.out);
+	out_free(&o);
+	if (dir[0] != '/')
+		return asf_fail(e, "volume %s: unexpected mountpoint \"%s\"", vol, dir);
+	return chown_dir(dir, k->uid, k->uid, NULL, e);
 }
 
 int kube_apply(const asf_kube *k, const char *manifest, const char *runtime, long nofile, long nproc,
@@ -481,7 +551,7 @@ int kube_apply(const asf_kube *k, const char *manifest, const char *runtime, lon
 	/* podman kube play, with no network at all: NetworkPolicy is not
 	 * enforced by podman, so the pod gets none (exec ingress only). */
 	if (podman_conf(k, runtime, nofile, nproc, conf, sizeof(conf), e) ||
-	    podman_manifest(k, pm, sizeof(pm), e))
+	    kube_podman_manifest(k, pm, sizeof(pm), e))
 		return -1;
 	argv_add(&a, "env");
 	argv_addf(&a, "CONTAINERS_CONF=%s", conf);
@@ -492,7 +562,8 @@ int kube_apply(const asf_kube *k, const char *manifest, const char *runtime, lon
 	argv_add(&a, "--start=false");
 	argv_add(&a, pm);
 	cJSON_AddBoolToObject(st, "applied", 1);
-	rc = state_save(k->name, st, e) || run_ok(&a, 300, e) || secret_as_written(k, pod, e) ? -1 : 0;
+	rc = state_save(k->name, st, e) || run_ok(&a, 300, e) || secret_as_written(k, pod, e) ||
+	     (k->ws_kind == ASF_WS_EMPTYDIR && workspace_volume_owned(k, e)) ? -1 : 0;
 	argv_free(&a);
 	if (rc)
 		return -1;
@@ -693,5 +764,9 @@ int kube_teardown(const char *name, const cJSON *st, cJSON *report)
 	failed += podman_object(report, "volume", obj);  /* the ConfigMap's files */
 	str_fmt(obj, sizeof(obj), ASF_PREFIX "%s-tmp", name);
 	failed += podman_object(report, "volume", obj);  /* the emptyDir */
+	if (js(st, "workspace_volume") && strcmp(js(st, "workspace_volume"), "hostpath")) {
+		str_fmt(obj, sizeof(obj), ASF_PREFIX "%s-workspace", name);
+		failed += podman_object(report, "volume", obj);  /* an emptyDir workspace */
+	}
 	return failed;
 }

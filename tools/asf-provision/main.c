@@ -22,17 +22,23 @@ static const struct {
 		"     [--egress none | --egress allow=HOST[:PORT][,...] [--proxy-hosts FILE]]\n"
 		"     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
 		"     [--uid UID [--allow-host-account-uid]] [--out FILE.asp.json] [--replace] [--json]\n"
-		"  up|manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
-		"     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
-		"     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n"
+		"     [--deadline SECONDS] [--count N [--parallel P]]\n"
+		"  up|manifest --backend kubernetes --name N --image IMG\n"
+		"     (--workspace HOSTDIR[:ro] | --workspace-volume emptydir|pvc:CLAIM[:ro])\n"
+		"     [--unprivileged] [--namespace NS] [--ingress exec|service] [--manifest FILE]\n"
+		"     [--memory ...] [--cpus ...] [--pids ...] [--deadline SECONDS] [--count N [--parallel P]]\n"
+		"     [--out FILE.asp.json] [--replace] [--json]\n"
 		"     (--engine kubectl, the default here: a cluster; podman: podman kube play)\n" },
-	{ "manifest", "manifest --backend kubernetes --name N --workspace HOSTDIR[:ro] --image IMG\n"
-		      "     [--namespace NS] [--ingress exec|service] [--manifest FILE] [--memory ...]\n"
-		      "     [--cpus ...] [--pids ...] [--out FILE.asp.json] [--replace] [--json]\n" },
+	{ "manifest", "manifest --backend kubernetes --name N --image IMG\n"
+		      "     (--workspace HOSTDIR[:ro] | --workspace-volume emptydir|pvc:CLAIM[:ro])\n"
+		      "     [--unprivileged] [--namespace NS] [--ingress exec|service] [--manifest FILE]\n"
+		      "     [--memory ...] [--cpus ...] [--pids ...] [--deadline SECONDS]\n"
+		      "     [--out FILE.asp.json] [--replace] [--json]\n" },
 	{ "verify", "verify N [--report FILE] [--json]\n" },
 	{ "status", "status [N] [--json]\n" },
 	{ "list", "list [--json]\n" },
-	{ "down", "down N [--json]\n" },
+	{ "down", "down N [--json]\n"
+		  "  down --group G [--json]   (every sandbox of one up --count call)\n" },
 };
 #define NUSAGES (sizeof(usages) / sizeof(usages[0]))
 
@@ -107,8 +113,9 @@ static int bad_arg(const char *cmd, const char *arg)
 static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 {
 	asf_up_opts o;
-	const char *v;
+	const char *v, *count = NULL, *parallel = NULL;
 	asf_err e;
+	long n = 0, par = 4;
 	int i;
 
 	memset(&o, 0, sizeof(o));
@@ -131,6 +138,11 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		else if ((v = optval(argc, argv, &i, "--backend"))) o.backend = v;
 		else if ((v = optval(argc, argv, &i, "--namespace"))) o.namespace_ = v;
 		else if ((v = optval(argc, argv, &i, "--manifest"))) o.manifest = v;
+		else if ((v = optval(argc, argv, &i, "--workspace-volume"))) o.ws_volume = v;
+		else if ((v = optval(argc, argv, &i, "--deadline"))) o.deadline = v;
+		else if ((v = optval(argc, argv, &i, "--count"))) count = v;
+		else if ((v = optval(argc, argv, &i, "--parallel"))) parallel = v;
+		else if (!strcmp(argv[i], "--unprivileged")) o.unprivileged = 1;
 		else if ((v = optval(argc, argv, &i, "--uid"))) {
 			char *end;
 			unsigned long u = strtoul(v, &end, 10);
@@ -146,11 +158,31 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		else return bad_arg(manifest_only ? "manifest" : "up", argv[i]);
 	}
 	/* Required, before anything is looked at: the message names what is missing. */
-	if (!o.name || !o.workspace || (!o.image && !o.rootfs)) {
+	if (!o.name || (!o.workspace && !o.ws_volume) || (!o.image && !o.rootfs)) {
 		fprintf(stderr, "asf-provision: %s: %s is required\n", manifest_only ? "manifest" : "up",
 			!o.name ? "--name N" : !o.workspace ? "--workspace HOSTDIR[:ro]"
 			: "--image IMG (or --rootfs DIR)");
 		return 2;
+	}
+	if ((count || parallel) && manifest_only) {
+		fprintf(stderr, "asf-provision: manifest: --count and --parallel are for up\n");
+		return 2;
+	}
+	if (count || parallel) {
+		char *end;
+		n = strtol(count ? count : "", &end, 10);
+		if (!count || *end || n < 1 || n > 1000) {
+			fprintf(stderr, "asf-provision: up: --count %s: expected 1..1000%s\n", count ? count : "",
+				count ? "" : " (--parallel needs --count)");
+			return 2;
+		}
+		if (parallel) {
+			par = strtol(parallel, &end, 10);
+			if (*end || !*parallel || par < 1 || par > 64) {
+				fprintf(stderr, "asf-provision: up: --parallel %s: expected 1..64\n", parallel);
+				return 2;
+			}
+		}
 	}
 	/* A cluster unless --engine says otherwise (podman: podman kube play here). */
 	if (o.backend && !strcmp(o.backend, "kubernetes") && !engine && engine_set("kubectl", &e)) {
@@ -161,6 +193,8 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		fprintf(stderr, "asf-provision: manifest: needs --backend kubernetes\n");
 		return 2;
 	}
+	if (count)
+		return cmd_up_many(&o, n, par);
 	return cmd_up(&o);
 }
 
@@ -219,6 +253,17 @@ static int engine_of(const char *cmd, const char *name, const char *given)
 	return 0;
 }
 
+/* down --group G (or --group=G) among the arguments. */
+static int has_group(int argc, char **argv)
+{
+	int i;
+
+	for (i = 0; i < argc; i++)
+		if (!strcmp(argv[i], "--group") || !strncmp(argv[i], "--group=", 8))
+			return 1;
+	return 0;
+}
+
 /* verify and status look at the host's containers and namespaces: not a cluster's. */
 static int on_cluster(const char *cmd, const char *name)
 {
@@ -274,6 +319,24 @@ int main(int argc, char **argv)
 		if (!strcmp(asf_engine, "kubectl"))
 			return on_cluster(cmd, name);
 		return cmd_verify(name, report, json);
+	}
+	if (!strcmp(cmd, "down") && has_group(argc, argv)) {
+		const char *g = NULL;
+		json = 0;
+		for (i = 0; i < argc; i++) {
+			if ((v = optval(argc, argv, &i, "--group")))
+				g = v;
+			else if (!strcmp(argv[i], "--json"))
+				json = 1;
+			else
+				return bad_arg(cmd, argv[i]);
+		}
+		if (!g || !name_valid(g)) {
+			fprintf(stderr, "asf-provision: down --group: expected a group name "
+				"(the --name of up --count)\n");
+			return 2;
+		}
+		return cmd_down_group(g, json);
 	}
 	if (!strcmp(cmd, "down")) {
 		if ((rc = parse_simple(cmd, argc, argv, &name, &json, NULL, 1)) ||

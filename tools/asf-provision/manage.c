@@ -569,3 +569,94 @@ int cmd_list(int json)
 	strv_free(v, n);
 	return 0;
 }
+
+/* Names of the engine's pods or containers (kind "pod" or "ps") labelled with group g, one per line. */
+static int group_scan(const char *kind, const char *g, char *out, size_t outlen, asf_err *e)
+{
+	char filter[160];
+	asf_out o;
+	int rc;
+
+	str_fmt(filter, sizeof(filter), "label=" ASF_LABEL_GROUP "=%s", g);
+	if (!strcmp(kind, "pod"))
+		rc = podman(&o, e, "pod", "ps", "--filter", filter, "--format", "{{.Name}}", (char *)NULL);
+	else
+		rc = podman(&o, e, "ps", "--all", "--filter", filter, "--format", "{{.Names}}", (char *)NULL);
+	if (rc)
+		return -1;
+	str_fmt(out, outlen, "%s", o.out);
+	out_free(&o);
+	return 0;
+}
+
+/*
+ * down --group G: teardown of every sandbox whose state says group G (each
+ * with the engine that made it), then a re-scan of the engine (podman,
+ * docker) by the group label: anything still labelled is a failure.
+ */
+int cmd_down_group(const char *group, int json)
+{
+	cJSON *report = cJSON_CreateArray(), *out, *r, *names = cJSON_CreateArray();
+	char **v = NULL, left[4096];
+	size_t n = 0, i;
+	int failed = 0;
+	asf_err e = { "" };
+
+	if (state_names(&v, &n)) {
+		fprintf(stderr, "asf-provision: down --group %s: cannot list the state directory %s\n", group,
+			asf_state_root);
+		cJSON_Delete(report);
+		cJSON_Delete(names);
+		return 1;
+	}
+	for (i = 0; i < n; i++) {
+		cJSON *st = state_load(v[i], &e);
+		int mine = st && js(st, "group") && !strcmp(js(st, "group"), group);
+		if (mine && engine_set(js(st, "engine") ? js(st, "engine") : "podman", &e) == 0) {
+			cJSON_AddItemToArray(names, cJSON_CreateString(v[i]));
+			failed += teardown(v[i], report) != 0;
+		} else if (mine) {
+			asf_note(report, "state", v[i], "failed", e.msg);
+			failed++;
+		}
+		cJSON_Delete(st);
+	}
+	strv_free(v, n);
+	/* The engines' own view: pods (kube play) and containers still carrying the label. */
+	if (strcmp(asf_engine, "kubectl") && podman_ready(&e) == 0) {
+		const char *kinds[] = { "pod", "ps" };
+		for (i = 0; i < 2; i++) {
+			if (engine_docker() && i == 0)
+				continue;
+			if (group_scan(kinds[i], group, left, sizeof(left), &e)) {
+				asf_note(report, kinds[i], group, "failed", e.msg);
+				failed++;
+			} else if (left[0]) {
+				left[strcspn(left, "\n")] = '\0';
+				asf_note(report, i ? "container" : "pod", left, "failed",
+					 "still labelled " ASF_LABEL_GROUP " after down");
+				failed++;
+			}
+		}
+	}
+	if (json) {
+		out = cJSON_CreateObject();
+		cJSON_AddStringToObject(out, "group", group);
+		cJSON_AddItemToObject(out, "sandboxes", names);
+		cJSON_AddBoolToObject(out, "ok", failed == 0);
+		cJSON_AddItemToObject(out, "objects", report);
+		print_json(out);
+		cJSON_Delete(out);
+	} else {
+		cJSON_ArrayForEach(r, report) {
+			const char *d = js(r, "detail");
+			printf("%-16s %-40s %s%s%s\n", js(r, "object"), js(r, "name"), js(r, "result"),
+			       d ? ": " : "", d ? d : "");
+		}
+		printf("down --group %s: %d sandbox(es), %s\n", group, cJSON_GetArraySize(names),
+		       failed ? "FAILED (see above)" : "nothing left");
+		cJSON_Delete(names);
+		cJSON_Delete(report);
+	}
+	return failed ? 1 : 0;
+}

@@ -61,6 +61,9 @@ typedef struct up_ctx {
 	int loopback;          /* publishing on 127.0.0.0/8 */
 	int exec_ingress;
 	int kube;              /* --backend kubernetes (kube.c) */
+	int ws_kind;           /* kubernetes: ASF_WS_HOSTPATH (ws_host), ASF_WS_EMPTYDIR, ASF_WS_PVC */
+	char claim[254];       /* ASF_WS_PVC: the claim's name */
+	long deadline_s;       /* --deadline: 0 none */
 	int service;           /* kubernetes: --ingress service */
 	char manifest[PATH_MAX];
 	int rootless;          /* rootless Podman (--ingress exec only) */
@@ -202,9 +205,13 @@ static int validate_backend(up_ctx *c, asf_err *e)
 	if (!c->kube) {
 		if (!strcmp(asf_engine, "kubectl"))
 			return asf_fail(e, "--engine kubectl needs --backend kubernetes");
-		if (o->namespace_ || o->manifest || o->manifest_only)
+		if (o->namespace_ || o->manifest || o->manifest_only || o->unprivileged || o->ws_volume)
 			return asf_fail(e, "%s needs --backend kubernetes", o->manifest_only ? "manifest" :
-					o->namespace_ ? "--namespace" : "--manifest");
+					o->namespace_ ? "--namespace" : o->manifest ? "--manifest" :
+					o->unprivileged ? "--unprivileged" : "--workspace-volume");
+		if (c->deadline_s && engine_docker())
+			return asf_fail(e, "--deadline: docker has no container timeout; use --engine podman "
+					   "(podman create --timeout) or --backend kubernetes");
 		return 0;
 	}
 	if (engine_docker())
@@ -236,7 +243,7 @@ static int validate_backend(up_ctx *c, asf_err *e)
 	} else {
 		str_fmt(c->manifest, sizeof(c->manifest), "%s/kubernetes.yaml", c->dir);
 	}
-	if (path_under(c->manifest, c->ws_host))
+	if (c->ws_kind == ASF_WS_HOSTPATH && path_under(c->manifest, c->ws_host))
 		return asf_fail(e, "--manifest %s: must not be inside the workspace (it holds the host key)",
 				c->manifest);
 	return 0;
@@ -333,7 +340,8 @@ static int sandbox_uid(up_ctx *c, asf_err *e)
 	if (c->kube) {
 		/* The image's agent: checked against this host's accounts where the pod runs here. */
 		c->uid = 1000;
-		if (!strcmp(asf_engine, "kubectl") || o->allow_host_uid || !id_owner(c->uid, 1, who, sizeof(who)))
+		if (!strcmp(asf_engine, "kubectl") || o->allow_host_uid || c->ws_kind != ASF_WS_HOSTPATH ||
+		    !id_owner(c->uid, 1, who, sizeof(who)))
 			return 0;
 		return asf_fail(e, "the Kubernetes backend runs the image's agent, uid %u, which on this host is %s: "
 				   "files the agent makes in the hostPath workspace would be that account's; use "
@@ -367,6 +375,39 @@ static int sandbox_uid(up_ctx *c, asf_err *e)
 			ASF_UID_FIRST + ASF_UID_COUNT - 1);
 }
 
+/* --workspace-volume hostpath|emptydir|pvc:CLAIM (--backend kubernetes; default hostpath). */
+static int ws_volume_parse(up_ctx *c, asf_err *e)
+{
+	const char *v = c->o->ws_volume;
+	size_t i, n;
+
+	c->ws_kind = ASF_WS_HOSTPATH;
+	if (!v || !strcmp(v, "hostpath"))
+		return 0;
+	if (!strcmp(v, "emptydir")) {
+		c->ws_kind = ASF_WS_EMPTYDIR;
+		return 0;
+	}
+	if (strncmp(v, "pvc:", 4))
+		return asf_fail(e, "--workspace-volume %s: expected hostpath, emptydir or pvc:CLAIM", v);
+	v += 4;
+	n = strlen(v);
+	if (n > 3 && !strcmp(v + n - 3, ":ro")) {
+		c->ws_ro = 1;
+		n -= 3;
+	}
+	for (i = 0; i < n; i++)
+		if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789-.", v[i]))
+			break;
+	if (!n || i < n || n >= sizeof(c->claim) || v[0] == '-' || v[0] == '.' || v[n - 1] == '-' ||
+	    v[n - 1] == '.')
+		return asf_fail(e, "--workspace-volume pvc:%s: expected a claim name (a DNS subdomain: a-z, 0-9, "
+				   "'-', '.'), optionally followed by :ro", v);
+	str_fmt(c->claim, sizeof(c->claim), "%.*s", (int)n, v);
+	c->ws_kind = ASF_WS_PVC;
+	return 0;
+}
+
 static int validate(up_ctx *c, asf_err *e)
 {
 	const asf_up_opts *o = c->o;
@@ -380,6 +421,20 @@ static int validate(up_ctx *c, asf_err *e)
 	str_fmt(c->ctr, sizeof(c->ctr), ASF_PREFIX "%s", o->name);
 	state_dir(c->dir, sizeof(c->dir), o->name);
 
+	if (o->deadline) {
+		char *end;
+		c->deadline_s = strtol(o->deadline, &end, 10);
+		if (*end || !*o->deadline || c->deadline_s < 1 || c->deadline_s > 31536000)
+			return asf_fail(e, "--deadline %s: expected seconds, 1..31536000", o->deadline);
+	}
+	if (ws_volume_parse(c, e))
+		return -1;
+	if (c->ws_kind != ASF_WS_HOSTPATH) {
+		if (o->workspace)
+			return asf_fail(e, "--workspace %s: not with --workspace-volume %s (the workspace is a "
+					   "volume of the pod, not a host directory)", o->workspace, o->ws_volume);
+		goto workspace_done;
+	}
 	if (!o->workspace)
 		return asf_fail(e, "--workspace HOSTDIR[:ro] is required");
 	str_fmt(ws, sizeof(ws), "%s", o->workspace);
@@ -404,6 +459,7 @@ static int validate(up_ctx *c, asf_err *e)
 	if (path_under(c->ws_host, asf_state_root))
 		return asf_fail(e, "--workspace %s: must not be inside the state directory %s "
 				   "(the sandbox would see the keys of sandboxes)", ws, asf_state_root);
+workspace_done:
 
 	if (!!o->image == !!o->rootfs)
 		return asf_fail(e, "give exactly one of --image IMG or --rootfs DIR");
@@ -418,7 +474,7 @@ static int validate(up_ctx *c, asf_err *e)
 		if (access(sshd, F_OK))
 			return asf_fail(e, "--rootfs %s: no /usr/sbin/sshd in it "
 					   "(tools/asf-provision/mkrootfs.sh builds one)", o->rootfs);
-		if (path_under(c->rootfs, c->ws_host) || path_under(c->ws_host, c->rootfs))
+		if (c->ws_host[0] && (path_under(c->rootfs, c->ws_host) || path_under(c->ws_host, c->rootfs)))
 			return asf_fail(e, "--rootfs and --workspace must not contain each other");
 	}
 	if (o->runtime && strcmp(o->runtime, "runc") && strcmp(o->runtime, "crun") &&
@@ -474,7 +530,7 @@ static int validate(up_ctx *c, asf_err *e)
 	}
 	/* An agent that can write the harness's .asp.json could point
 	 * proxyCommand at any host command. */
-	if (path_under(c->out, c->ws_host))
+	if (c->ws_host[0] && path_under(c->out, c->ws_host))
 		return asf_fail(e, "--out %s: must not be inside the workspace (the sandbox could rewrite it)",
 				c->out);
 	if (o->out && out_dir_private(c->out, e))
@@ -692,6 +748,12 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	argv_add(a, "--name");
 	argv_add(a, c->ctr);
 	add_label(a, o->name);
+	if (o->group) {
+		argv_add(a, "--label");
+		argv_addf(a, ASF_LABEL_GROUP "=%s", o->group);
+	}
+	if (c->deadline_s) /* conmon kills the container then: nothing outlives a crashed orchestrator */
+		argv_addf(a, "--timeout=%ld", c->deadline_s);
 	if (o->runtime) {
 		argv_add(a, "--runtime");
 		argv_add(a, o->runtime);
@@ -1143,6 +1205,9 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 		snprintf(buf, sizeof(buf), "%s-sshd", c->ctr);
 		cJSON_AddStringToObject(st, "container", strcmp(asf_engine, "kubectl") ? buf : "sshd");
 		cJSON_AddStringToObject(st, "manifest", c->manifest);
+		cJSON_AddStringToObject(st, "workspace_volume", c->ws_kind == ASF_WS_EMPTYDIR ? "emptydir" :
+					c->ws_kind == ASF_WS_PVC ? "pvc" : "hostpath");
+		cJSON_AddBoolToObject(st, "unprivileged", o->unprivileged);
 	} else {
 		cJSON_AddStringToObject(st, "container", c->ctr);
 	}
@@ -1162,7 +1227,10 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
 	else
 		cJSON_AddStringToObject(st, "image", o->image);
-	cJSON_AddStringToObject(ws, "host", c->ws_host);
+	if (c->ws_kind == ASF_WS_HOSTPATH)
+		cJSON_AddStringToObject(ws, "host", c->ws_host);
+	else if (c->ws_kind == ASF_WS_PVC)
+		cJSON_AddStringToObject(ws, "claim", c->claim);
 	cJSON_AddStringToObject(ws, "path", ASF_CTR_WORKSPACE);
 	cJSON_AddBoolToObject(ws, "read_only", c->ws_ro);
 	cJSON_AddItemToObject(st, "workspace", ws);
@@ -1182,12 +1250,20 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 					"--cpus and --pids-limit; only the ulimits (nofile, nproc, core) apply");
 	}
 	cJSON_AddItemToObject(st, "limits", lim);
-	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETGID"));
-	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETUID"));
-	cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SYS_CHROOT"));
+	if (!o->unprivileged) { /* unprivileged: none */
+		cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETGID"));
+		cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SETUID"));
+		cJSON_AddItemToArray(caps, cJSON_CreateString("CAP_SYS_CHROOT"));
+	}
 	cJSON_AddItemToObject(st, "capabilities", caps);
+	if (c->deadline_s)
+		cJSON_AddNumberToObject(st, "deadline_seconds", (double)c->deadline_s);
 	cJSON_AddStringToObject(labels, ASF_LABEL, "1");
 	cJSON_AddStringToObject(labels, ASF_LABEL_NAME, o->name);
+	if (o->group) {
+		cJSON_AddStringToObject(labels, ASF_LABEL_GROUP, o->group);
+		cJSON_AddStringToObject(st, "group", o->group);
+	}
 	cJSON_AddItemToObject(st, "labels", labels);
 	str_fmt(buf, sizeof(buf), "%s/client_ed25519_key", c->dir);
 	cJSON_AddStringToObject(st, "identity", buf);
@@ -1242,7 +1318,7 @@ static int own_workspace(up_ctx *c, asf_err *e)
 	cJSON *ws = cJSON_GetObjectItemCaseSensitive(c->st, "workspace");
 	struct stat st;
 
-	if (c->ws_ro)
+	if (c->ws_ro || c->ws_kind != ASF_WS_HOSTPATH)
 		return 0;
 	if (chown_dir(c->ws_host, (uid_t)-1, (gid_t)-1, &st, e))
 		return -1;
@@ -1296,6 +1372,7 @@ static int name_free(up_ctx *c, asf_err *e)
 static int kube_build(up_ctx *c, long nofile, long nproc, asf_err *e)
 {
 	asf_kube k = { c->o->name, js(c->st, "namespace"), c->o->image, c->dir, c->ws_host, c->ws_ro,
+		       c->ws_kind, c->claim, c->o->unprivileged, c->uid, c->deadline_s, c->o->group,
 		       c->service, c->mem_bytes, c->cpus, c->pids, 0 };
 	cJSON *objs = kube_objects(&k, e);
 	int rc;
@@ -1307,7 +1384,10 @@ static int kube_build(up_ctx *c, long nofile, long nproc, asf_err *e)
 	if (rc)
 		return -1;
 	if (c->o->manifest_only) {
-		if (write_config(c, 0, e))
+		char pm[4400];
+		/* --engine podman: podman kube play's copy too, the one `up` would play. */
+		if ((!strcmp(asf_engine, "podman") && kube_podman_manifest(&k, pm, sizeof(pm), e)) ||
+		    write_config(c, 0, e))
 			return -1;
 		cJSON_ReplaceItemInObjectCaseSensitive(c->st, "phase", cJSON_CreateString("rendered"));
 		return state_save(c->o->name, c->st, e);
@@ -1496,4 +1576,123 @@ refused:
 	fprintf(stderr, "asf-provision: up: %s\n", e.msg);
 	cJSON_Delete(c.allow);
 	return 2;
+}
+
+/* ------------------------------------------------------------- up --count */
+
+/* Default deadline of a group: nothing of an orchestrator that crashed lives longer. */
+#define ASF_GROUP_DEADLINE "14400"
+
+/*
+ * up --count N: NAME-1 .. NAME-N, each made by cmd_up in a child process
+ * (at most `parallel` at once), each labelled io.libasp.asf.group=NAME and
+ * with a deadline (--deadline, default 4 hours). All or none: when one
+ * fails, every one made is torn down. Each .asp.json is STATE/NAME-i/asp.json.
+ */
+int cmd_up_many(const asf_up_opts *opts, long count, long parallel)
+{
+	asf_up_opts o = *opts;
+	char (*names)[48] = NULL;
+	struct timespec t0, t1;
+	long started = 0, running = 0, done = 0, failed = 0, i;
+	int status;
+	pid_t pid;
+
+	if (!name_valid(opts->name) || strlen(opts->name) + 1 + snprintf(NULL, 0, "%ld", count) > 40) {
+		fprintf(stderr, "asf-provision: up: --name %s --count %ld: each name NAME-I must be a valid "
+			"sandbox name of at most 40 characters\n", opts->name, count);
+		return 2;
+	}
+	if (opts->out) {
+		fprintf(stderr, "asf-provision: up: --out: not with --count (each sandbox's .asp.json is "
+			"STATE/NAME-I/asp.json)\n");
+		return 2;
+	}
+	if (!(names = calloc((size_t)count, sizeof(*names)))) {
+		fprintf(stderr, "asf-provision: up: out of memory\n");
+		return 1;
+	}
+	o.group = opts->name;
+	o.json = 0;
+	if (!o.deadline)
+		o.deadline = ASF_GROUP_DEADLINE;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	fflush(stdout);
+	fflush(stderr);
+	while (done < count) {
+		if (started < count && running < parallel && !failed) {
+			str_fmt(names[started], sizeof(names[started]), "%s-%ld", opts->name, started + 1);
+			pid = fork();
+			if (pid == 0) {
+				int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+				if (fd >= 0)
+					dup2(fd, STDOUT_FILENO); /* the summary of each: the group's is printed below */
+				o.name = names[started];
+				_exit(cmd_up(&o));
+			}
+			if (pid < 0) {
+				fprintf(stderr, "asf-provision: up: fork: %s\n", strerror(errno));
+				failed++;
+				count = started; /* nothing more starts; wait for what runs */
+				continue;
+			}
+			started++;
+			running++;
+			continue;
+		}
+		if (running == 0) /* a failure stopped the starts: nothing left to wait for */
+			break;
+		pid = wait(&status);
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		running--;
+		done++;
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			failed++;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (failed) {
+		/* All or none: what was made goes (started ones only: the others never existed). */
+		for (i = 0; i < started; i++)
+			if (state_exists(names[i]))
+				teardown(names[i], NULL);
+		fprintf(stderr, "asf-provision: up --count %ld: %ld failed; the %ld made were removed "
+			"(group %s)\n", count, failed, started, opts->name);
+		free(names);
+		return 1;
+	}
+	if (opts->json) {
+		cJSON *out = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(out, "sandboxes");
+		char path[4400];
+		cJSON_AddStringToObject(out, "group", opts->name);
+		cJSON_AddNumberToObject(out, "deadline_seconds", atof(o.deadline));
+		cJSON_AddNumberToObject(out, "seconds", (double)(t1.tv_sec - t0.tv_sec) +
+					(double)(t1.tv_nsec - t0.tv_nsec) / 1e9);
+		for (i = 0; i < count; i++) {
+			cJSON *s = cJSON_CreateObject();
+			state_dir(path, sizeof(path) - 10, names[i]);
+			strcat(path, "/asp.json");
+			cJSON_AddStringToObject(s, "name", names[i]);
+			cJSON_AddStringToObject(s, "config", path);
+			cJSON_AddItemToArray(arr, s);
+		}
+		str_fmt(path, sizeof(path), ASF_LABEL_GROUP "=%s", opts->name);
+		cJSON_AddStringToObject(out, "selector", path);
+		print_json(out);
+		cJSON_Delete(out);
+	} else {
+		char path[4400];
+		printf("group %s: %ld sandboxes ready in %.1f s (label " ASF_LABEL_GROUP "=%s, deadline %s s)\n",
+		       opts->name, count, (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+		       opts->name, o.deadline);
+		for (i = 0; i < count; i++) {
+			state_dir(path, sizeof(path), names[i]);
+			printf("  %-24s %s/asp.json\n", names[i], path);
+		}
+	}
+	free(names);
+	return 0;
 }
