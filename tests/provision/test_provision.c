@@ -2063,8 +2063,9 @@ static void dockerd_stop(void)
 
 /* ------------------------------------------------------------------ setup */
 
-static const char *const suffixes[] = { "pub", "exec", "img", "own", "ownbad", "bad", "clash", "weak", "orphan", "swap", "plant",
-					"outdir", "stws", "unl", "dns", "nobody", "nobody2", "setid", "acct" };
+static const char *const suffixes[] = { "pub", "exec", "img", "own", "ownbad", "bad", "clash", "weak",
+					"orphan", "swap", "plant", "outdir", "stws", "unl", "dns", "nobody",
+					"nobody2", "setid", "acct" };
 
 /* Remove every sandbox a test of the current engine may have left. */
 static void cleanup_engine(void)
