@@ -60,6 +60,10 @@ static char state[160];
 static char rootfs[128];
 static char image[64];          /* the engine's imported copy of rootfs ("" when unavailable) */
 static char images[2][64];      /* per engine: podman, docker */
+/* A user's own images, per engine: without sshd (nor its libcrypto), with an
+ * entrypoint, a user and a volume of its own; without a shell; for arm64. */
+static char nosshd_images[2][64], noshell_images[2][64], arch_images[2][64];
+static const char *nosshd_image = "", *noshell_image = "", *arch_image = "";
 static const char *engine = "podman"; /* the engine of the running TCase */
 /* What up runs: podman runs the rootfs directory, docker the imported image. */
 static const char *src_opt = "--rootfs";
@@ -614,6 +618,119 @@ static void refused(const char *name, const run_out *r, int status, const char *
 	ck_assert_msg(strstr(r->err, needle) != NULL, "message lacks \"%s\": %s", needle, r->err);
 	assert_nothing_left(name);
 }
+
+/* Volumes the engine has (labelled or not): an image's VOLUME makes anonymous ones. */
+static int volume_count(void)
+{
+	run_out r;
+	int n = 0;
+	char *p;
+
+	ck_assert_int_eq(cmd(&r, engine, "volume", "ls", "-q", (char *)NULL), 0);
+	for (p = r.out; *p; p++)
+		n += *p == '\n';
+	return n;
+}
+
+/*
+ * One sandbox from a user's own image, as a harness uses it: up (sshd: whose
+ * it ran, "image" or "host"), read/write/exec through libasp, egress blocked
+ * (no route out, the host's gateway not reached), verify, down.
+ */
+static void own_image_sandbox(const char *img, const char *ingress, const char *want_sshd)
+{
+	char name[64], ws[256], cfg[512], out[4096], gw[64], probe[256], ctr[96];
+	int volumes = volume_count(), fd, port, code;
+	asp_sandbox *sb;
+	run_out r;
+	cJSON *st;
+
+	sandbox_name(name, sizeof(name), "own");
+	make_dir(ws, sizeof(ws), "ws-own");
+	snprintf(cfg, sizeof(cfg), "%s/own.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, "--image", img, "--runtime", "runc",
+			  "--ingress", ingress, "--out", cfg, "--json") == 0, "up --image %s: %s", img, r.err);
+	st = parse_json(r.out);
+	ck_assert_str_eq(jstr(st, "image"), img);
+	ck_assert_str_eq(jstr(st, "sshd"), want_sshd);
+	ck_assert_int_eq(cJSON_GetObjectItem(st, "sshd_kit") != NULL, !strcmp(want_sshd, "host"));
+	cJSON_Delete(st);
+	if (!strcmp(want_sshd, "host")) {
+		/* The image really has none: its own sshd cannot be what answers. */
+		snprintf(ctr, sizeof(ctr), "asf-%s", name);
+		ck_assert_int_ne(cmd(&r, engine, "exec", ctr, "/bin/sh", "-c", "test -e /usr/sbin/sshd",
+				     (char *)NULL), 0);
+	}
+	use_sandbox(cfg, ws);
+	sb = open_config(cfg);
+	ck_assert_int_ne(sb_exec(sb, "bash -c 'exec 3<>/dev/tcp/8.8.8.8/443' 2>&1", out, sizeof(out), 3000, NULL),
+			 0);
+	ck_assert_ptr_nonnull(strstr(out, "Network is unreachable"));
+	if (!strcmp(ingress, "publish")) {
+		snprintf(ctr, sizeof(ctr), "asf-%s", name);
+		ck_assert_int_eq(cmd(&r, engine, "inspect", "--type", "container", "--format",
+				     "{{range .NetworkSettings.Networks}}{{.Gateway}}{{end}}", ctr, (char *)NULL), 0);
+		snprintf(gw, sizeof(gw), "%.*s", (int)strcspn(r.out, "\n"), r.out);
+		fd = listen_on(gw, &port);
+		snprintf(probe, sizeof(probe), "bash -c 'exec 3<>/dev/tcp/%s/%d && echo connected'", gw, port);
+		code = sb_exec(sb, probe, out, sizeof(out), 3000, NULL);
+		ck_assert_msg(code != 0 && strcmp(out, "connected"), "the sandbox reached the host at %s:%d", gw, port);
+		ck_assert_int_eq(accepted_count(fd), 0);
+		close(fd);
+	}
+	asp_close(sb);
+	verify_passes(name, 18);
+	down_clean(name);
+	ck_assert_int_ne(access(cfg, F_OK), 0);
+	ck_assert_int_eq(volume_count(), volumes);
+}
+
+START_TEST(own_image_end_to_end)
+{
+	if (!image[0] || !nosshd_image[0])
+		ck_abort_msg("no test images (%s import failed)", engine);
+	/* (a) an image with sshd: its own runs. */
+	own_image_sandbox(image, "publish", "image");
+	/* (b) one without: the host's is lent, both ways in. */
+	own_image_sandbox(nosshd_image, "publish", "host");
+	own_image_sandbox(nosshd_image, "exec", "host");
+}
+END_TEST
+
+/* A user's image that cannot be used: refused before anything is made, saying what to do. */
+START_TEST(own_image_refused)
+{
+	char name[64], ws[256], missing[96];
+	run_out r;
+
+	sandbox_name(name, sizeof(name), "ownbad");
+	make_dir(ws, sizeof(ws), "ws-ownbad");
+	/* Not in the local store: never pulled (it is still absent afterwards), and the message says how. */
+	snprintf(missing, sizeof(missing), "localhost/asf-test-absent:%d", (int)run_id);
+	asf(&r, "up", "--name", name, "--workspace", ws, "--image", missing, "--runtime", "runc");
+	refused(name, &r, 2, "no such image");
+	ck_assert_ptr_nonnull(strstr(r.err, "never pulls"));
+	ck_assert_msg(strstr(r.err, " pull ") && strstr(r.err, missing), "no pull command named: %s", r.err);
+	ck_assert_int_ne(cmd(&r, engine, "image", "inspect", missing, (char *)NULL), 0);
+	/* No shell. */
+	asf(&r, "up", "--name", name, "--workspace", ws, "--image", noshell_image, "--runtime", "runc");
+	refused(name, &r, 2, "its /bin/sh does not run");
+	/* No sshd, and --sshd image insists on the image's. */
+	asf(&r, "up", "--name", name, "--workspace", ws, "--image", nosshd_image, "--sshd", "image", "--runtime",
+	    "runc");
+	refused(name, &r, 2, "has no /usr/sbin/sshd");
+	asf(&r, "up", "--name", name, "--workspace", ws, "--image", nosshd_image, "--sshd", "mine");
+	refused(name, &r, 2, "--sshd mine: expected auto, image or host");
+	/* Another architecture (where the engine can import one). */
+	if (arch_image[0]) {
+		asf(&r, "up", "--name", name, "--workspace", ws, "--image", arch_image, "--runtime", "runc");
+		refused(name, &r, 2, "built for arm64");
+	} else {
+		fprintf(stderr, "own_image_refused: SKIP the architecture check: %s could not import an arm64 "
+			"image\n", engine);
+	}
+}
+END_TEST
 
 START_TEST(bad_input_creates_nothing)
 {
@@ -2110,8 +2227,9 @@ static void dockerd_stop(void)
 
 /* ------------------------------------------------------------------ setup */
 
-static const char *const suffixes[] = { "pub", "exec", "img", "bad", "clash", "weak", "orphan", "swap", "plant",
-					"outdir", "stws", "unl", "dns", "nobody", "nobody2", "setid", "acct" };
+static const char *const suffixes[] = { "pub", "exec", "img", "own", "ownbad", "bad", "clash", "weak",
+					"orphan", "swap", "plant", "outdir", "stws", "unl", "dns", "nobody",
+					"nobody2", "setid", "acct" };
 
 /* Remove every sandbox a test of the current engine may have left. */
 static void cleanup_engine(void)
@@ -2147,6 +2265,9 @@ static void use_podman(void)
 	src_opt = "--rootfs";
 	src_val = rootfs;
 	snprintf(image, sizeof(image), "%s", images[0]);
+	nosshd_image = nosshd_images[0];
+	noshell_image = noshell_images[0];
+	arch_image = arch_images[0];
 }
 
 static void use_docker(void)
@@ -2156,19 +2277,23 @@ static void use_docker(void)
 	src_opt = "--image";
 	src_val = images[1];
 	snprintf(image, sizeof(image), "%s", images[1]);
+	nosshd_image = nosshd_images[1];
+	noshell_image = noshell_images[1];
+	arch_image = arch_images[1];
 }
 
 static void cleanup(void)
 {
 	run_out r;
+	size_t i;
 
 	if (getpid() != run_id)
 		return; /* a check test child exiting: the run is not over */
 	if (images[0][0]) {
 		const char *kube[] = { "kman", "kpod", "kunpriv", "kgrp-1", "kgrp-2" };
 		char name[64], *argv[8];
-		size_t i;
-		for (i = 0; i < 5; i++) { /* each with the engine its state names */
+
+		for (i = 0; i < sizeof(kube) / sizeof(kube[0]); i++) { /* each with the engine its state names */
 			sandbox_name(name, sizeof(name), kube[i]);
 			argv[0] = bin;
 			argv[1] = "--state-dir";
@@ -2181,6 +2306,15 @@ static void cleanup(void)
 		use_podman();
 		cleanup_engine();
 		cmd(&r, "podman", "rmi", "-f", images[0], (char *)NULL);
+	}
+	for (i = 0; i < 2; i++) {
+		const char *eng = i ? "docker" : "podman";
+		if (nosshd_images[i][0])
+			cmd(&r, eng, "rmi", "-f", nosshd_images[i], (char *)NULL);
+		if (noshell_images[i][0])
+			cmd(&r, eng, "rmi", "-f", noshell_images[i], (char *)NULL);
+		if (arch_images[i][0])
+			cmd(&r, eng, "rmi", "-f", arch_images[i], (char *)NULL);
 	}
 	if (images[1][0]) {
 		use_docker();
@@ -2321,6 +2455,87 @@ START_TEST(docker_embedded_dns)
 }
 END_TEST
 
+/*
+ * A user's own images, made from the rootfs too (no registry): without
+ * sshd, the libraries only it loads, or /usr/lib/openssh, and with an
+ * entrypoint, a user and a volume that up must not follow; with nothing
+ * but a text file (no shell); one marked arm64 (podman --arch, docker
+ * --platform: skipped where the engine cannot).
+ */
+static int import_as(const char *eng, const char *tar, char *name, size_t n, const char *tag, int nosshd,
+		     const char *arch)
+{
+	char *argv[16];
+	int i = 0;
+	run_out r;
+
+	snprintf(name, n, "%sasf-test-%s:%d", strcmp(eng, "podman") ? "" : "localhost/", tag, (int)run_id);
+	argv[i++] = (char *)eng;
+	argv[i++] = "import";
+	if (nosshd) {
+		argv[i++] = "--change";
+		argv[i++] = "ENTRYPOINT [\"/bin/false\"]";
+		argv[i++] = "--change";
+		argv[i++] = "USER 1000";
+		argv[i++] = "--change";
+		argv[i++] = "VOLUME [\"/data\"]";
+	}
+	if (arch) {
+		argv[i++] = strcmp(eng, "podman") ? "--platform" : "--arch";
+		argv[i++] = (char *)arch;
+	}
+	argv[i++] = (char *)tar;
+	argv[i++] = name;
+	argv[i] = NULL;
+	if (runv(&r, NULL, argv) != 0) {
+		fprintf(stderr, "test-provision: %s import of %s failed: %s\n", eng, tag, r.err);
+		name[0] = '\0';
+		return -1;
+	}
+	return 0;
+}
+
+static int user_images(int podman_ok, int docker_ok)
+{
+	char nosshd[256], noshell[256], dir[256];
+	run_out r;
+	size_t i;
+
+	snprintf(nosshd, sizeof(nosshd), "%s/nosshd.tar", run_dir);
+	snprintf(noshell, sizeof(noshell), "%s/noshell.tar", run_dir);
+	snprintf(dir, sizeof(dir), "%s/noshell", run_dir);
+	if (cmd(&r, "tar", "-C", rootfs, "-cf", nosshd, "--exclude=./usr/sbin/sshd", "--exclude=./usr/lib/openssh",
+		"--exclude=libcrypto.so.3", "--exclude=libwrap.so.0", ".", (char *)NULL) != 0 ||
+	    cmd(&r, "mkdir", "-p", dir, (char *)NULL) != 0 ||
+	    cmd(&r, "sh", "-c", "echo no shell here > \"$0/hello.txt\" && tar -C \"$0\" -cf \"$1\" .", dir, noshell,
+		(char *)NULL) != 0) {
+		fprintf(stderr, "test-provision: making the user images' tarballs failed: %s\n", r.err);
+		return -1;
+	}
+	for (i = 0; i < 2; i++) {
+		const char *eng = i ? "docker" : "podman";
+		if (!(i ? docker_ok : podman_ok))
+			continue;
+		if (import_as(eng, nosshd, nosshd_images[i], sizeof(nosshd_images[i]), "nosshd", 1, NULL) ||
+		    import_as(eng, noshell, noshell_images[i], sizeof(noshell_images[i]), "noshell", 0, NULL))
+			return -1;
+		import_as(eng, noshell, arch_images[i], sizeof(arch_images[i]), "arm64", 0,
+			  i ? "linux/arm64" : "arm64");
+		/* docker import may take --platform and record the daemon's own architecture all the same. */
+		if (arch_images[i][0] &&
+		    (cmd(&r, eng, "image", "inspect", "--format", "{{.Architecture}}", arch_images[i], (char *)NULL) ||
+		     strncmp(r.out, "arm64", 5))) {
+			fprintf(stderr, "test-provision: %s recorded %s's architecture as \"%.20s\", not arm64\n", eng,
+				arch_images[i], r.out);
+			cmd(&r, eng, "rmi", "-f", arch_images[i], (char *)NULL);
+			arch_images[i][0] = '\0';
+		}
+	}
+	unlink(nosshd);
+	unlink(noshell);
+	return 0;
+}
+
 /* A TCase of these tests, ASF_TEST_ONLY=name[,name...] choosing some. */
 static TCase *make_tcase(const char *name, void (*setup)(void), const TTest *const *all, size_t count)
 {
@@ -2345,7 +2560,7 @@ static TCase *make_tcase(const char *name, void (*setup)(void), const TTest *con
 /* The same tests for each engine. */
 static TCase *engine_tcase(const char *name, void (*setup)(void))
 {
-	static const TTest *all[15];
+	static const TTest *all[17];
 
 	all[0] = publish_end_to_end;
 	all[1] = exec_ingress_end_to_end;
@@ -2362,7 +2577,9 @@ static TCase *engine_tcase(const char *name, void (*setup)(void))
 	all[12] = agent_files_owned_by_no_account;
 	all[13] = setuid_copy_grants_no_account;
 	all[14] = uid_of_account_refused;
-	return make_tcase(name, setup, all, 15);
+	all[15] = own_image_end_to_end;
+	all[16] = own_image_refused;
+	return make_tcase(name, setup, all, 17);
 }
 
 /* --backend kubernetes: the manifest, and its Pod under podman kube play. */
@@ -2442,6 +2659,8 @@ int main(void)
 		}
 	}
 	unlink(tar);
+	if (user_images(podman_ok, docker_ok))
+		return 1;
 
 	s = suite_create("provision");
 	if (podman_ok) {

@@ -33,6 +33,7 @@
 #define ASF_SSHD_PORT     2222   /* unprivileged: no CAP_NET_BIND_SERVICE needed */
 #define ASF_CTR_WORKSPACE "/workspace"
 #define ASF_CTR_ETC       "/etc/asf"
+#define ASF_CTR_KIT       "/opt/asf-sshd" /* --image without sshd: the host's, mounted here (image.c) */
 #define ASF_USER          "agent"
 #define ASF_NFT_TABLE     "asf_egress"
 #define ASF_ENGINE_DNS    "127.0.0.11" /* docker's embedded resolver inside a user-defined network */
@@ -224,6 +225,7 @@ typedef struct asf_up_opts {
 	int unprivileged;        /* kubernetes: sshd runs as the sandbox user, no capabilities (PSS restricted) */
 	unsigned int uid;        /* the sandbox user's uid/gid; 0: up chooses one no host account has */
 	int allow_host_uid;      /* --allow-host-account-uid: a uid that is someone's is not refused */
+	const char *sshd;        /* --image: "auto" (default), "image" or "host": whose sshd runs (image.c) */
 	int manifest_only;       /* `manifest`: write the manifest and the .asp.json, apply nothing */
 	int replace;
 	int json;
@@ -302,6 +304,25 @@ int kube_apply(const asf_kube *k, const char *manifest, const char *runtime, lon
 void kube_proxy_argv(asf_argv *a, const cJSON *st);
 /* Remove what the manifest made; returns the number of failures. */
 int kube_teardown(const char *name, const cJSON *st, cJSON *report);
+
+/* ------------------------------------------------------------ image.c */
+
+/* What the probe of an --image found. */
+typedef struct asf_image {
+	int kit;  /* no working sshd in it (or --sshd host): the host's is lent (image_kit) */
+	int bash; /* /bin/bash is there (else the sandbox user's shell is /bin/sh) */
+} asf_image;
+
+/*
+ * Before anything is created: the image is in the engine's local store (never
+ * pulled), of this host's OS and architecture, its /bin/sh runs; whose sshd
+ * will run (opts->sshd). -1 with e saying what is wrong and what to do.
+ */
+int image_check(const asf_up_opts *opts, asf_image *img, asf_err *e);
+/* The host's sshd, its libraries and loader, copied into DIR/sshd-kit; recorded in st. */
+int image_kit(const char *dir, cJSON *st, asf_err *e);
+/* The words that start sshd in the container: the image's, or the kit's (st has "sshd_kit"). */
+void image_sshd_argv(asf_argv *a, const cJSON *st);
 
 /* up.c: the krun check, usable or not; 0 when usable, else -1 and e says why. */
 int krun_usable(asf_err *e);

@@ -17,7 +17,7 @@
 static const struct {
 	const char *cmd, *text;
 } usages[] = {
-	{ "up", "up --name N --workspace HOSTDIR[:ro] (--image IMG | --rootfs DIR)\n"
+	{ "up", "up --name N --workspace HOSTDIR[:ro] (--image IMG [--sshd auto|image|host] | --rootfs DIR)\n"
 		"     [--runtime runc|crun|krun] [--ingress publish|exec]\n"
 		"     [--egress none | --egress allow=HOST[:PORT][,...] [--proxy-hosts FILE]]\n"
 		"     [--memory 1g] [--cpus 1] [--pids 512] [--publish ADDR[:PORT]]\n"
@@ -126,6 +126,7 @@ static int run_up(int argc, char **argv, const char *engine, int manifest_only)
 		else if ((v = optval(argc, argv, &i, "--workspace"))) o.workspace = v;
 		else if ((v = optval(argc, argv, &i, "--image"))) o.image = v;
 		else if ((v = optval(argc, argv, &i, "--rootfs"))) o.rootfs = v;
+		else if ((v = optval(argc, argv, &i, "--sshd"))) o.sshd = v;
 		else if ((v = optval(argc, argv, &i, "--runtime"))) o.runtime = v;
 		else if ((v = optval(argc, argv, &i, "--egress"))) o.egress = v;
 		else if ((v = optval(argc, argv, &i, "--ingress"))) o.ingress = v;

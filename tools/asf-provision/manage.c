@@ -53,8 +53,9 @@ static int remove_kind(const char *kind, const char *name, const char *expected,
 	for (i = 0; i < n; i++) {
 		int rc;
 		if (!strcmp(kind, "container"))
-			rc = engine_docker() ? podman(&o, &e, "rm", "--force", v[i], (char *)NULL) :
-			     podman(&o, &e, "rm", "--force", "--time", "5", v[i], (char *)NULL);
+			/* --volumes: the anonymous volumes docker makes for an image's VOLUMEs. */
+			rc = engine_docker() ? podman(&o, &e, "rm", "--force", "--volumes", v[i], (char *)NULL) :
+			     podman(&o, &e, "rm", "--force", "--volumes", "--time", "5", v[i], (char *)NULL);
 		else if (!strcmp(kind, "network"))
 			rc = podman(&o, &e, "network", "rm", v[i], (char *)NULL);
 		else

@@ -48,19 +48,51 @@ bins="/usr/sbin/sshd /usr/lib/openssh/sftp-server /bin/bash /bin/sh
 
 umask 022
 mkdir -p "$dir"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 copy() { # copy a file, keeping its path; symlinks are copied as the file they point to
 	[ -e "$dir$1" ] && return 0
 	mkdir -p "$dir$(dirname "$1")"
 	cp -L "$1" "$dir$1"
 }
+# The shared libraries the files listed on stdin load, transitively, and
+# their loader, one path a line. From the ELF headers (readelf: the
+# program interpreter and the NEEDED names, resolved through ldconfig's
+# cache for libc's own ABI), a few processes in all; when readelf or
+# ldconfig is missing, or a name is not in the cache (an RPATH), ldd
+# runs on each file instead (slow: it loads every library of every file).
+ldconfig=$(command -v ldconfig || { [ -x /sbin/ldconfig ] && echo /sbin/ldconfig; } || true)
+libs() {
+	cat > "$work/files"
+	if command -v readelf >/dev/null 2>&1 && [ -n "$ldconfig" ] && libs_readelf; then
+		return 0
+	fi
+	while read -r f; do
+		ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }'
+	done < "$work/files" | sort -u
+}
+libs_readelf() {
+	abi=$("$ldconfig" -p | awk '$1 == "libc.so.6" { print $2; exit }')
+	"$ldconfig" -p | awk -v abi="$abi" '$2 == abi && $3 == "=>" { print $1, $4 }' > "$work/map"
+	tr '\n' '\0' < "$work/files" | xargs -0 readelf -l 2>/dev/null |
+		sed -n 's/.*Requesting program interpreter: \(.*\)\]$/\1/p' | sort -u > "$work/libs"
+	cp "$work/files" "$work/todo"
+	while [ -s "$work/todo" ]; do
+		tr '\n' '\0' < "$work/todo" | xargs -0 readelf -d 2>/dev/null |
+			sed -n 's/.*(NEEDED).*\[\(.*\)\]$/\1/p' | sort -u |
+			awk 'NR == FNR { m[$1] = $2; next } { print ($1 in m) ? m[$1] : "?" $1 }' "$work/map" - |
+			sort -u > "$work/needed"
+		! grep -q '^?' "$work/needed" || return 1
+		sort -u "$work/libs" | comm -13 - "$work/needed" > "$work/todo"
+		cat "$work/todo" >> "$work/libs"
+	done
+	sort -u "$work/libs"
+}
 for b in $bins; do
 	[ -e "$b" ] || continue
 	copy "$b"
-	ldd "$b" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }' |
-	while read -r lib; do
-		copy "$lib" # under the name ld.so looks for, with the content of its target
-	done
-done
+	echo "$b"
+done > "$work/elf"
 # glibc loads NSS modules with dlopen, which ldd cannot see: copy them from libc's directory.
 libdir=$(dirname "$(ldd /bin/sh | awk '/libc\.so/ { print $3 }')")
 for lib in "$libdir/libnss_files.so.2" "$libdir/libnss_dns.so.2" "$libdir/libresolv.so.2"; do
@@ -83,8 +115,7 @@ if [ "$profile" = agent ]; then
 		echo "mkrootfs.sh: --profile agent copies packages this host lacks:$missing" >&2
 		echo "mkrootfs.sh: install them first: apt-get install$missing" >&2
 		exit 1; }
-	list=$(mktemp)
-	trap 'rm -f "$list"' EXIT
+	list=$work/list
 	# shellcheck disable=SC2086
 	# The top-level links of a merged /usr (/bin -> usr/bin) are left out:
 	# the files under them land in the tree's own directories.
@@ -108,11 +139,13 @@ if [ "$profile" = agent ]; then
 		*) continue ;;
 		esac
 		[ -f "$f" ] && [ ! -L "$f" ] || continue
-		ldd "$f" 2>/dev/null | awk '/=> \// { print $3 } /^\t\/[^ ]+ \(/ { print $1 }'
-	done < "$list" | sort -u | while read -r lib; do
-		copy "$lib"
-	done
+		echo "$f"
+	done < "$list" >> "$work/elf"
 fi
+# Under the name ld.so looks for, with the content of its target.
+libs < "$work/elf" | while read -r lib; do
+	copy "$lib"
+done
 
 mkdir -p "$dir/etc" "$dir/etc/asf" "$dir/workspace" "$dir/home/agent" "$dir/run/sshd" \
 	"$dir/tmp" "$dir/var/empty" "$dir/proc" "$dir/sys" "$dir/dev" "$dir/root"

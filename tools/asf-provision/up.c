@@ -74,6 +74,7 @@ typedef struct up_ctx {
 	char out[PATH_MAX];    /* the .asp.json */
 	char host_key[512];    /* "ssh-ed25519 AAAA..." */
 	char fingerprint[128];
+	asf_image img;         /* --image: what its probe found (image.c) */
 	cJSON *st;
 } up_ctx;
 
@@ -463,6 +464,10 @@ workspace_done:
 
 	if (!!o->image == !!o->rootfs)
 		return asf_fail(e, "give exactly one of --image IMG or --rootfs DIR");
+	if (o->sshd && (!o->image || (o->backend && !strcmp(o->backend, "kubernetes"))))
+		return asf_fail(e, "--sshd %s: only with --image IMG and the container backend", o->sshd);
+	if (o->sshd && strcmp(o->sshd, "auto") && strcmp(o->sshd, "image") && strcmp(o->sshd, "host"))
+		return asf_fail(e, "--sshd %s: expected auto, image or host", o->sshd);
 	if (o->rootfs && engine_docker())
 		return asf_fail(e, "--rootfs %s: docker cannot run a directory; import it as an image "
 				   "(tar -C DIR -c . | docker import - IMAGE) and give --image IMAGE", o->rootfs);
@@ -611,8 +616,9 @@ static int make_files(up_ctx *c, asf_err *e)
 	str_fmt(buf, sizeof(buf),
 		 "root:x:0:0:root:/root:/bin/sh\n"
 		 "sshd:x:101:65534:sshd privilege separation:/run/sshd:/usr/sbin/nologin\n"
-		 ASF_USER ":x:%u:%u:sandbox user:/home/" ASF_USER ":/bin/bash\n"
-		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, uid);
+		 ASF_USER ":x:%u:%u:sandbox user:/home/" ASF_USER ":%s\n"
+		 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", uid, uid,
+		 c->o->image && !c->kube && !c->img.bash ? "/bin/sh" : "/bin/bash");
 	if (write_in(c, "etc/passwd", buf, 0644, e))
 		return -1;
 	str_fmt(buf, sizeof(buf), "root:x:0:\n" ASF_USER ":x:%u:\nnogroup:x:65534:\n", uid);
@@ -739,6 +745,8 @@ static rlim_t hard_limit(int resource, rlim_t want)
 static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 {
 	const asf_up_opts *o = c->o;
+	asf_argv sshd = { 0 };
+	size_t i;
 
 	*nofile = (long)hard_limit(RLIMIT_NOFILE, 1024);
 	*nproc = (long)hard_limit(RLIMIT_NPROC, (rlim_t)c->pids);
@@ -810,22 +818,43 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 		argv_addf(a, "--volume=%s/etc/resolv.conf:/etc/resolv.conf:ro,nosuid,nodev,noexec", c->dir);
 		argv_addf(a, "--volume=%s:" ASF_CTR_WORKSPACE ":%s,nosuid,nodev", c->ws_host, c->ws_ro ? "ro" : "rw");
 	}
+	image_sshd_argv(&sshd, c->st);
+	if (c->st && cJSON_GetObjectItemCaseSensitive(c->st, "sshd_kit")) {
+		/* The host's sshd for an image without one (image.c): read-only, executable. */
+		if (engine_docker())
+			argv_addf(a, "--mount=type=bind,src=%s/sshd-kit,dst=" ASF_CTR_KIT ",readonly", c->dir);
+		else
+			argv_addf(a, "--volume=%s/sshd-kit:" ASF_CTR_KIT ":ro,nosuid,nodev", c->dir);
+	}
 	if (o->rootfs) {
 		argv_add(a, "--rootfs");
 		argv_add(a, c->rootfs);
 	} else {
+		/* A user's image: never pulled; its entrypoint, user and volumes do not apply. */
+		argv_add(a, "--pull=never");
+		argv_add(a, "--user=0:0");
+		if (!engine_docker())
+			argv_add(a, "--image-volume=ignore");
+		argv_add(a, "--entrypoint");
+		argv_add(a, engine_docker() ? "/bin/sh" : sshd.oom ? "/usr/sbin/sshd" : sshd.v[0]);
 		argv_add(a, o->image);
 	}
 	if (engine_docker()) {
 		/* docker has no `podman init`: the container starts, but sshd only
 		 * once the host has blocked egress and opened the gate. */
-		argv_add(a, "/bin/sh");
+		char *words = sshd.oom ? NULL : argv_text(sshd.v);
+		if (!o->image)
+			argv_add(a, "/bin/sh");
 		argv_add(a, "-c");
-		argv_add(a, "while [ ! -e " ASF_CTR_ETC "/" ASF_GATE " ]; do sleep 0.1; done; "
-			 "exec /usr/sbin/sshd -D -e -f " ASF_CTR_ETC "/sshd_config");
+		argv_addf(a, "while [ ! -e " ASF_CTR_ETC "/" ASF_GATE " ]; do sleep 0.1; done; "
+			  "exec %s -D -e -f " ASF_CTR_ETC "/sshd_config", words ? words : "/usr/sbin/sshd");
+		free(words);
+		argv_free(&sshd);
 		return;
 	}
-	argv_add(a, "/usr/sbin/sshd");
+	for (i = o->rootfs ? 0 : 1; i < sshd.n; i++) /* an image's entrypoint is the first word */
+		argv_add(a, sshd.v[i]);
+	argv_free(&sshd);
 	argv_add(a, "-D");
 	argv_add(a, "-e");
 	argv_add(a, "-f");
@@ -1069,14 +1098,20 @@ static int write_config(up_ctx *c, int port, asf_err *e)
 		/* libasp runs this with /bin/sh -c: argv_text quotes every word. docker:
 		 * the daemon up used (DOCKER_HOST), whatever the harness's environment. */
 		const char *dh = engine_docker() ? getenv("DOCKER_HOST") : NULL;
-		char host[4200] = "", *argv[] = { asf_podman, "exec", "-i", c->ctr, "/usr/sbin/sshd", "-i", "-f",
-						  ASF_CTR_ETC "/sshd_config", NULL, NULL, NULL };
+		asf_argv a = { 0 };
 		char *proxy;
-		if (dh && *dh && str_fmt(host, sizeof(host), "--host=%s", dh) > 0) {
-			memmove(argv + 2, argv + 1, 8 * sizeof(*argv));
-			argv[1] = host;
-		}
-		proxy = argv_text(argv);
+		argv_add(&a, asf_podman);
+		if (dh && *dh)
+			argv_addf(&a, "--host=%s", dh);
+		argv_add(&a, "exec");
+		argv_add(&a, "-i");
+		argv_add(&a, c->ctr);
+		image_sshd_argv(&a, c->st);
+		argv_add(&a, "-i");
+		argv_add(&a, "-f");
+		argv_add(&a, ASF_CTR_ETC "/sshd_config");
+		proxy = a.oom ? NULL : argv_text(a.v);
+		argv_free(&a);
 		cJSON_AddStringToObject(conn, "host", c->ctr);
 		cJSON_AddStringToObject(conn, "user", ASF_USER);
 		cJSON_AddStringToObject(conn, "identity", identity);
@@ -1227,6 +1262,8 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 		cJSON_AddStringToObject(st, "rootfs", c->rootfs);
 	else
 		cJSON_AddStringToObject(st, "image", o->image);
+	if (!c->kube)
+		cJSON_AddStringToObject(st, "sshd", o->rootfs ? "rootfs" : c->img.kit ? "host" : "image");
 	if (c->ws_kind == ASF_WS_HOSTPATH)
 		cJSON_AddStringToObject(ws, "host", c->ws_host);
 	else if (c->ws_kind == ASF_WS_PVC)
@@ -1420,6 +1457,14 @@ static int build(up_ctx *c, asf_err *e)
 	str_fmt(path, sizeof(path), "%s/etc", c->dir);
 	if (mkdir_mode(path, 0755, e) || make_files(c, e))
 		goto fail;
+	if (!c->kube && c->img.kit) {
+		/* The host's sshd for the image (image.c); the container's command changes with it. */
+		if (image_kit(c->dir, c->st, e) || state_save(c->o->name, c->st, e))
+			goto fail;
+		argv_free(&a);
+		memset(&a, 0, sizeof(a));
+		create_argv(&a, c, &nofile, &nproc);
+	}
 	cJSON_AddStringToObject(c->st, "host_key", c->host_key);
 	cJSON_AddStringToObject(c->st, "host_key_fingerprint", c->fingerprint);
 	/* Step 3. */
@@ -1550,6 +1595,8 @@ int cmd_up(const asf_up_opts *opts)
 		}
 	}
 	if (name_free(&c, &e))
+		goto refused;
+	if (!c.kube && opts->image && !opts->manifest_only && image_check(opts, &c.img, &e))
 		goto refused;
 	if (build(&c, &e)) {
 		fprintf(stderr, "asf-provision: up %s: %s\n", opts->name, e.msg);
