@@ -4,7 +4,8 @@
  * dropped and reported), a signal to the whole group (seen alive first,
  * then gone), wait with a timeout, remove; a process outliving asp_close
  * of the handle that started it and found by a fresh one; hostile names
- * stored and listed verbatim with nothing run.
+ * stored and listed verbatim with nothing run; the login shells dash,
+ * BusyBox sh and zsh running the scripts other than the launcher.
  * The slow case: a process outliving a cut TCP connection (the watchdog's
  * poll waited out) and an sshd restart.
  *
@@ -451,6 +452,64 @@ START_TEST(survives_cut_and_restart)
 }
 END_TEST
 
+/*
+ * The scripts other than the launcher run in the login shell: dash, BusyBox
+ * sh and zsh (the interop suite's users), with the launcher's bash beside.
+ */
+static const char *const shell_users[] = { "asp-sh-dash", "asp-sh-busybox", "asp-sh-zsh" };
+
+START_TEST(login_shells)
+{
+	fx_sshd own = { 0 };
+	const char *user = shell_users[_i];
+	char extra[64], want[64];
+	const asp_bg_entry *en;
+	asp_bg_status st;
+	asp_bg_list *l;
+	asp_sandbox *sb;
+	size_t len;
+	char *id, *out;
+	pid_t p;
+
+	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
+	ck_assert_int_eq(fx_sshd_start_with(&own, extra), 0);
+	snprintf(own.user, sizeof(own.user), "%s", user);
+	ck_assert_int_eq(fx_run("chown %s: '%s'", user, own.workspace), 0);
+	ck_assert_int_eq(fx_write_config(&own, own.config, NULL), 0);
+	sb = sb_open(own.config);
+	id = start(sb, "echo \"$0\"; sleep 300 & echo $! > bg-shell-pid; wait", "it's a $(name)", 0);
+	{
+		char path[4200];
+		long long until = fx_now_ms() + 20000 * fx_slowdown();
+		snprintf(path, sizeof(path), "%s/bg-shell-pid", own.workspace);
+		for (p = 0; p <= 0; fx_sleep_ms(20)) {
+			char *t = fx_read_file(path, NULL);
+			p = t ? atoi(t) : 0;
+			free(t);
+			ck_assert_msg(fx_now_ms() < until, "%s: the command never wrote its pid", user);
+		}
+	}
+	ck_assert_msg(pid_alive(p), "%s: sleep %d is not running", user, p);
+	l = bg_list_ok(sb);
+	ck_assert_ptr_nonnull(en = find(l, id));
+	ck_assert_str_eq(en->name, "it's a $(name)");
+	ck_assert_int_eq(en->status.state, ASP_BG_RUNNING);
+	asp_bg_list_free(l);
+	ck_assert_int_eq(asp_bg_signal(sb, id, SIGTERM, NULL, NULL), 0);
+	ck_assert_msg(wait_gone(p, 20000 * fx_slowdown()), "%s: sleep %d outlived SIGTERM", user, p);
+	st = wait_end(sb, id);
+	ck_assert_int_eq(st.signal, SIGTERM);
+	out = read_all(sb, id, 0, &st, &len);
+	snprintf(want, sizeof(want), "bash\n");
+	assert_bytes("its output", out, len, want, strlen(want));
+	asp_free(out);
+	bg_remove_ok(sb, id);
+	asp_free(id);
+	asp_close(sb);
+	fx_sshd_stop(&own);
+}
+END_TEST
+
 Suite *suite_bg(void)
 {
 	Suite *s = suite_create("bg");
@@ -466,6 +525,10 @@ Suite *suite_bg(void)
 	tcase_add_test(tc, bad_ids);
 	tcase_add_test(tc, hostile_names);
 	tcase_add_test(tc, survives_close);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("bg_shells");
+	tcase_set_timeout(tc, 120);
+	tcase_add_loop_test(tc, login_shells, 0, (int)(sizeof(shell_users) / sizeof(shell_users[0])));
 	suite_add_tcase(s, tc);
 	tc = slow_case(s, "bg_slow", FIXTURE_UNCHECKED, suite_setup, suite_teardown, 120);
 	tcase_add_test(tc, survives_cut_and_restart);
