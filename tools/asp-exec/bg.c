@@ -190,8 +190,8 @@ static int bg_list(asp_sandbox *sb, const cli_request *req, cli_io *io)
 				snprintf(code, sizeof(code), "signal:%d", en->status.signal);
 			else
 				snprintf(code, sizeof(code), "%d", en->status.exit_code);
-			snprintf(line, sizeof(line), "%s\t%s\t%s\t%lld\t%llu\t", en->id, state_name(en->status.state), code,
-				 (long long)en->start_ms, (unsigned long long)en->status.output_size);
+			snprintf(line, sizeof(line), "%s\t%s\t%s\t%lld\t%llu\t", en->id, state_name(en->status.state),
+				 code, (long long)en->start_ms, (unsigned long long)en->status.output_size);
 			rc = say_line(io, line) || say_line(io, name) || say_line(io, "\n") ? 141 : 0;
 			free(name);
 		}
