@@ -670,7 +670,8 @@ static int put_bg_dir(asp_buf *out, const char *id)
 
 /*
  * The launcher. The login shell makes the directory (0700, mkdir without
- * -p: an id that exists fails) and hands over to bash, whose `set -m` puts
+ * -p: an id that exists fails; ~/.asp and ~/.asp/bg 0700 when it makes
+ * them; the command keeps the login's umask) and hands over to bash, whose `set -m` puts
  * the supervisor in a process group of its own, and the supervisor's inner
  * `set -m` the command in another: a signal to the command's group reaches
  * neither the supervisor, which writes the status, nor the writer, which
@@ -697,9 +698,10 @@ int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const c
 	char num[32];
 
 	if (asp__buf_puts(out, "command -v bash >/dev/null 2>&1 || { echo 'no bash in the sandbox: "
-			  "background processes need it' >&2; exit 109; }; umask 077; "
-			  "mkdir -p -- \"$HOME/.asp/bg\" && d=$HOME/.asp/bg/") ||
-	    asp__quote(out, id) || asp__buf_puts(out, " && mkdir -- \"$d\" || exit 104; exec bash -c ") ||
+			  "background processes need it' >&2; exit 109; }; "
+			  "[ -d \"$HOME/.asp/bg\" ] || mkdir -p -m 700 -- \"$HOME/.asp\" \"$HOME/.asp/bg\"; "
+			  "d=$HOME/.asp/bg/") ||
+	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; exec bash -c ") ||
 	    asp__quote(out, launch) || asp__buf_puts(out, " asp-bg \"$d\" ") || asp__quote(out, name) ||
 	    asp__buf_puts(out, " ") || asp__quote(out, command))
 		return ASP_ENOMEM;

@@ -149,6 +149,8 @@ START_TEST(start_read_list)
 	char *id, *out;
 
 	id = start(sb, "echo hello; echo err >&2; pwd; echo bye", "greeter", 0);
+	/* Its directory is the user's only; the command keeps the login's umask (022 here). */
+	ck_assert_int_eq(fx_run("d=~%s/.asp/bg; [ \"$(stat -c %%a $d $d/%s)\" = \"700\n700\" ]", fx.user, id), 0);
 	ck_assert_uint_eq(strspn(id, "abcdefghijklmnopqrstuvwxyz0123456789-"), strlen(id));
 	st = wait_end(sb, id);
 	ck_assert_int_eq(st.exit_code, 0);
