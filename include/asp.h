@@ -674,6 +674,149 @@ ASP_EXTERN(const char *) asp_list_name(const asp_list *l, size_t i);
 ASP_EXTERN(int) asp_list_stat(asp_stat_info *out, const asp_list *l, size_t i);
 ASP_EXTERN(void) asp_list_free(asp_list *l);
 
+/* --------------------------------------------------- background processes */
+
+/*
+ * A command started in the background: it outlives the call that started
+ * it, the connection, and the harness, and lives as long as the sandbox
+ * (or until it ends or is signalled). Everything about it is kept in the
+ * sandbox, under ~/.asp/bg/ID/ of the sandbox user (mode 0700): a new
+ * handle, in a new process, finds it by its id. It runs under bash
+ * (`bash -c COMMAND`; the sandbox must have bash) in a process group of
+ * its own, with stdin /dev/null and HUP ignored (as nohup), stdout and
+ * stderr together into its kept output. Each call below is one command in
+ * the sandbox (one round trip on a warm connection).
+ *
+ * Its output is kept bounded: in two chunks of max_output / 2 bytes; when
+ * the newer is full, the older is dropped. Offsets count every byte the
+ * command wrote; a read says where the kept bytes begin, so a reader knows
+ * what it missed.
+ */
+
+/* asp_bg_status.state */
+typedef enum asp_bg_state {
+	ASP_BG_RUNNING = 1, /* the command has not ended */
+	ASP_BG_EXITED = 2,  /* it ended; exit_code and signal say how */
+	ASP_BG_LOST = 3     /* it is gone without a status: killed with the process that
+			     * watched it (SIGKILL of its supervisor), or the sandbox restarted */
+} asp_bg_state;
+
+/* Pass as asp_bg_wait's timeout_ms to wait for as long as it takes. */
+#define ASP_BG_FOREVER 0xffffffffu
+
+/*
+ * A background process's state and output counters, filled by
+ * asp_bg_read and asp_bg_wait and held by each listed entry. Callers
+ * allocate it; the layout is fixed for ABI 0 (spare room at the end).
+ */
+typedef struct asp_bg_status {
+	int state;         /* an asp_bg_state value */
+	int exit_code;     /* ASP_BG_EXITED: 0..255, or -1 when a signal ended it; else -1 */
+	int signal;        /* the signal that ended it (the sandbox's number, e.g. 15), or 0 */
+	int output_open;   /* non-zero while more output may come: the command, or a process
+			    * that holds its output, still runs */
+	uint64_t output_start; /* offset of the first output byte still kept */
+	uint64_t output_size;  /* bytes of output written so far, kept or dropped */
+	uint64_t offset;       /* asp_bg_read: the offset of the first byte returned */
+	uint64_t spare[4];
+} asp_bg_status;
+
+typedef struct asp_bg_options {
+	unsigned int version;
+	/* The start call's cancel token and deadline (as asp_call_options). */
+	asp_call_options call;
+	/* A label, any text (up to 4096 bytes), stored and listed as given;
+	 * it is never shell text. NULL means "". */
+	const char *name;
+	/* Working directory; NULL means the workspace. Relative to the workspace. */
+	const char *cwd;
+	/* NULL-terminated array of "NAME=value" strings added to the environment. */
+	const char *const *env;
+	/* Bytes of output kept in the sandbox (the newest, in two halves);
+	 * 0 means 1 MiB. At least 2, at most 1 GiB (ASP_EINVAL otherwise). */
+	uint64_t max_output;
+} asp_bg_options;
+
+#define ASP_BG_OPTIONS_VERSION 1
+#define ASP_BG_OPTIONS_INIT { ASP_BG_OPTIONS_VERSION, { 0, NULL, 0 }, NULL, NULL, NULL, 0 }
+
+ASP_EXTERN(int) asp_bg_options_init(asp_bg_options *opts, unsigned int version);
+
+/*
+ * Start `command` (shell text, run by bash) in the background and return
+ * at once. *id receives its id (letters, digits and '-', to free with
+ * asp_free), by which every call below finds it. Errors: ASP_EINVAL,
+ * ASP_ENOENT (cwd missing), ASP_ERROR (no bash in the sandbox, or the
+ * state directory could not be made: the message says), connection errors.
+ */
+ASP_EXTERN(int) asp_bg_start(char **id, asp_sandbox *sb, const char *command,
+			     const asp_bg_options *opts, asp_error *err);
+
+/*
+ * Read up to `limit` bytes of output from `offset` (0 for the first byte
+ * written; where the kept output begins later than offset, from there:
+ * st->offset says where the bytes returned begin, st->output_start where
+ * the kept ones do). *out (NUL-terminated, not counted in *out_len; free
+ * with asp_free) may be empty: nothing new yet. limit 0 means 1 MiB; at
+ * most 64 MiB (ASP_EINVAL beyond). Errors: ASP_ENOENT (no such id),
+ * ASP_EINVAL, connection errors.
+ */
+ASP_EXTERN(int) asp_bg_read(unsigned char **out, size_t *out_len, asp_bg_status *st, asp_sandbox *sb,
+			    const char *id, uint64_t offset, uint64_t limit,
+			    const asp_call_options *opts, asp_error *err);
+
+/*
+ * Send signal `sig` (a <signal.h> number of this machine: SIGTERM,
+ * SIGKILL, SIGINT, ...; sent by name, so it means the same in the
+ * sandbox) to the command's whole process group. A process that has
+ * ended is no error. Errors: ASP_ENOENT, ASP_EINVAL (a signal with no
+ * portable name), connection errors.
+ */
+ASP_EXTERN(int) asp_bg_signal(asp_sandbox *sb, const char *id, int sig, const asp_call_options *opts,
+			      asp_error *err);
+
+/*
+ * Wait up to timeout_ms (ASP_BG_FOREVER: no limit; 0: only look) for the
+ * command to end, and fill *st. ASP_ETIMEOUT (with *st filled, state
+ * ASP_BG_RUNNING) when it still runs. The wait runs in the sandbox, one
+ * command polling every 50 ms, then every 250 ms after 2 s; opts' cancel
+ * stops it. Errors: ASP_ENOENT, ASP_ETIMEOUT, connection errors.
+ */
+ASP_EXTERN(int) asp_bg_wait(asp_bg_status *st, asp_sandbox *sb, const char *id, unsigned int timeout_ms,
+			    const asp_call_options *opts, asp_error *err);
+
+/*
+ * Remove an ended (or lost) process's files: its id is then unknown.
+ * Errors: ASP_ENOENT, ASP_EINVAL (still running: signal it first),
+ * connection errors.
+ */
+ASP_EXTERN(int) asp_bg_remove(asp_sandbox *sb, const char *id, const asp_call_options *opts,
+			      asp_error *err);
+
+/* One listed background process; strings are owned by the list. */
+typedef struct asp_bg_entry {
+	const char *id;
+	const char *name;    /* as given to asp_bg_start, verbatim */
+	const char *command; /* as given, verbatim */
+	int64_t start_ms;    /* when it was started, ms since the epoch (the starter's clock) */
+	int64_t pid;         /* the command's pid and process group in the sandbox (0: not yet known) */
+	asp_bg_status status;
+} asp_bg_entry;
+
+typedef struct asp_bg_list asp_bg_list;
+
+/*
+ * Every background process the sandbox user has (started by any handle
+ * or harness), ordered by start time. Errors: connection errors, ASP_EPROTO
+ * (a listing that does not parse).
+ */
+ASP_EXTERN(int) asp_bg_list_all(asp_bg_list **out, asp_sandbox *sb, const asp_call_options *opts,
+				asp_error *err);
+ASP_EXTERN(size_t) asp_bg_list_count(const asp_bg_list *l);
+/* Entry i, or NULL when i is out of range. Owned by l. */
+ASP_EXTERN(const asp_bg_entry *) asp_bg_list_get(const asp_bg_list *l, size_t i);
+ASP_EXTERN(void) asp_bg_list_free(asp_bg_list *l);
+
 #ifdef __cplusplus
 }
 #endif

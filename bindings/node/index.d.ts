@@ -212,6 +212,64 @@ export interface SandboxInfo {
 	fileTransport: 'sftp' | 'exec' | null;
 }
 
+export interface BgStartOptions extends CallOptions {
+	/** A label, stored and listed as given (never shell text). */
+	name?: CString;
+	/** Working directory, relative to the workspace. */
+	cwd?: CString;
+	env?: Record<string, string | Uint8Array | number | undefined>;
+	/** Bytes of output kept in the sandbox (the newest, in two halves); default 1 MiB. */
+	keep?: number | bigint;
+}
+
+export interface BgReadOptions extends CallOptions {
+	/** Offset over every byte the command wrote; default 0. */
+	offset?: number | bigint;
+	/** Most bytes returned; default 1 MiB, at most 64 MiB. */
+	limit?: number | bigint;
+}
+
+export interface BgWaitOptions {
+	/** How long to wait, ms; undefined: as long as it takes; 0: only look. */
+	timeout?: number;
+	signal?: AbortSignal | null;
+}
+
+export interface BgStatus {
+	/** 'lost': gone without a status (killed with its supervisor, or the sandbox restarted). */
+	state: 'running' | 'exited' | 'lost';
+	/** 0..255 once it exited normally, else null. */
+	exitCode: number | null;
+	/** The signal that ended it, e.g. 'SIGTERM', or null. */
+	signal: NodeJS.Signals | string | null;
+	/** More output may come (the command or something it started holds its output). */
+	outputOpen: boolean;
+	/** Offset of the first output byte still kept. */
+	outputStart: number;
+	/** Bytes written so far, kept or dropped. */
+	outputSize: number;
+}
+
+export interface BgOutput {
+	data: Buffer;
+	/** Where data begins: later than asked when older bytes were dropped. */
+	offset: number;
+	/** The offset to ask for next. */
+	next: number;
+	status: BgStatus;
+}
+
+export interface BgProcess {
+	id: string;
+	name: string;
+	command: string;
+	/** When it was started, ms since the epoch (the starter's clock). */
+	startMs: number;
+	/** Its pid and process group in the sandbox (0: not yet known). */
+	pid: number;
+	status: BgStatus;
+}
+
 /** An open sandbox: a validated configuration and a pool of SSH connections. */
 export declare class Sandbox {
 	private constructor();
@@ -232,6 +290,18 @@ export declare class Sandbox {
 	rename(from: CString, to: CString, options?: CallOptions): Promise<void>;
 	/** Connect until the pool holds `connections` (at most maxConnections); 0 does nothing. */
 	warm(connections: number, options?: CallOptions): Promise<void>;
+	/** Start a command in the background (it outlives the call, the connection and this process); its id. */
+	bgStart(command: CString, options?: BgStartOptions): Promise<string>;
+	/** Its output from options.offset; offset in the answer is later than asked when older bytes were dropped. */
+	bgRead(id: string, options?: BgReadOptions): Promise<BgOutput>;
+	/** Send a signal (default 'SIGTERM') to its whole process group; one that ended is no error. */
+	bgSignal(id: string, sig?: NodeJS.Signals | number, options?: CallOptions): Promise<void>;
+	/** Wait for it to end; rejects with ASP_ETIMEOUT when it still runs after options.timeout ms. */
+	bgWait(id: string, options?: BgWaitOptions): Promise<BgStatus>;
+	/** Remove an ended one's files (a running one: ASP_EINVAL). */
+	bgRemove(id: string, options?: CallOptions): Promise<void>;
+	/** Every background process of the sandbox user, by start time. */
+	bgList(options?: CallOptions): Promise<BgProcess[]>;
 	/** May connect (when no connection is open), and so reject as open() can. */
 	info(): Promise<SandboxInfo>;
 	/** Waits for operations in flight, then closes every connection. Later calls reject (ASP_EINVAL). */

@@ -217,6 +217,33 @@ function bind(handle) {
 		type: 'uint32_t', // an asp_file_type value
 		spare: koffi.array('uint64_t', 4),
 	});
+	t.bgList = koffi.opaque('asp_bg_list');
+	t.bgOptions = koffi.struct('asp_bg_options', {
+		version: 'uint',
+		call: 'asp_call_options',
+		name: 'const char *',
+		cwd: 'const char *',
+		env: 'const char **',
+		max_output: 'uint64_t',
+	});
+	t.bgStatus = koffi.struct('asp_bg_status', {
+		state: 'int', // an asp_bg_state value
+		exit_code: 'int',
+		signal: 'int',
+		output_open: 'int',
+		output_start: 'uint64_t',
+		output_size: 'uint64_t',
+		offset: 'uint64_t',
+		spare: koffi.array('uint64_t', 4),
+	});
+	t.bgEntry = koffi.struct('asp_bg_entry', {
+		id: 'const char *',
+		name: 'const char *',
+		command: 'const char *',
+		start_ms: 'int64_t',
+		pid: 'int64_t',
+		status: 'asp_bg_status',
+	});
 	t.sandboxInfo = koffi.struct('asp_sandbox_info', {
 		version: 'uint',
 		trust: 'int',
@@ -275,6 +302,15 @@ function bind(handle) {
 		listName: f('const char *asp_list_name(const asp_list *l, size_t i)'),
 		listStat: f('int asp_list_stat(_Out_ asp_stat_info *out, const asp_list *l, size_t i)'),
 		listFree: f('void asp_list_free(asp_list *l)'),
+		bgStart: f('int asp_bg_start(_Out_ void **id, asp_sandbox *sb, const char *command, const asp_bg_options *opts, void *err)'),
+		bgRead: f('int asp_bg_read(_Out_ void **out, _Out_ size_t *out_len, _Out_ asp_bg_status *st, asp_sandbox *sb, const char *id, uint64_t offset, uint64_t limit, const asp_call_options *opts, void *err)'),
+		bgSignal: f('int asp_bg_signal(asp_sandbox *sb, const char *id, int sig, const asp_call_options *opts, void *err)'),
+		bgWait: f('int asp_bg_wait(_Out_ asp_bg_status *st, asp_sandbox *sb, const char *id, unsigned int timeout_ms, const asp_call_options *opts, void *err)'),
+		bgRemove: f('int asp_bg_remove(asp_sandbox *sb, const char *id, const asp_call_options *opts, void *err)'),
+		bgListAll: f('int asp_bg_list_all(_Out_ asp_bg_list **out, asp_sandbox *sb, const asp_call_options *opts, void *err)'),
+		bgListCount: f('size_t asp_bg_list_count(const asp_bg_list *l)'),
+		bgListGet: f('const asp_bg_entry *asp_bg_list_get(const asp_bg_list *l, size_t i)'),
+		bgListFree: f('void asp_bg_list_free(asp_bg_list *l)'),
 	};
 }
 
@@ -585,7 +621,52 @@ const OPTION_KEYS = {
 	remove: [...CALL_KEYS, 'recursive'],
 	rename: CALL_KEYS,
 	warm: CALL_KEYS,
+	bgStart: [...CALL_KEYS, 'name', 'cwd', 'env', 'keep'],
+	bgRead: [...CALL_KEYS, 'offset', 'limit'],
+	bgSignal: CALL_KEYS,
+	bgWait: ['signal', 'timeout'],
+	bgRemove: CALL_KEYS,
+	bgList: CALL_KEYS,
 };
+
+const BG_STATES = { 1: 'running', 2: 'exited', 3: 'lost' };
+
+function bgStatusFrom(st) {
+	const exited = st.state === 2;
+	return {
+		state: BG_STATES[st.state] || 'lost',
+		exitCode: exited && !st.signal ? st.exit_code : null,
+		signal: st.signal ? signalName(st.signal) : null,
+		outputOpen: st.output_open !== 0,
+		outputStart: Number(st.output_start),
+		outputSize: Number(st.output_size),
+	};
+}
+
+/* NAME=value entries of an env object, as C strings (exec and bgStart). */
+function envEntries(envObj) {
+	const env = [];
+	if (envObj === undefined || envObj === null)
+		return env;
+	if (typeof envObj !== 'object')
+		throw new TypeError('env must be an object of NAME: value');
+	for (const [name, value] of Object.entries(envObj)) {
+		if (value === undefined)
+			continue;
+		if (name.includes('='))
+			throw einval(`env name ${JSON.stringify(name)} contains '='`);
+		const v = typeof value === 'string' || value instanceof Uint8Array ? value : String(value);
+		env.push(cstr(Buffer.concat([Buffer.from(`${name}=`, 'utf8'), bytesOf(v, `env ${name}`)]),
+			`env ${name}`));
+	}
+	return env;
+}
+
+function bgId(id) {
+	if (typeof id !== 'string')
+		throw new TypeError('id must be a string');
+	return cstr(id, 'id');
+}
 
 function checkKeys(what, opts) {
 	if (opts === null || typeof opts !== 'object')
@@ -842,6 +923,146 @@ class Sandbox {
 					lib.cancelFree(token);
 			}
 		});
+	}
+
+	/**
+	 * Start shell text `command` in the background (under bash, in a process
+	 * group of its own); resolves to its id at once. It outlives this call, the
+	 * connection and this process: a later handle finds it by id.
+	 * Options: name (a label), cwd, env, keep (bytes of output kept; 1 MiB).
+	 */
+	async bgStart(command, opts = {}) {
+		checkKeys('bgStart', opts);
+		const cmd = cstr(command, 'command');
+		const name = optCstr(opts.name, 'name');
+		const cwd = optCstr(opts.cwd, 'cwd');
+		const env = envEntries(opts.env);
+		const keep = u64(opts.keep, 'keep', 0n);
+		const call = callSpec('bgStart', opts);
+		return this._run('bgStart', (h) => withCall(call, async (co) => {
+			const o = {
+				version: 1,
+				call: co || { version: 0, cancel: null, timeout_ms: 0 },
+				name,
+				cwd,
+				env: env.length ? [...env, null] : null,
+				max_output: keep,
+			};
+			const out = [null];
+			const err = newErr();
+			const rc = await callAsync(lib.bgStart, out, h, cmd, o, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			try {
+				return koffi.decode(out[0], 'char', -1);
+			} finally {
+				lib.free(out[0]);
+			}
+		}));
+	}
+
+	/**
+	 * Up to `limit` bytes (1 MiB) of a background process's output from
+	 * `offset`: { data, offset, next, status }; offset is later than asked when
+	 * older bytes were dropped.
+	 */
+	async bgRead(id, opts = {}) {
+		checkKeys('bgRead', opts);
+		const i = bgId(id);
+		const offset = u64(opts.offset, 'offset', 0n);
+		const limit = u64(opts.limit, 'limit', 0n);
+		const call = callSpec('bgRead', opts);
+		return this._run('bgRead', (h) => withCall(call, async (co) => {
+			const out = [null];
+			const len = [0];
+			const st = {};
+			const err = newErr();
+			const rc = await callAsync(lib.bgRead, out, len, st, h, i, offset, limit, co, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			let data;
+			try {
+				data = copyOut(out[0], Number(len[0]));
+			} finally {
+				lib.free(out[0]);
+			}
+			const at = Number(st.offset);
+			return { data, offset: at, next: at + data.length, status: bgStatusFrom(st) };
+		}));
+	}
+
+	/** Send `sig` ('SIGTERM' by default, a name or a number) to its whole process group. */
+	async bgSignal(id, sig = 'SIGTERM', opts = {}) {
+		checkKeys('bgSignal', opts);
+		const i = bgId(id);
+		const num = typeof sig === 'number' ? sig : os.constants.signals[sig];
+		if (!Number.isInteger(num) || num <= 0)
+			throw einval(`bgSignal: ${String(sig)} is not a signal`);
+		const call = callSpec('bgSignal', opts);
+		return this._run('bgSignal', (h) => withCall(call, async (co) => {
+			const err = newErr();
+			const rc = await callAsync(lib.bgSignal, h, i, num, co, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		}));
+	}
+
+	/**
+	 * Wait up to `timeout` ms (undefined: as long as it takes) for it to end:
+	 * its status; rejects with ASP_ETIMEOUT when it still runs.
+	 */
+	async bgWait(id, opts = {}) {
+		checkKeys('bgWait', opts);
+		const i = bgId(id);
+		const ms = opts.timeout === undefined || opts.timeout === null ? 0xffffffff : uint(opts.timeout, 'timeout');
+		const call = callSpec('bgWait', { signal: opts.signal });
+		return this._run('bgWait', (h) => withCall(call, async (co) => {
+			const st = {};
+			const err = newErr();
+			const rc = await callAsync(lib.bgWait, st, h, i, ms, co, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			return bgStatusFrom(st);
+		}));
+	}
+
+	/** Remove an ended background process's files (a running one: ASP_EINVAL). */
+	async bgRemove(id, opts = {}) {
+		checkKeys('bgRemove', opts);
+		const i = bgId(id);
+		const call = callSpec('bgRemove', opts);
+		return this._run('bgRemove', (h) => withCall(call, async (co) => {
+			const err = newErr();
+			const rc = await callAsync(lib.bgRemove, h, i, co, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		}));
+	}
+
+	/** Every background process of the sandbox user, by start time. */
+	async bgList(opts = {}) {
+		checkKeys('bgList', opts);
+		const call = callSpec('bgList', opts);
+		return this._run('bgList', (h) => withCall(call, async (co) => {
+			const out = [null];
+			const err = newErr();
+			const rc = await callAsync(lib.bgListAll, out, h, co, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			const l = out[0];
+			try {
+				const n = Number(lib.bgListCount(l));
+				const procs = [];
+				for (let k = 0; k < n; k++) {
+					const e = koffi.decode(lib.bgListGet(l, k), lib.types.bgEntry);
+					procs.push({ id: e.id, name: e.name, command: e.command, startMs: Number(e.start_ms),
+						pid: Number(e.pid), status: bgStatusFrom(e.status) });
+				}
+				return procs;
+			} finally {
+				lib.bgListFree(l);
+			}
+		}));
 	}
 
 	/** Metadata of a path (symlinks followed). */
@@ -1139,6 +1360,7 @@ Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
 				asp_open_options: t.openOptions, asp_call_options: t.callOptions,
 				asp_write_options: t.writeOptions, asp_exec_options: t.execOptions,
 				asp_stat_info: t.statInfo, asp_sandbox_info: t.sandboxInfo,
+				asp_bg_options: t.bgOptions, asp_bg_status: t.bgStatus, asp_bg_entry: t.bgEntry,
 			},
 			/* asp_error is a Buffer decoded by hand: int code, then char message[]. */
 			errorSize: newErr().length,

@@ -3,6 +3,7 @@
  */
 #include "quote.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -678,4 +679,143 @@ int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
 			return ASP_ENOMEM;
 	return asp__buf_puts(out, "; do stat -c '%f %s %Y' -- \"$t\" 2>/dev/null || printf '%s\\n' -; done") ?
 		ASP_ENOMEM : 0;
+}
+
+/* ------------------------------------------------------------ background processes */
+
+/*
+ * bgst DIR: st (r running, x exited, l lost), e (the status or empty), w
+ * (1 while the output may grow). A status file written is the end; without
+ * one, the supervisor's pid tells running from lost (it died without
+ * writing one: killed, or the sandbox restarted). The status is read again
+ * after the pid: the command may have ended between the two reads.
+ */
+#define BG_STATE "bgst() { e=; w=1; [ -e \"$1/end\" ] && w=0; st=r; { read -r e < \"$1/status\"; } 2>/dev/null; " \
+		 "if [ -z \"$e\" ]; then p=; { read -r p < \"$1/sup\"; } 2>/dev/null; " \
+		 "if [ -n \"$p\" ] && ! kill -s 0 \"$p\" 2>/dev/null; then " \
+		 "{ read -r e < \"$1/status\"; } 2>/dev/null; [ -n \"$e\" ] || { st=l; w=0; }; fi; fi; " \
+		 "[ -n \"$e\" ] && st=x; }; "
+/* bgsz DIR: lo and hi, the first and last kept chunk's offset (empty: none yet), tot the bytes written. */
+#define BG_SIZE "{ setopt nullglob; } 2>/dev/null; " \
+		"bgsz() { lo=; hi=; for f in \"$1\"/o.*; do k=${f##*/o.}; case $k in ''|*[!0-9]*) continue;; esac; " \
+		"{ [ -z \"$lo\" ] || [ \"$k\" -lt \"$lo\" ]; } && lo=$k; " \
+		"{ [ -z \"$hi\" ] || [ \"$k\" -gt \"$hi\" ]; } && hi=$k; done; z=; " \
+		"[ -n \"$hi\" ] && z=$(wc -c 2>/dev/null < \"$1/o.$hi\"); tot=$((${hi:-0} + ${z:-0})); }; "
+#define BG_RECORD "\"$st\" \"${e:--}\" \"$w\" \"${lo:-0}\" \"$tot\""
+
+static int put_bg_dir(asp_buf *out, const char *id)
+{
+	return asp__buf_puts(out, "d=$HOME/.asp/bg/") || asp__quote(out, id) ||
+	       asp__buf_puts(out, "; [ -d \"$d\" ] || exit 100; ") ? ASP_ENOMEM : 0;
+}
+
+/*
+ * The launcher. The login shell makes the directory (0700, mkdir without
+ * -p: an id that exists fails; ~/.asp and ~/.asp/bg 0700 when it makes
+ * them; the command keeps the login's umask) and hands over to bash, whose `set -m` puts
+ * the supervisor in a process group of its own, and the supervisor's inner
+ * `set -m` the command in another: a signal to the command's group reaches
+ * neither the supervisor, which writes the status, nor the writer, which
+ * keeps the output. Nothing holds the exec channel (stdin /dev/null, the
+ * rest to files or the pipe): the launch call ends when bash has forked.
+ * HUP is ignored, as nohup does; the command runs as `bash -c`, so none of
+ * the launcher's variables reach it, and ASP_CALL (the launch call's
+ * token, which its kill script matches) is not passed on.
+ */
+int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const char *command,
+			 long long start_ms, uint64_t chunk)
+{
+	static const char launch[] =
+		"d=$1; c=$3; s=$5; printf %s \"$2\" > \"$d/name\" && printf %s \"$3\" > \"$d/cmd\" && "
+		"printf %s \"$4\" > \"$d/start\" || exit 108; unset ASP_CALL; set -m; "
+		"( trap '' HUP; { set -m; ( exec bash -c \" $c\" ) </dev/null 2>&1 & echo $! > \"$d/pid\"; "
+		"wait $!; echo $? > \"$d/status\"; } 2>/dev/null | "
+		"{ b=$((s / 64)); [ $b -ge 1 ] || b=1; [ $b -le 65536 ] || b=65536; q=; p=; n=0; e=; "
+		"while [ -z \"$e\" ]; do [ -z \"$q\" ] || rm -f -- \"$d/o.$q\"; f=$d/o.$n; : > \"$f\"; z=0; "
+		"while [ $((s - z)) -ge $b ]; do r=$(LC_ALL=C dd bs=$b count=$(((s - z) / b)) 2>&1 >> \"$f\"); "
+		"r=${r##*$'\\n'}; r=${r%% *}; case $r in ''|*[!0-9]*) r=$(($(wc -c < \"$f\") - z));; esac; "
+		"[ $r -gt 0 ] || { e=1; break; }; z=$((z + r)); done; q=$p; p=$n; n=$((n + z)); done; }; "
+		": > \"$d/end\" ) </dev/null >/dev/null 2>&1 & echo $! > \"$d/sup\"";
+	char num[32];
+
+	if (asp__buf_puts(out, "command -v bash >/dev/null 2>&1 || { echo 'no bash in the sandbox: "
+			  "background processes need it' >&2; exit 109; }; "
+			  "[ -d \"$HOME/.asp/bg\" ] || mkdir -p -m 700 -- \"$HOME/.asp\" \"$HOME/.asp/bg\"; "
+			  "d=$HOME/.asp/bg/") ||
+	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; exec bash -c ") ||
+	    asp__quote(out, launch) || asp__buf_puts(out, " asp-bg \"$d\" ") || asp__quote(out, name) ||
+	    asp__buf_puts(out, " ") || asp__quote(out, command))
+		return ASP_ENOMEM;
+	snprintf(num, sizeof(num), "%lld", start_ms);
+	return asp__buf_printf(out, " %s %llu", num, (unsigned long long)chunk) ? ASP_ENOMEM : 0;
+}
+
+/*
+ * The state first, then the files: a state that says the output is
+ * complete comes with all of it. Both kept chunks are opened before
+ * anything is read (a chunk removed meanwhile: look again), so the bytes
+ * sent are contiguous even when the writer moves on.
+ */
+int asp__bg_read_script(asp_buf *out, const char *id, uint64_t offset, uint64_t limit)
+{
+	if (put_bg_dir(out, id) || asp__buf_puts(out, BG_STATE BG_SIZE "bgst \"$d\"; ") ||
+	    asp__buf_printf(out, "x=%llu; n=%llu; t=0; ", (unsigned long long)offset, (unsigned long long)limit) ||
+	    asp__buf_puts(out, "while :; do bgsz \"$d\"; [ -n \"$lo\" ] || { tot=0; printf '0 %s %s %s %s %s\\n' "
+			  BG_RECORD "; exit 0; }; "
+			  "{ z=$(wc -c <&6); tot=$((hi + z)); [ $x -lt $lo ] && x=$lo; [ $x -gt $tot ] && x=$tot; "
+			  "printf '%s %s %s %s %s %s\\n' \"$x\" " BG_RECORD "; m=$((tot - x)); [ $m -gt $n ] && m=$n; "
+			  "if [ $x -lt $hi ] && [ $m -gt 0 ]; then a=$((hi - x)); [ $a -gt $m ] && a=$m; "
+			  "tail -c +$((x - lo + 1)) <&4 | head -c $a; m=$((m - a)); x=$hi; fi; "
+			  "[ $m -gt 0 ] && tail -c +$((x - hi + 1)) <&5 | head -c $m; exit 0; } "
+			  "2>/dev/null 4<\"$d/o.$lo\" 5<\"$d/o.$hi\" 6<\"$d/o.$hi\"; "
+			  "t=$((t + 1)); [ $t -lt 20 ] || exit 108; done"))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+/* Polls: every 50 ms for two seconds, then every 250 ms (a sleep is a process started). */
+int asp__bg_wait_script(asp_buf *out, const char *id, unsigned int timeout_ms)
+{
+	if (put_bg_dir(out, id) ||
+	    asp__buf_puts(out, BG_STATE BG_SIZE "i=0; t=0; while bgst \"$d\"; [ $st = r ]; do ") ||
+	    (timeout_ms != UINT_MAX && asp__buf_printf(out, "[ $t -ge %u ] && break; ", timeout_ms)) ||
+	    asp__buf_puts(out, "if [ $i -lt 40 ]; then sleep 0.05; t=$((t + 50)); else sleep 0.25; t=$((t + 250)); fi; "
+			  "i=$((i + 1)); done; bgsz \"$d\"; printf '%s %s %s %s %s\\n' " BG_RECORD))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+int asp__bg_list_script(asp_buf *out)
+{
+	/* Only directories shaped like an id (bg.c's rule); name and command verbatim, NUL-ended. */
+	return asp__buf_puts(out, "cd -- \"$HOME/.asp/bg\" 2>/dev/null || exit 0; " BG_STATE BG_SIZE
+			     "for i in *; do case $i in ''|[!A-Za-z0-9]*|*[!A-Za-z0-9_-]*) continue;; esac; "
+			     "[ -d \"$i\" ] || continue; bgst \"$i\"; bgsz \"$i\"; s=; g=; "
+			     "{ read -r s < \"$i/start\"; read -r g < \"$i/pid\"; } 2>/dev/null; "
+			     "printf '%s %s %s %s %s %s %s %s\\n' \"$i\" \"${s:-0}\" \"${g:-0}\" " BG_RECORD "; "
+			     "cat -- \"$i/name\" 2>/dev/null; printf '\\0'; "
+			     "cat -- \"$i/cmd\" 2>/dev/null; printf '\\0'; "
+			     "done; exit 0") ? ASP_ENOMEM : 0;
+}
+
+/*
+ * The command's whole process group. Right after a start the pid file may
+ * not be written yet: wait for it (up to 2 s). dash wants `--` before a
+ * negative pid, BusyBox refuses it: both spellings.
+ */
+int asp__bg_signal_script(asp_buf *out, const char *id, const char *signame)
+{
+	if (put_bg_dir(out, id) ||
+	    asp__buf_puts(out, "i=0; while ! [ -s \"$d/pid\" ]; do [ -s \"$d/status\" ] && exit 0; "
+			  "[ $i -ge 200 ] && exit 105; sleep 0.01; i=$((i + 1)); done; read -r g < \"$d/pid\"; ") ||
+	    asp__buf_printf(out, "kill -s %s -- \"-$g\" 2>/dev/null || kill -s %s \"-$g\" 2>/dev/null; exit 0",
+			    signame, signame))
+		return ASP_ENOMEM;
+	return 0;
+}
+
+int asp__bg_remove_script(asp_buf *out, const char *id)
+{
+	return put_bg_dir(out, id) || asp__buf_puts(out, BG_STATE "bgst \"$d\"; [ $st = r ] && exit 101; "
+						    "rm -rf -- \"$d\"") ? ASP_ENOMEM : 0;
 }

@@ -160,4 +160,51 @@ int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max);
 /* The server's clock, then per path "HEX SIZE MTIME" (lstat) or "-", a line each. */
 int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n);
 
+/*
+ * Background processes (bg.c): state under $HOME/.asp/bg/ID/ in the
+ * sandbox (0700): name, cmd and start (what asp_bg_start was given), sup
+ * (the supervisor's pid), pid (the command's pid and process group),
+ * status (its wait status as the shell reports it: 128+N for signal N),
+ * end (the output is complete), and the kept output, o.OFFSET files of
+ * at most chunk bytes each, named by the offset of their first byte. The
+ * writer removes the chunk two back when it starts one, so at most two
+ * chunks (2 x chunk bytes) are kept. It is a bash loop of dd: each dd
+ * reads at most count blocks of chunk/64 bytes and writes every read at
+ * once (head -c, the obvious tool, holds its output in stdio's buffer
+ * until 4 KiB or its end; dd's count_bytes counts no partial reads from a
+ * pipe), and says in its last line how many bytes it copied; a chunk ends
+ * when less than a block of room is left (it holds 63/64 of chunk or
+ * more), the output when a dd copies nothing. One dd per up to 64 reads
+ * of the pipe: a process per 64 lines of a trickle, per chunk of a flood.
+ * The launcher needs bash
+ * (`set -m` gives the command a process group of its own without a
+ * terminal; dash, BusyBox sh and zsh refuse it); the others run in any
+ * POSIX login shell. id is checked by bg.c (letters, digits, '-', '_');
+ * it is quoted all the same. Exit statuses: 0, or one of ASP_BG_X_*.
+ *
+ * Records: read, wait, list print "STATE CODE OPEN START SIZE" (STATE r,
+ * x or l: running, exited, lost; CODE the status or '-'; OPEN 1 while the
+ * output may grow; START the first byte kept, SIZE the bytes written);
+ * read puts the offset its bytes begin at first ("OFFSET " + record, a
+ * line, then the bytes); list prints per process "ID MS PID " + record,
+ * a line, then the name and the command, each ended by a NUL byte.
+ */
+enum {
+	ASP_BG_X_ENOENT = 100, /* no such id */
+	ASP_BG_X_BUSY = 101,   /* remove: still running */
+	ASP_BG_X_EEXIST = 104, /* start: the id exists */
+	ASP_BG_X_NOPID = 105,  /* signal: the command's pid never appeared */
+	ASP_BG_X_EIO = 108,    /* read: the kept files kept changing under the reader */
+	ASP_BG_X_NOBASH = 109  /* start: no bash in the sandbox */
+};
+int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const char *command,
+			 long long start_ms, uint64_t chunk);
+int asp__bg_read_script(asp_buf *out, const char *id, uint64_t offset, uint64_t limit);
+/* timeout_ms UINT_MAX: no limit. */
+int asp__bg_wait_script(asp_buf *out, const char *id, unsigned int timeout_ms);
+int asp__bg_list_script(asp_buf *out);
+/* signame: a signal's name without SIG (bg.c maps numbers to names), e.g. "TERM". */
+int asp__bg_signal_script(asp_buf *out, const char *id, const char *signame);
+int asp__bg_remove_script(asp_buf *out, const char *id);
+
 #endif

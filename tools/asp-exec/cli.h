@@ -31,6 +31,7 @@
  *   progress.c  --read/--write progress on a terminal (core)
  *   check.c     --check (core)
  *   master.c    the master: one asp_sandbox, a socket, a thread per request (core)
+ *   bg.c        --bg, --bg-list, --bg-output, --bg-signal, --bg-wait, --bg-remove (core)
  *
  * Direct runs and the master both go through cli_run(), so a request means
  * the same either way.
@@ -56,7 +57,7 @@
 #define CLI_DEFAULT_PERSIST_S 300
 #define CLI_CORE_NAME "asp-exec-core"
 
-enum cli_mode { CLI_EXEC = 1, CLI_READ = 2, CLI_WRITE = 3, CLI_STOP = 4 };
+enum cli_mode { CLI_EXEC = 1, CLI_READ = 2, CLI_WRITE = 3, CLI_STOP = 4, CLI_BG = 5 };
 
 /* What to do; every string is malloc'd and owned by the request. */
 typedef struct cli_request {
@@ -69,7 +70,7 @@ typedef struct cli_request {
 	char **env;              /* CLI_EXEC: "NAME=value" entries; NULL-terminated, never NULL */
 	char **args;             /* CLI_EXEC: the COMMAND words (one word is shell text);
 				    NULL-terminated, never NULL */
-	char *path;              /* CLI_READ, CLI_WRITE */
+	char *path;              /* CLI_READ, CLI_WRITE; CLI_BG: the id (NULL for start and list) */
 } cli_request;
 
 /* An empty request; NULL when out of memory. */
@@ -89,6 +90,10 @@ typedef struct cli_options {
 	const char *master_socket; /* hidden --master SOCKET: run as the master */
 	int ready_fd;              /* hidden --ready-fd N: the master's ready pipe */
 	int config_fd;             /* hidden --config-fd N: the master's configuration, open */
+	/* The --bg options: the operation (start, list, output, signal, wait, remove), and the
+	 * parameters cli_parse puts in req->args after it (numbers as text) */
+	const char *bg_op;
+	char *bg_name, *bg_keep, *bg_offset, *bg_limit, *bg_signal;
 } cli_options;
 
 /*
@@ -226,6 +231,12 @@ int cli_write_all(int fd, const void *data, size_t len, const asp_cancel *cancel
 
 /* --json: the result as one line of JSON (malloc'd, ends in "\n"); NULL when out of memory. */
 char *cli_json_result(const asp_exec_result *r);
+/* obj[name] = the bytes as a string (UTF-8 without NUL) or base64, and obj[name_encoding] says which. 0 or -1. */
+struct cJSON;
+int cli_json_add_bytes(struct cJSON *obj, const char *name, const unsigned char *data, size_t len);
+
+/* The --bg* requests (bg.c): req->args[0] names the operation (see opts.c). */
+int cli_run_bg(asp_sandbox *sb, const cli_request *req, cli_io *io);
 
 /*
  * A stdin that libasp can poll: a regular file or a non-blocking

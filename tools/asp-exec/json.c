@@ -54,9 +54,15 @@ static int is_text(const unsigned char *p, size_t n)
 
 static int add_stream(cJSON *obj, const char *name, const asp_exec_result *r, asp_stream stream)
 {
-	char key[32];
 	size_t len;
 	const unsigned char *data = asp_exec_result_output(r, stream, &len);
+
+	return cli_json_add_bytes(obj, name, data, len);
+}
+
+int cli_json_add_bytes(struct cJSON *obj, const char *name, const unsigned char *data, size_t len)
+{
+	char key[64];
 	char *text;
 	int text_ok = is_text(data, len), ok;
 

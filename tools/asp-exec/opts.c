@@ -18,7 +18,8 @@
 
 enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
 	OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET,
-	OPT_CONFIG_FD };
+	OPT_CONFIG_FD, OPT_BG, OPT_BG_LIST, OPT_BG_OUTPUT, OPT_BG_SIGNAL, OPT_BG_WAIT, OPT_BG_REMOVE, OPT_NAME,
+	OPT_KEEP, OPT_OFFSET, OPT_LIMIT, OPT_SIGNAL };
 
 unsigned int cli_trace_level;
 
@@ -36,6 +37,17 @@ static const struct option long_options[] = {
 	{ "stop", no_argument, NULL, OPT_STOP },
 	{ "persist", required_argument, NULL, OPT_PERSIST },
 	{ "no-master", no_argument, NULL, OPT_NO_MASTER },
+	{ "bg", no_argument, NULL, OPT_BG },
+	{ "bg-list", no_argument, NULL, OPT_BG_LIST },
+	{ "bg-output", required_argument, NULL, OPT_BG_OUTPUT },
+	{ "bg-signal", required_argument, NULL, OPT_BG_SIGNAL },
+	{ "bg-wait", required_argument, NULL, OPT_BG_WAIT },
+	{ "bg-remove", required_argument, NULL, OPT_BG_REMOVE },
+	{ "name", required_argument, NULL, OPT_NAME },
+	{ "keep", required_argument, NULL, OPT_KEEP },
+	{ "offset", required_argument, NULL, OPT_OFFSET },
+	{ "limit", required_argument, NULL, OPT_LIMIT },
+	{ "signal", required_argument, NULL, OPT_SIGNAL },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{ "version", no_argument, NULL, OPT_VERSION },
@@ -50,6 +62,11 @@ static const char usage_text[] =
 	"       asp-exec [options] --read PATH [--quiet]\n"
 	"       asp-exec [options] --write PATH [--mkdirs] [--quiet] < DATA\n"
 	"       asp-exec [--config FILE] --check [--json] | --stop\n"
+	"       asp-exec [options] --bg [--name NAME] [--keep BYTES] [--] COMMAND [ARG...]\n"
+	"       asp-exec [options] --bg-list [--json]\n"
+	"       asp-exec [options] --bg-output ID [--offset N] [--limit N] [--json]\n"
+	"       asp-exec [options] --bg-signal ID [--signal SIG] | --bg-remove ID\n"
+	"       asp-exec [options] --bg-wait ID [-t SECS] [--json]\n"
 	"\n"
 	"Runs COMMAND in the sandbox of the .asp.json found from the current directory\n"
 	"upwards ($ASP_CONFIG or --config FILE win). A single ARG is shell text; several\n"
@@ -71,6 +88,16 @@ static const char usage_text[] =
 	"                        -vv: each call's route and result too (implies --no-master)\n"
 	"      --persist SECS    a master started by this call exits after SECS idle (300)\n"
 	"      --stop            stop the master of this configuration\n"
+	"      --bg              start COMMAND in the background (it outlives asp-exec\n"
+	"                        and the connection); prints its id\n"
+	"      --name NAME       with --bg: a label, listed as given\n"
+	"      --keep BYTES      with --bg: output kept in the sandbox (1048576)\n"
+	"      --bg-list         the background processes: id, state, exit, start ms,\n"
+	"                        output size, name (--json: all of it)\n"
+	"      --bg-output ID    its output from --offset N (0), at most --limit N bytes\n"
+	"      --bg-signal ID    send --signal SIG (TERM) to its process group\n"
+	"      --bg-wait ID      wait (-t SECS; none: no limit); exit with its status\n"
+	"      --bg-remove ID    remove an ended one\n"
 	"  -h, --help            this text\n"
 	"      --version         the version\n"
 	"\n"
@@ -141,6 +168,30 @@ static int set_path_mode(cli_options *o, int mode, const char *path, int *modes)
 	return (o->req->path = strdup(path)) ? 0 : -1;
 }
 
+static int set_bg(cli_options *o, const char *op, const char *id, int *modes)
+{
+	(*modes)++;
+	o->req->mode = CLI_BG;
+	o->bg_op = op;
+	free(o->req->path);
+	o->req->path = NULL;
+	return id && !(o->req->path = strdup(id)) ? -1 : 0;
+}
+
+static int set_str(char **field, const char *arg)
+{
+	free(*field);
+	return (*field = strdup(arg)) ? 0 : -1;
+}
+
+/* A decimal count, kept as text: asp-exec-core parses it again (bg.c). */
+static int set_number(char **field, const char *arg, const char *what)
+{
+	if (!arg[0] || strspn(arg, "0123456789") != strlen(arg) || strlen(arg) > 19)
+		return usage_error(what, arg);
+	return set_str(field, arg);
+}
+
 static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 {
 	cli_request *req = o->req;
@@ -187,6 +238,28 @@ static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 	case OPT_NO_MASTER:
 		o->no_master = 1;
 		return 0;
+	case OPT_BG:
+		return set_bg(o, "start", NULL, modes);
+	case OPT_BG_LIST:
+		return set_bg(o, "list", NULL, modes);
+	case OPT_BG_OUTPUT:
+		return set_bg(o, "output", arg, modes);
+	case OPT_BG_SIGNAL:
+		return set_bg(o, "signal", arg, modes);
+	case OPT_BG_WAIT:
+		return set_bg(o, "wait", arg, modes);
+	case OPT_BG_REMOVE:
+		return set_bg(o, "remove", arg, modes);
+	case OPT_NAME:
+		return set_str(&o->bg_name, arg);
+	case OPT_KEEP:
+		return set_number(&o->bg_keep, arg, "--keep: expected bytes, got '%s'");
+	case OPT_OFFSET:
+		return set_number(&o->bg_offset, arg, "--offset: expected a byte offset, got '%s'");
+	case OPT_LIMIT:
+		return set_number(&o->bg_limit, arg, "--limit: expected bytes, got '%s'");
+	case OPT_SIGNAL:
+		return set_str(&o->bg_signal, arg);
 	case 'v':
 		o->verbose++;
 		return 0;
@@ -202,6 +275,30 @@ static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 	}
 }
 
+/* The --bg options: each takes only its own. */
+static int check_bg(const cli_options *o, int nargs)
+{
+	const cli_request *req = o->req;
+	int start = !strcmp(o->bg_op, "start");
+
+	if (start != (nargs > 0))
+		return usage_error("%s", start ? "--bg: no command given" : "a command applies to --bg only");
+	if (!start && (req->cwd || req->env[0] || o->bg_name || o->bg_keep))
+		return usage_error("%s", "--cwd, --env, --name and --keep apply to --bg only");
+	if (req->timeout_ms && strcmp(o->bg_op, "wait"))
+		return usage_error("%s", "--timeout applies to --bg-wait only");
+	if ((o->bg_offset || o->bg_limit) && strcmp(o->bg_op, "output"))
+		return usage_error("%s", "--offset and --limit apply to --bg-output only");
+	if (o->bg_signal && strcmp(o->bg_op, "signal"))
+		return usage_error("%s", "--signal applies to --bg-signal only");
+	if (req->json && strcmp(o->bg_op, "list") && strcmp(o->bg_op, "output") && strcmp(o->bg_op, "wait") &&
+	    !start)
+		return usage_error("%s", "--json applies to --bg, --bg-list, --bg-output and --bg-wait");
+	if (req->mkdirs || req->quiet)
+		return usage_error("%s", "--mkdirs and --quiet apply to --read and --write only");
+	return 0;
+}
+
 /* One mode, and only the options that mode takes. */
 static int check_combination(const cli_options *o, int modes, int nargs)
 {
@@ -211,7 +308,12 @@ static int check_combination(const cli_options *o, int modes, int nargs)
 	if (o->master_socket)
 		return 0;
 	if (modes > 1)
-		return usage_error("%s", "--read, --write, --check and --stop exclude each other");
+		return usage_error("%s", "--read, --write, --check, --stop and the --bg options exclude each other");
+	if (req->mode == CLI_BG)
+		return check_bg(o, nargs);
+	if (o->bg_name || o->bg_keep || o->bg_offset || o->bg_limit || o->bg_signal)
+		return usage_error("%s", "--name, --keep, --offset, --limit and --signal apply to the --bg "
+				   "options only");
 	if (exec && nargs == 0)
 		return usage_error("%s", "no command given");
 	if (!exec && nargs > 0)
@@ -260,6 +362,20 @@ int cli_parse(cli_options *o, int argc, char **argv)
 		o->no_master = 1;
 		cli_trace_level = o->verbose > 1 ? ASP_LOG_DEBUG : ASP_LOG_INFO;
 	}
+	/* --bg*: the operation and its parameters first (cli.h), then a --bg's COMMAND words. */
+	if (o->req->mode == CLI_BG) {
+		const char *op = o->bg_op;
+		if (cli_list_add(&o->req->args, op))
+			return -1;
+		if (!strcmp(op, "start") && (cli_list_add(&o->req->args, o->bg_name ? o->bg_name : "") ||
+					     cli_list_add(&o->req->args, o->bg_keep ? o->bg_keep : "0")))
+			return -1;
+		if (!strcmp(op, "output") && (cli_list_add(&o->req->args, o->bg_offset ? o->bg_offset : "0") ||
+					      cli_list_add(&o->req->args, o->bg_limit ? o->bg_limit : "0")))
+			return -1;
+		if (!strcmp(op, "signal") && cli_list_add(&o->req->args, o->bg_signal ? o->bg_signal : "TERM"))
+			return -1;
+	}
 	for (int i = optind; i < argc; i++)
 		if (cli_list_add(&o->req->args, argv[i]))
 			return -1;
@@ -269,6 +385,11 @@ int cli_parse(cli_options *o, int argc, char **argv)
 void cli_options_free(cli_options *o)
 {
 	cli_request_free(o->req);
+	free(o->bg_name);
+	free(o->bg_keep);
+	free(o->bg_offset);
+	free(o->bg_limit);
+	free(o->bg_signal);
 	free(o->config);
 }
 

@@ -212,7 +212,7 @@ cli_request *proto_decode(const unsigned char *p, size_t len)
 		return NULL;
 	mode = p[5];
 	flags = p[6];
-	if (mode < CLI_EXEC || mode > CLI_STOP || !(req = cli_request_new()))
+	if (mode < CLI_EXEC || mode > CLI_BG || !(req = cli_request_new()))
 		return NULL;
 	r.p = p + 8;
 	r.left = len - 8;

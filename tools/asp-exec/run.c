@@ -365,6 +365,8 @@ int cli_run(asp_sandbox *sb, const cli_request *req, cli_io *io)
 		return run_read(sb, req, io);
 	case CLI_WRITE:
 		return run_write(sb, req, io);
+	case CLI_BG:
+		return cli_run_bg(sb, req, io);
 	default:
 		cli_say(io->err, "unknown request mode %d", req->mode);
 		return CLI_EXIT_FAILURE;

@@ -339,6 +339,72 @@ class Entry(typing.NamedTuple):
     type: FileType
 
 
+class BgStatus(typing.NamedTuple):
+    """A background process's state: state is "running", "exited" or "lost"
+    (gone without a status); exit_code (0..255) once it exited normally, signal
+    (the sandbox's number) when a signal ended it, else None; output_open is
+    True while more output may come; output_start is the first byte still kept,
+    output_size every byte written."""
+    state: str
+    exit_code: typing.Optional[int]
+    signal: typing.Optional[int]
+    output_open: bool
+    output_start: int
+    output_size: int
+
+
+class BgOutput(typing.NamedTuple):
+    """Sandbox.bg_read's answer: data begins at offset (later than asked when
+    older bytes were dropped); next is the offset to ask for next."""
+    data: bytes
+    offset: int
+    next: int
+    status: BgStatus
+
+
+class BgProcess(typing.NamedTuple):
+    """One background process of Sandbox.bg_list: name and command as given,
+    start_ms (the starter's clock, ms since the epoch), pid (its process group)."""
+    id: str
+    name: str
+    command: str
+    start_ms: int
+    pid: int
+    status: BgStatus
+
+
+_BG_STATES = {_lib.ASP_BG_RUNNING: "running", _lib.ASP_BG_EXITED: "exited", _lib.ASP_BG_LOST: "lost"}
+
+
+def _bg_status(st):
+    exited = st.state == _lib.ASP_BG_EXITED
+    return BgStatus(_BG_STATES.get(st.state, "lost"), st.exit_code if exited and not st.signal else None,
+                    st.signal or None, bool(st.output_open), st.output_start, st.output_size)
+
+
+def _bg_id(value):
+    if isinstance(value, bytes):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"id: expected str, got {type(value).__name__}")
+    return value.encode("ascii", "replace")
+
+
+def _env_array(env, keep):
+    """NAME=value entries of a mapping as a NULL-terminated char ** (kept alive in keep)."""
+    if not isinstance(env, collections.abc.Mapping):
+        raise TypeError(f"env: expected a mapping NAME -> value, got {type(env).__name__}")
+    entries = []
+    for name, value in env.items():
+        n = _to_bytes(name, "env name", allow_pathlike=False)
+        if not n or b"=" in n:
+            raise InvalidArgument(f"env name {name!r}: must be non-empty and without '='")
+        entries.append(n + b"=" + _to_bytes(value, f"env[{name!r}]", allow_pathlike=False))
+    array = (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+    keep.append(array)
+    return ctypes.cast(array, ctypes.POINTER(ctypes.c_char_p))
+
+
 class ExecResult(typing.NamedTuple):
     """The outcome of Sandbox.exec.
 
@@ -910,6 +976,141 @@ class Sandbox:
             finally:
                 self._leave()
         _check(rc, err)
+
+    # -- background processes -------------------------------------------
+
+    def bg_start(self, command, *, name=None, cwd=None, env=None, keep=None, cancel=None,
+                 timeout=None):
+        """Start shell text `command` in the background (under bash, in a process
+        group of its own) and return its id at once. It outlives this call, the
+        connection and this process; a later handle finds it by id.
+
+        name: a label, stored and listed as given. cwd, env: as exec. keep: bytes
+        of output kept in the sandbox (default 1 MiB; the newest, in two halves).
+        timeout: the start's deadline, seconds.
+        """
+        cmd = _to_bytes(command, "command", allow_pathlike=False)
+        opts = _lib.asp_bg_options()
+        err = _lib.asp_error()
+        _check(lib.asp_bg_options_init(byref(opts), _lib.ASP_BG_OPTIONS_VERSION), err)
+        held = []
+        if name is not None:
+            opts.name = _to_bytes(name, "name", allow_pathlike=False)
+        if cwd is not None:
+            opts.cwd = _path(cwd, "cwd")
+        if env:
+            opts.env = _env_array(env, held)
+        if keep is not None:
+            opts.max_output = _int(keep, "keep", 2, 2**30)
+        opts.call.timeout_ms = _ms(timeout, "timeout")
+        out = ctypes.c_void_p()
+        tok = None
+        if cancel is not None:
+            if not isinstance(cancel, Cancel):
+                raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
+            opts.call.cancel = cancel._acquire()
+            tok = cancel
+        try:
+            h = self._enter()
+            try:
+                rc = lib.asp_bg_start(byref(out), h, cmd, byref(opts), byref(err))
+            finally:
+                self._leave()
+        finally:
+            if tok is not None:
+                tok._release()
+        _check(rc, err)
+        try:
+            return ctypes.string_at(out.value).decode("ascii")
+        finally:
+            lib.asp_free(out)
+
+    def bg_read(self, id, offset=0, limit=None, *, cancel=None, timeout=None):
+        """Up to `limit` bytes (default 1 MiB) of a background process's output
+        from `offset` -> BgOutput(data, offset, next, status). The bytes begin
+        later than asked when older ones were dropped (offset says where)."""
+        i = _bg_id(id)
+        off = _int(offset, "offset", 0, 2**64 - 1)
+        lim = 0 if limit is None else _int(limit, "limit", 1, 2**64 - 1)
+        out = ctypes.c_void_p()
+        n = ctypes.c_size_t()
+        st = _lib.asp_bg_status()
+        err = _lib.asp_error()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_bg_read(byref(out), byref(n), byref(st), h, i, off, lim, co, byref(err))
+            finally:
+                self._leave()
+        _check(rc, err)
+        try:
+            data = ctypes.string_at(out.value, n.value) if n.value else b""
+        finally:
+            lib.asp_free(out)
+        return BgOutput(data, st.offset, st.offset + len(data), _bg_status(st))
+
+    def bg_signal(self, id, sig=15, *, cancel=None, timeout=None):
+        """Send signal `sig` (e.g. signal.SIGTERM, the default) to the whole
+        process group of a background process. One that ended is no error."""
+        i = _bg_id(id)
+        s = _int(int(sig), "sig", 1, 2**31 - 1)
+        err = _lib.asp_error()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_bg_signal(h, i, s, co, byref(err))
+            finally:
+                self._leave()
+        _check(rc, err)
+
+    def bg_wait(self, id, timeout=None, *, cancel=None, deadline=None):
+        """Wait up to `timeout` seconds (None: as long as it takes) for a
+        background process to end -> BgStatus; asp.AspTimeout when it still runs."""
+        i = _bg_id(id)
+        ms = _lib.ASP_BG_FOREVER if timeout is None else _ms(timeout, "timeout")
+        st = _lib.asp_bg_status()
+        err = _lib.asp_error()
+        with _CallOptions(cancel, deadline) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_bg_wait(byref(st), h, i, ms, co, byref(err))
+            finally:
+                self._leave()
+        _check(rc, err)
+        return _bg_status(st)
+
+    def bg_remove(self, id, *, cancel=None, timeout=None):
+        """Remove an ended background process's files (a running one: InvalidArgument)."""
+        i = _bg_id(id)
+        err = _lib.asp_error()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_bg_remove(h, i, co, byref(err))
+            finally:
+                self._leave()
+        _check(rc, err)
+
+    def bg_list(self, *, cancel=None, timeout=None):
+        """Every background process of the sandbox user, by start time -> [BgProcess]."""
+        out = _lib.bg_list_p()
+        err = _lib.asp_error()
+        with _CallOptions(cancel, timeout) as co:
+            h = self._enter()
+            try:
+                rc = lib.asp_bg_list_all(byref(out), h, co, byref(err))
+            finally:
+                self._leave()
+        _check(rc, err)
+        try:
+            procs = []
+            for k in range(lib.asp_bg_list_count(out)):
+                e = lib.asp_bg_list_get(out, k).contents
+                procs.append(BgProcess(e.id.decode("ascii"), _decode(e.name), _decode(e.command),
+                                       e.start_ms, e.pid, _bg_status(e.status)))
+            return procs
+        finally:
+            lib.asp_bg_list_free(out)
 
     # -- filesystem -----------------------------------------------------
 

@@ -40,6 +40,11 @@ ASP_MKDIR_PARENTS = 0x1
 ASP_WRITE_PARENTS = 0x1
 ASP_WRITE_IN_PLACE = 0x2
 ASP_REMOVE_RECURSIVE = 0x1
+ASP_BG_OPTIONS_VERSION = 1
+ASP_BG_RUNNING = 1  # asp_bg_state
+ASP_BG_EXITED = 2
+ASP_BG_LOST = 3
+ASP_BG_FOREVER = 0xffffffff
 
 UINT_MAX = 2**32 - 1
 SIZE_MAX = 2**(8 * ctypes.sizeof(c_size_t)) - 1
@@ -73,10 +78,15 @@ class _asp_list(Structure):
     pass
 
 
+class _asp_bg_list(Structure):
+    pass
+
+
 sandbox_p = POINTER(_asp_sandbox)
 cancel_p = POINTER(_asp_cancel)
 exec_result_p = POINTER(_asp_exec_result)
 list_p = POINTER(_asp_list)
+bg_list_p = POINTER(_asp_bg_list)
 error_p = POINTER(asp_error)
 
 
@@ -175,6 +185,41 @@ class asp_stat_info(Structure):
     ]
 
 
+class asp_bg_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("call", asp_call_options),
+        ("name", c_char_p),
+        ("cwd", c_char_p),
+        ("env", POINTER(c_char_p)),
+        ("max_output", c_uint64),
+    ]
+
+
+class asp_bg_status(Structure):
+    _fields_ = [
+        ("state", c_int),
+        ("exit_code", c_int),
+        ("signal", c_int),
+        ("output_open", c_int),
+        ("output_start", c_uint64),
+        ("output_size", c_uint64),
+        ("offset", c_uint64),
+        ("spare", c_uint64 * 4),
+    ]
+
+
+class asp_bg_entry(Structure):
+    _fields_ = [
+        ("id", c_char_p),
+        ("name", c_char_p),
+        ("command", c_char_p),
+        ("start_ms", c_int64),
+        ("pid", c_int64),
+        ("status", asp_bg_status),
+    ]
+
+
 # name: (restype, argtypes). Every exported function of libasp.so.0.
 PROTOTYPES = {
     "asp_version": (c_char_p, []),
@@ -227,6 +272,19 @@ PROTOTYPES = {
     "asp_list_name": (c_char_p, [list_p, c_size_t]),
     "asp_list_stat": (c_int, [POINTER(asp_stat_info), list_p, c_size_t]),
     "asp_list_free": (None, [list_p]),
+    "asp_bg_options_init": (c_int, [POINTER(asp_bg_options), c_uint]),
+    "asp_bg_start": (c_int, [POINTER(c_void_p), sandbox_p, c_char_p, POINTER(asp_bg_options),
+                             error_p]),
+    "asp_bg_read": (c_int, [POINTER(c_void_p), POINTER(c_size_t), POINTER(asp_bg_status), sandbox_p,
+                            c_char_p, c_uint64, c_uint64, POINTER(asp_call_options), error_p]),
+    "asp_bg_signal": (c_int, [sandbox_p, c_char_p, c_int, POINTER(asp_call_options), error_p]),
+    "asp_bg_wait": (c_int, [POINTER(asp_bg_status), sandbox_p, c_char_p, c_uint,
+                            POINTER(asp_call_options), error_p]),
+    "asp_bg_remove": (c_int, [sandbox_p, c_char_p, POINTER(asp_call_options), error_p]),
+    "asp_bg_list_all": (c_int, [POINTER(bg_list_p), sandbox_p, POINTER(asp_call_options), error_p]),
+    "asp_bg_list_count": (c_size_t, [bg_list_p]),
+    "asp_bg_list_get": (POINTER(asp_bg_entry), [bg_list_p, c_size_t]),
+    "asp_bg_list_free": (None, [bg_list_p]),
 }
 
 

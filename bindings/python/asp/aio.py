@@ -217,6 +217,25 @@ class AsyncSandbox:
     async def rename(self, src, dst, *, cancel=None, timeout=None):
         return await self._run(self.sandbox.rename, src, dst, cancel=cancel, timeout=timeout)
 
+    async def bg_start(self, command, *, cancel=None, **kwargs):
+        return await self._run(self.sandbox.bg_start, command, cancel=cancel, **kwargs)
+
+    async def bg_read(self, id, offset=0, limit=None, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.bg_read, id, offset, limit, cancel=cancel,
+                               timeout=timeout)
+
+    async def bg_signal(self, id, sig=15, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.bg_signal, id, sig, cancel=cancel, timeout=timeout)
+
+    async def bg_wait(self, id, timeout=None, *, cancel=None, deadline=None):
+        return await self._run(self.sandbox.bg_wait, id, timeout, cancel=cancel, deadline=deadline)
+
+    async def bg_remove(self, id, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.bg_remove, id, cancel=cancel, timeout=timeout)
+
+    async def bg_list(self, *, cancel=None, timeout=None):
+        return await self._run(self.sandbox.bg_list, cancel=cancel, timeout=timeout)
+
     async def exec(self, command, *, on_output=None, cancel=None, **kwargs):
         """Sandbox.exec; the same keywords (cwd, env, stdin, timeout, deadline, max_output, kill_grace).
 

@@ -17,7 +17,8 @@ import asp, {
 } from 'libasp';
 import type {
 	AspErrorCode, CString, CallOptions, DirEntry, ExecOptions, ExecResult, FileType, MkdirOptions,
-	OpenOptions, OutputStream, ReadOptions, RemoveOptions, SandboxInfo, Stat, WriteOptions,
+	OpenOptions, OutputStream, ReadOptions, RemoveOptions, SandboxInfo, Stat, WriteOptions, BgStartOptions,
+	BgReadOptions, BgStatus, BgOutput, BgProcess,
 } from 'libasp';
 
 type Keys<T> = Record<keyof T, true>;
@@ -39,6 +40,7 @@ const MODULE = {
 const SANDBOX_METHODS = {
 	read: true, write: true, exec: true, stat: true, mkdir: true, list: true, remove: true,
 	rename: true, warm: true, info: true, close: true, workspace: true, configPath: true, closed: true,
+	bgStart: true, bgRead: true, bgSignal: true, bgWait: true, bgRemove: true, bgList: true,
 } satisfies Keys<Sandbox>;
 
 /*
@@ -173,6 +175,18 @@ async function main(config: string): Promise<void> {
 		await refusesEach('rename', BAD_CALL, (o) => sb.rename('x', 'y', o));
 		await refusesEach('warm', BAD_CALL, (o) => sb.warm(1, o));
 		await sb.warm(1);
+
+		const bso: Required<BgStartOptions> = { ...call, name: 'types', cwd: '.', env: { A: '1' }, keep: 4096 };
+		const bid: string = await sb.bgStart('echo $A', bso);
+		const bst: BgStatus = await sb.bgWait(bid, { timeout: 30_000 });
+		assert.equal(bst.exitCode, 0);
+		const bro: Required<BgReadOptions> = { ...call, offset: 0, limit: 100 };
+		const bout: BgOutput = await sb.bgRead(bid, bro);
+		assert.ok(bout.next >= bout.offset);
+		const procs: BgProcess[] = await sb.bgList(call);
+		assert.ok(procs.some((p) => p.id === bid));
+		await sb.bgSignal(bid, 'SIGTERM', call);
+		await sb.bgRemove(bid, call);
 
 		const info: SandboxInfo = await sb.info();
 		assert.deepEqual(sorted(info), sorted(SANDBOX_INFO));
