@@ -40,6 +40,8 @@ ASP_MKDIR_PARENTS = 0x1
 ASP_WRITE_PARENTS = 0x1
 ASP_WRITE_IN_PLACE = 0x2
 ASP_REMOVE_RECURSIVE = 0x1
+ASP_PROC_OPTIONS_VERSION = 1
+ASP_PROC_PTY = 0x1
 
 UINT_MAX = 2**32 - 1
 SIZE_MAX = 2**(8 * ctypes.sizeof(c_size_t)) - 1
@@ -73,10 +75,15 @@ class _asp_list(Structure):
     pass
 
 
+class _asp_proc(Structure):
+    pass
+
+
 sandbox_p = POINTER(_asp_sandbox)
 cancel_p = POINTER(_asp_cancel)
 exec_result_p = POINTER(_asp_exec_result)
 list_p = POINTER(_asp_list)
+proc_p = POINTER(_asp_proc)
 error_p = POINTER(asp_error)
 
 
@@ -165,6 +172,22 @@ class asp_exec_options(Structure):
     ]
 
 
+class asp_proc_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("call", asp_call_options),  # cancel token; timeout_ms bounds the start only
+        ("cwd", c_char_p),
+        ("env", POINTER(c_char_p)),
+        ("kill_after_ms", c_uint),
+        ("kill_grace_ms", c_uint),
+        ("max_output", c_size_t),
+        ("flags", c_uint),  # ASP_PROC_PTY
+        ("term", c_char_p),
+        ("cols", c_uint),
+        ("rows", c_uint),
+    ]
+
+
 class asp_stat_info(Structure):
     _fields_ = [
         ("size", c_uint64),
@@ -227,6 +250,17 @@ PROTOTYPES = {
     "asp_list_name": (c_char_p, [list_p, c_size_t]),
     "asp_list_stat": (c_int, [POINTER(asp_stat_info), list_p, c_size_t]),
     "asp_list_free": (None, [list_p]),
+    "asp_proc_options_init": (c_int, [POINTER(asp_proc_options), c_uint]),
+    "asp_proc_start": (c_int, [POINTER(proc_p), sandbox_p, c_char_p, POINTER(asp_proc_options),
+                               error_p]),
+    "asp_proc_write": (c_int, [proc_p, c_void_p, c_size_t, error_p]),
+    "asp_proc_close_stdin": (c_int, [proc_p, error_p]),
+    "asp_proc_read": (c_int, [POINTER(c_size_t), POINTER(c_int), proc_p, c_void_p, c_size_t, c_int,
+                              error_p]),
+    "asp_proc_signal": (c_int, [proc_p, c_char_p, error_p]),
+    "asp_proc_resize": (c_int, [proc_p, c_uint, c_uint, error_p]),
+    "asp_proc_wait": (c_int, [POINTER(exec_result_p), proc_p, c_int, error_p]),
+    "asp_proc_free": (None, [proc_p]),
 }
 
 
