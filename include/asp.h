@@ -656,7 +656,8 @@ typedef struct asp_proc_options {
 	 * size in columns and rows (0: 80 and 24; at most 10000). Without the
 	 * flag they are ignored. */
 	const char *term;
-	unsigned int cols, rows;
+	unsigned int cols;
+	unsigned int rows;
 } asp_proc_options;
 
 #define ASP_PROC_OPTIONS_VERSION 1
