@@ -354,7 +354,9 @@ int asp_proc_signal(asp_proc *p, const char *signal, asp_error *err)
 			if (rc && err)
 				*err = e;
 		} else if (rc == 1) {
-			rc = 0;
+			rc = p->end_rc; /* the connection was lost: say so */
+			if (rc && err)
+				*err = p->end_err;
 		}
 	} else if (rc) {
 		rc = asp__error(err, rc, "asp_proc_signal: the command did not report its start: %s",
@@ -379,9 +381,13 @@ int asp_proc_resize(asp_proc *p, unsigned int cols, unsigned int rows, asp_error
 	if (!p->ended && !(rc = take(p, 0))) {
 		rc = asp__run_resize(p->run, cols, rows, err);
 		asp__pool_put(p->pool, p->c);
+	} else if (rc == 1) {
+		rc = p->end_rc; /* the connection was lost: say so */
+		if (rc && err)
+			*err = p->end_err;
 	}
 	pthread_mutex_unlock(&p->mu);
-	return rc == 1 ? 0 : rc;
+	return rc;
 }
 
 /* ------------------------------------------------------------ wait, free */
