@@ -597,6 +597,157 @@ ASP_EXTERN(int) asp_exec_result_truncated(const asp_exec_result *r, asp_stream s
 ASP_EXTERN(uint64_t) asp_exec_result_duration_ms(const asp_exec_result *r);
 ASP_EXTERN(void) asp_exec_result_free(asp_exec_result *r);
 
+/* ------------------------------------------------------------------ proc */
+
+/*
+ * A running command with a handle: started without waiting for its end,
+ * its stdin written while it runs, its output read as it comes, signalled,
+ * waited for with a timeout, and ended with the same asp_exec_result that
+ * asp_exec gives. The command runs as asp_exec's does (the same wrapper,
+ * its own process group, the same kill path); it ends with the connection
+ * that carries it (it is not a background process that outlives the
+ * handle).
+ *
+ * A proc holds a channel, not a connection: between its calls, its
+ * connection is back in the pool, and other calls of the handle (asp_exec,
+ * file calls, other procs) run on it, so a handle with max_connections 1
+ * carries several procs and still runs asp_exec. The pool hands other
+ * calls a connection without procs first, and opens a new one (under
+ * max_connections) rather than share one with procs; when a call does
+ * share, a proc call waits for that call to hand the connection back.
+ *
+ * A proc's functions may be called from several threads at once (one
+ * reads while another writes); each takes the proc's connection only for
+ * what it does without waiting, and waits for news with nothing held.
+ * Free every proc before asp_close.
+ */
+typedef struct asp_proc asp_proc;
+
+/* asp_proc_options.flags: run the command on a pseudo-terminal (see asp_proc_start). */
+#define ASP_PROC_PTY 0x1u
+
+typedef struct asp_proc_options {
+	unsigned int version;
+	/* call.cancel kills the command's process group when triggered (the
+	 * result then reports cancelled); it is noticed by any asp_proc_*
+	 * call on the proc, at once by one that waits. call.timeout_ms bounds
+	 * the start only (0: the handle's op_timeout_ms), until the server
+	 * accepts the command. call.version may be 0 or 1. */
+	asp_call_options call;
+	/* Working directory (NULL: the workspace; relative to it) and
+	 * "NAME=value" strings added to the environment (NULL-terminated), as
+	 * for asp_exec. */
+	const char *cwd;
+	const char *const *env;
+	/* Kill the command's process group this many ms after it started
+	 * (SIGTERM, then SIGKILL after kill_grace_ms; 0 means 2000): the
+	 * result then reports timed_out. 0 means no limit. Like cancel, it is
+	 * acted on by the proc's calls (a wait sees it at its time). */
+	unsigned int kill_after_ms;
+	unsigned int kill_grace_ms;
+	/* Bytes of each stream kept for the result, head and tail, as
+	 * asp_exec_options.max_output (0: the handle's max_output). What
+	 * asp_proc_read returns is not limited by it. */
+	size_t max_output;
+	/* ASP_PROC_* flags; other bits are ASP_EINVAL. */
+	unsigned int flags;
+	/* With ASP_PROC_PTY: the terminal type (TERM; NULL: "xterm-256color";
+	 * letters, digits, '-', '.', '_', '+' only, at most 64 bytes) and its
+	 * size in columns and rows (0: 80 and 24; at most 10000). Without the
+	 * flag they are ignored. */
+	const char *term;
+	unsigned int cols;
+	unsigned int rows;
+} asp_proc_options;
+
+#define ASP_PROC_OPTIONS_VERSION 1
+#define ASP_PROC_OPTIONS_INIT \
+	{ ASP_PROC_OPTIONS_VERSION, { 0, NULL, 0 }, NULL, NULL, 0, 0, 0, 0, NULL, 0, 0 }
+
+ASP_EXTERN(int) asp_proc_options_init(asp_proc_options *opts, unsigned int version);
+
+/*
+ * Start `command` (shell text, as asp_exec runs it) and return at once
+ * with *out, once the server has accepted it (one round trip; two with a
+ * terminal, which the server sets up first). Its stdin stays open until
+ * asp_proc_close_stdin. The command is never started twice.
+ *
+ * With ASP_PROC_PTY the command runs on a pseudo-terminal: `tty` names
+ * it, TERM is set, stdout and stderr are one stream (ASP_STDOUT), the
+ * terminal echoes what is written and turns "\n" into "\r\n", and
+ * writing 0x03 (Ctrl-C) interrupts the foreground program as a keyboard
+ * would (0x04, Ctrl-D, is end of input at a line's start; the terminal,
+ * not asp_proc_close_stdin, is what a program on it reads EOF from).
+ * Cancel, kill_after_ms and asp_proc_free still kill the whole process
+ * group.
+ *
+ * Errors: ASP_EINVAL (also unknown flags, a bad term or size), ASP_ENOENT
+ * (cwd missing: found by the first call that reads its start, reported
+ * by asp_proc_wait), ASP_EACCES (the server refused a terminal),
+ * ASP_ETIMEOUT, ASP_ECANCELLED, connection errors. Free with
+ * asp_proc_free.
+ */
+ASP_EXTERN(int) asp_proc_start(asp_proc **out, asp_sandbox *sb, const char *command,
+			       const asp_proc_options *opts, asp_error *err);
+
+/*
+ * Write `len` bytes to the command's stdin. It returns once libssh2 took
+ * the bytes and sent them: it never waits for a reply (only, when the
+ * command does not read, for the channel's flow-control window). Writing
+ * to a command that has ended is ASP_OK (the bytes are dropped, as a pipe
+ * whose reader is gone would), unless the proc knows it ended: then
+ * ASP_EIO. After asp_proc_close_stdin: ASP_EINVAL.
+ */
+ASP_EXTERN(int) asp_proc_write(asp_proc *p, const void *data, size_t len, asp_error *err);
+
+/* Send EOF on the command's stdin, after what was written. Again: no effect. */
+ASP_EXTERN(int) asp_proc_close_stdin(asp_proc *p, asp_error *err);
+
+/*
+ * Read the command's output as it comes: up to `cap` bytes of one stream
+ * into buf, *out_len their count and *stream (optional) which stream
+ * (stdout and stderr take turns when both have some; with a terminal,
+ * always ASP_STDOUT). Waits up to timeout_ms for output (-1: no limit; 0:
+ * only what is there). Returns ASP_OK with *out_len > 0 for output,
+ * ASP_OK with *out_len 0 at the end (the command ended and everything was
+ * read), and ASP_ETIMEOUT when nothing came in time (the command runs on).
+ * Up to 1 MiB of output waits here unread; beyond that the command is made
+ * to wait (flow control) until it is read, except while asp_proc_wait
+ * waits: then output past that 1 MiB goes to the result only, and reads
+ * return what was waiting, then the end. A lost connection: ASP_ECONNLOST.
+ */
+ASP_EXTERN(int) asp_proc_read(size_t *out_len, asp_stream *stream, asp_proc *p, void *buf, size_t cap,
+			      int timeout_ms, asp_error *err);
+
+/*
+ * Send a signal to the command's process group: a name such as "TERM",
+ * "SIGTERM", "INT", "KILL", "HUP", "USR1" (names, not numbers: the
+ * sandbox's numbers need not be the caller's). One round trip. A command
+ * that has ended: ASP_OK, nothing sent. Errors: ASP_EINVAL (an unknown
+ * name), connection errors.
+ */
+ASP_EXTERN(int) asp_proc_signal(asp_proc *p, const char *signal, asp_error *err);
+
+/* Tell the terminal its new size (1 to 10000 each); no reply awaited. ASP_EINVAL without ASP_PROC_PTY. */
+ASP_EXTERN(int) asp_proc_resize(asp_proc *p, unsigned int cols, unsigned int rows, asp_error *err);
+
+/*
+ * Wait up to timeout_ms (-1: no limit; 0: a look) for the command to end,
+ * and take its result: *out as asp_exec gives it (exit code or signal,
+ * timed_out, cancelled, output kept per max_output), to free with
+ * asp_exec_result_free. ASP_ETIMEOUT while it runs (wait again). Only
+ * one call takes the result: later ones are ASP_EINVAL. Errors as
+ * asp_exec's (ASP_ENOENT for a missing cwd, ASP_ECONNLOST, ...).
+ */
+ASP_EXTERN(int) asp_proc_wait(asp_exec_result **out, asp_proc *p, int timeout_ms, asp_error *err);
+
+/*
+ * Free the proc. A command still running is killed first (its process
+ * group, SIGTERM then SIGKILL after kill_grace_ms) and waited for. Accepts
+ * NULL. No other call on p may be in flight.
+ */
+ASP_EXTERN(void) asp_proc_free(asp_proc *p);
+
 /* ------------------------------------------------------------ filesystem */
 
 /* The kind of a file, in asp_stat_info.type. */

@@ -22,6 +22,7 @@
 #include "identity.h"
 #include "log.h"
 #include "pool.h"
+#include "proc.h"
 #include "quote.h"
 #include "sftp.h"
 
@@ -72,12 +73,14 @@ static const size_t write_sizes[] = { sizeof(asp_write_options) };
 static const size_t call_sizes[] = { sizeof(asp_call_options) };
 static const size_t exec_sizes[] = { sizeof(asp_exec_options) };
 static const size_t info_sizes[] = { sizeof(asp_sandbox_info) };
+static const size_t proc_sizes[] = { sizeof(asp_proc_options) };
 #define VERSIONS(sizes) ((unsigned int)(sizeof(sizes) / sizeof((sizes)[0])))
 _Static_assert(VERSIONS(open_sizes) == ASP_OPEN_OPTIONS_VERSION, "a size per version");
 _Static_assert(VERSIONS(write_sizes) == ASP_WRITE_OPTIONS_VERSION, "a size per version");
 _Static_assert(VERSIONS(call_sizes) == ASP_CALL_OPTIONS_VERSION, "a size per version");
 _Static_assert(VERSIONS(exec_sizes) == ASP_EXEC_OPTIONS_VERSION, "a size per version");
 _Static_assert(VERSIONS(info_sizes) == ASP_SANDBOX_INFO_VERSION, "a size per version");
+_Static_assert(VERSIONS(proc_sizes) == ASP_PROC_OPTIONS_VERSION, "a size per version");
 
 static int version_ok(unsigned int version, unsigned int current, const char *what, asp_error *err)
 {
@@ -144,6 +147,13 @@ int asp_write_options_init(asp_write_options *opts, unsigned int version)
 	static const asp_write_options d = ASP_WRITE_OPTIONS_INIT;
 
 	return init(opts, version, &d, write_sizes, VERSIONS(write_sizes));
+}
+
+int asp_proc_options_init(asp_proc_options *opts, unsigned int version)
+{
+	static const asp_proc_options d = ASP_PROC_OPTIONS_INIT;
+
+	return init(opts, version, &d, proc_sizes, VERSIONS(proc_sizes));
 }
 
 int asp_call_options_init(asp_call_options *opts, unsigned int version)
@@ -756,6 +766,79 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	asp__free(cwd);
 	if (!rc)
 		*out = x.r;
+	return rc;
+}
+
+/* ------------------------------------------------------------ proc */
+
+typedef struct proc_ctx {
+	asp_sandbox *sb;
+	const char *command, *cwd;
+	const asp_proc_options *o;
+	asp_proc *p;
+} proc_ctx;
+
+static int do_proc_start(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	proc_ctx *x = ctx;
+
+	return asp__proc_start(&x->p, x->sb->pool, c, x->command, x->cwd, x->o, started, err);
+}
+
+/* A terminal type goes to the server as is: a plain word (terminfo names are). */
+static int term_ok(const char *t)
+{
+	size_t n = 0;
+
+	for (; t[n]; n++)
+		if (n >= 64 || !((t[n] >= 'a' && t[n] <= 'z') || (t[n] >= 'A' && t[n] <= 'Z') ||
+				 (t[n] >= '0' && t[n] <= '9') || strchr("-._+", t[n])))
+			return 0;
+	return n > 0;
+}
+
+int asp_proc_start(asp_proc **out, asp_sandbox *sb, const char *command, const asp_proc_options *opts,
+		   asp_error *err)
+{
+	asp_proc_options o = ASP_PROC_OPTIONS_INIT;
+	proc_ctx x;
+	call cl;
+	char *cwd;
+	int rc;
+
+	ASP_ASSERT_ARG(out && sb && command);
+	if (opts && ((rc = TAKE(&o, opts, proc_sizes, "asp_proc_options", err)) ||
+		     (rc = embedded_call_ok(&o.call, "asp_proc_options", err))))
+		return rc;
+	if (o.flags & ~ASP_PROC_PTY)
+		return asp__error(err, ASP_EINVAL, "asp_proc_options.flags 0x%x has unknown bits 0x%x",
+				  o.flags, o.flags & ~ASP_PROC_PTY);
+	if ((o.flags & ASP_PROC_PTY) && o.term && !term_ok(o.term)) {
+		char shown[96];
+		return asp__error(err, ASP_EINVAL, "asp_proc_options.term %s is not a terminal type (letters, "
+				  "digits, '-', '.', '_', '+'; 1 to 64 bytes)",
+				  asp__show_text(shown, sizeof(shown), o.term, strlen(o.term)));
+	}
+	if ((o.flags & ASP_PROC_PTY) && (o.cols > 10000 || o.rows > 10000))
+		return asp__error(err, ASP_EINVAL, "asp_proc_options: a terminal of %u columns, %u rows "
+				  "(at most 10000 each; 0 means 80 by 24)", o.cols, o.rows);
+	if (!o.max_output)
+		o.max_output = sb->max_output;
+	if ((rc = asp__env_check(o.env, err)) ||
+	    (rc = resolve(sb, o.cwd ? o.cwd : sb->cfg->workspace, &cwd, "proc cwd", err)))
+		return rc;
+	x.sb = sb;
+	x.command = command;
+	x.cwd = cwd;
+	x.o = &o;
+	x.p = NULL;
+	/* call.timeout_ms bounds the start: the exec request's answer. */
+	cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
+	cl.what = "exec", cl.path = cwd;
+	rc = with_conn(sb, &cl, do_proc_start, &x, 0, err);
+	asp__free(cwd);
+	if (!rc)
+		*out = x.p;
 	return rc;
 }
 

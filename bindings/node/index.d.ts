@@ -161,6 +161,65 @@ export interface ExecResult {
 	truncated: boolean;
 }
 
+export interface StartOptions {
+	/** Working directory, relative to the workspace; default: the workspace. */
+	cwd?: CString;
+	/** Variables added to the command's environment. */
+	env?: Record<string, string | Uint8Array | number | boolean | undefined>;
+	/** The kill timer: kill its process group after this many ms (the result has timedOut: true). */
+	timeout?: number;
+	/** Ms the start may take (until the server accepted the command); default the sandbox's opTimeout. */
+	deadline?: number;
+	/** Aborting kills the command's whole remote process group (the result has cancelled: true). */
+	signal?: AbortSignal;
+	/** Keep at most this many bytes of each stream in the result (head and tail). */
+	maxOutput?: number;
+	/** After SIGTERM, wait this long before SIGKILL, ms; default 2000. */
+	killGrace?: number;
+	/**
+	 * Run on a pseudo-terminal: stdout and stderr are one stream ('stdout'), the terminal
+	 * echoes input and writes '\r\n'; writing '\x03' (Ctrl-C) interrupts the foreground program.
+	 */
+	pty?: boolean;
+	/** With pty: TERM (default 'xterm-256color'), and the size (default 80 x 24). */
+	term?: CString;
+	cols?: number;
+	rows?: number;
+}
+
+export interface ProcessChunk {
+	stream: OutputStream;
+	data: Buffer;
+}
+
+/** A running command with a handle (Sandbox.start). Its methods may be called concurrently. */
+export declare class Process {
+	private constructor();
+	/** true when it runs on a pseudo-terminal. */
+	readonly pty: boolean;
+	/** true once close() was called. */
+	readonly closed: boolean;
+	/** Send bytes (a string as UTF-8) to stdin; resolves once sent, never waits for a reply. */
+	write(data: string | Uint8Array): Promise<void>;
+	/** EOF on stdin after what was written. */
+	closeStdin(): Promise<void>;
+	/**
+	 * The next output of either stream, or null at the end (the command ended and all was
+	 * read). timeout (ms; 0: what is there): rejects with ASP_ETIMEOUT when nothing came.
+	 */
+	read(options?: { timeout?: number; size?: number }): Promise<ProcessChunk | null>;
+	[Symbol.asyncIterator](): AsyncIterator<ProcessChunk>;
+	/** Send a signal by name ('SIGTERM', 'INT', ...) or number (sent by its name) to the process group. */
+	kill(signal?: NodeJS.Signals | string | number): Promise<void>;
+	/** The terminal's new size (pty only). */
+	resize(cols: number, rows: number): Promise<void>;
+	/** exec()'s result once the command ended (the same object each call); ASP_ETIMEOUT while it runs. */
+	wait(options?: { timeout?: number }): Promise<ExecResult>;
+	/** Kill the command if it still runs (its whole process group) and free the handle. */
+	close(): Promise<void>;
+	[Symbol.asyncDispose](): Promise<void>;
+}
+
 export type FileType = 'file' | 'directory' | 'symlink' | 'other';
 
 export interface Stat {
@@ -283,6 +342,8 @@ export declare class Sandbox {
 	read(path: CString, options?: ReadOptions): Promise<Buffer>;
 	write(path: CString, data: string | Uint8Array, options?: WriteOptions): Promise<void>;
 	exec(command: CString, options?: ExecOptions): Promise<ExecResult>;
+	/** Start a command and resolve once the server accepted it, with a handle to drive it. */
+	start(command: CString, options?: StartOptions): Promise<Process>;
 	stat(path: CString, options?: CallOptions): Promise<Stat>;
 	mkdir(path: CString, options?: MkdirOptions): Promise<void>;
 	list(path: CString, options?: CallOptions): Promise<DirEntry[]>;

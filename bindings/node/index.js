@@ -29,6 +29,9 @@ const OPEN_OPTIONS_VERSION = 3;
 const WRITE_OPTIONS_VERSION = 1;
 const CALL_OPTIONS_VERSION = 1;
 const EXEC_OPTIONS_VERSION = 1;
+const PROC_OPTIONS_VERSION = 1;
+const ASP_PROC_PTY = 0x1;
+const ASP_ETIMEOUT = -10;
 const SANDBOX_INFO_VERSION = 1;
 const ERROR_MESSAGE_MAX = 512;
 const ASP_EINVAL = -2;
@@ -160,6 +163,7 @@ function bind(handle) {
 	t.cancel = koffi.opaque('asp_cancel');
 	t.result = koffi.opaque('asp_exec_result');
 	t.list = koffi.opaque('asp_list');
+	t.proc = koffi.opaque('asp_proc');
 	t.openOptions = koffi.struct('asp_open_options', {
 		version: 'uint',
 		config_path: 'const char *',
@@ -209,6 +213,19 @@ function bind(handle) {
 		max_output: 'size_t',
 		stdin_fd: 'int',
 		flags: 'uint',
+	});
+	t.procOptions = koffi.struct('asp_proc_options', {
+		version: 'uint',
+		call: 'asp_call_options', // cancel token; timeout_ms bounds the start only
+		cwd: 'const char *',
+		env: 'const char **',
+		kill_after_ms: 'uint',
+		kill_grace_ms: 'uint',
+		max_output: 'size_t',
+		flags: 'uint', // ASP_PROC_PTY
+		term: 'const char *',
+		cols: 'uint',
+		rows: 'uint',
 	});
 	t.statInfo = koffi.struct('asp_stat_info', {
 		size: 'uint64_t',
@@ -311,6 +328,14 @@ function bind(handle) {
 		bgListCount: f('size_t asp_bg_list_count(const asp_bg_list *l)'),
 		bgListGet: f('const asp_bg_entry *asp_bg_list_get(const asp_bg_list *l, size_t i)'),
 		bgListFree: f('void asp_bg_list_free(asp_bg_list *l)'),
+		procStart: f('int asp_proc_start(_Out_ asp_proc **out, asp_sandbox *sb, const char *command, const asp_proc_options *opts, void *err)'),
+		procWrite: f('int asp_proc_write(asp_proc *p, const void *data, size_t len, void *err)'),
+		procCloseStdin: f('int asp_proc_close_stdin(asp_proc *p, void *err)'),
+		procRead: f('int asp_proc_read(_Out_ size_t *out_len, _Out_ int *stream, asp_proc *p, void *buf, size_t cap, int timeout_ms, void *err)'),
+		procSignal: f('int asp_proc_signal(asp_proc *p, const char *signal, void *err)'),
+		procResize: f('int asp_proc_resize(asp_proc *p, unsigned int cols, unsigned int rows, void *err)'),
+		procWait: f('int asp_proc_wait(_Out_ asp_exec_result **out, asp_proc *p, int timeout_ms, void *err)'),
+		procFree: f('void asp_proc_free(asp_proc *p)'),
 	};
 }
 
@@ -598,6 +623,239 @@ function outputCallback() {
 	return outputCbPtr;
 }
 
+/* NAME=value C strings of an env object (undefined values left out). */
+function envArray(envObj) {
+	const env = [];
+	if (envObj !== undefined && envObj !== null) {
+		if (typeof envObj !== 'object')
+			throw new TypeError('env must be an object of NAME: value');
+		for (const [name, value] of Object.entries(envObj)) {
+			if (value === undefined)
+				continue;
+			if (name.includes('='))
+				throw einval(`env name ${JSON.stringify(name)} contains '='`);
+			const v = typeof value === 'string' || value instanceof Uint8Array ? value : String(value);
+			env.push(cstr(Buffer.concat([Buffer.from(`${name}=`, 'utf8'), bytesOf(v, `env ${name}`)]),
+				`env ${name}`));
+		}
+	}
+	return env;
+}
+
+/* An asp_exec_result as exec() returns it (r stays the caller's to free). */
+function execResult(r) {
+	const olen = [0];
+	const stdout = copyOut(lib.resOutput(r, ASP_STDOUT, olen), Number(olen[0]));
+	const elen = [0];
+	const stderr = copyOut(lib.resOutput(r, ASP_STDERR, elen), Number(elen[0]));
+	const sig = lib.resSignal(r);
+	return {
+		exitCode: sig ? null : lib.resExitCode(r),
+		signal: signalName(sig),
+		stdout,
+		stderr,
+		timedOut: !!lib.resTimedOut(r),
+		cancelled: !!lib.resCancelled(r),
+		durationMs: Number(lib.resDuration(r)),
+		stdoutTotal: Number(lib.resTotal(r, ASP_STDOUT)),
+		stderrTotal: Number(lib.resTotal(r, ASP_STDERR)),
+		truncated: !!(lib.resTruncated(r, ASP_STDOUT) || lib.resTruncated(r, ASP_STDERR)),
+	};
+}
+
+/* ------------------------------------------------------------ running commands with a handle */
+
+const PROC_SLICE_MS = 200; // a read or wait returns to JS this often (close() need not wait long)
+
+/*
+ * A running command (asp_proc), from Sandbox.start. Each call runs on a
+ * libuv worker; a read or a wait waits there in slices, so that close()
+ * (which kills the command) never waits long for them.
+ */
+class Process {
+	constructor(sandbox, handle, token, onAbort, signal, pty) {
+		this._sb = sandbox;
+		this._h = handle;
+		this._token = token;
+		this._onAbort = onAbort;
+		this._signal = signal;
+		this._inflight = new Set();
+		this._closing = null;
+		this._result = null;
+		/** True when the command runs on a pseudo-terminal. */
+		this.pty = pty;
+	}
+
+	get closed() {
+		return this._h === CLOSED || this._closing !== null;
+	}
+
+	_run(what, body) {
+		if (this.closed)
+			return Promise.reject(einval(`${what}: the process is closed`));
+		let p;
+		try {
+			p = body(this._h);
+		} catch (e) {
+			return Promise.reject(e);
+		}
+		this._inflight.add(p);
+		const done = () => this._inflight.delete(p);
+		p.then(done, done);
+		return p;
+	}
+
+	/** Send bytes (or a string, as UTF-8) to stdin; resolves once sent, never waits for a reply. */
+	async write(data) {
+		const buf = bytesOf(data, 'data');
+		return this._run('write', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.procWrite, h, buf, buf.length, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/** EOF on stdin after what was written. */
+	async closeStdin() {
+		return this._run('closeStdin', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.procCloseStdin, h, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/**
+	 * The next output: { stream: 'stdout' | 'stderr', data: Buffer }, or null at the end.
+	 * timeout (ms; default none, 0: what is there): an ASP_ETIMEOUT AspError when nothing came.
+	 */
+	async read(opts = {}) {
+		checkKeys('procRead', opts);
+		const limit = opts.timeout === undefined || opts.timeout === null ? null : uint(opts.timeout, 'timeout', 0x7fffffff);
+		const size = opts.size === undefined ? 65536 : uint(opts.size, 'size', 0x7fffffff);
+		if (!size)
+			throw einval('read: size must be at least 1');
+		return this._run('read', async (h) => {
+			const buf = Buffer.alloc(size);
+			const start = Date.now();
+			for (;;) {
+				const left = limit === null ? PROC_SLICE_MS : Math.max(0, Math.min(PROC_SLICE_MS, limit - (Date.now() - start)));
+				const err = newErr();
+				const got = [0];
+				const stream = [0];
+				const rc = await callAsync(lib.procRead, got, stream, h, buf, size, left, err);
+				if (rc === ASP_ETIMEOUT && (limit === null || Date.now() - start < limit) && !this._closing)
+					continue;
+				if (rc)
+					throw errorFrom(rc, err);
+				const n = Number(got[0]);
+				if (!n)
+					return null;
+				return { stream: stream[0] === ASP_STDERR ? 'stderr' : 'stdout', data: Buffer.from(buf.subarray(0, n)) };
+			}
+		});
+	}
+
+	async *[Symbol.asyncIterator]() {
+		for (;;) {
+			const chunk = await this.read();
+			if (chunk === null)
+				return;
+			yield chunk;
+		}
+	}
+
+	/** Send a signal by name ('SIGTERM', 'TERM', 'SIGINT', ...) to the command's process group. */
+	async kill(sig = 'SIGTERM') {
+		if (typeof sig === 'number') {
+			const name = signalName(sig);
+			if (!name || name.startsWith('SIG') === false || /^SIG\d+$/.test(name))
+				throw einval(`kill: signal ${sig} is not a signal number`);
+			sig = name;
+		}
+		const name = cstr(sig, 'signal');
+		return this._run('kill', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.procSignal, h, name, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/** The terminal's new size (pty only). */
+	async resize(cols, rows) {
+		const c = uint(cols, 'cols');
+		const r = uint(rows, 'rows');
+		return this._run('resize', async (h) => {
+			const err = newErr();
+			const rc = await callAsync(lib.procResize, h, c, r, err);
+			if (rc)
+				throw errorFrom(rc, err);
+		});
+	}
+
+	/**
+	 * The result once the command ended (exec()'s shape; the same object on every call);
+	 * timeout (ms): an ASP_ETIMEOUT AspError while it still runs.
+	 */
+	async wait(opts = {}) {
+		checkKeys('procWait', opts);
+		const limit = opts.timeout === undefined || opts.timeout === null ? null : uint(opts.timeout, 'timeout', 0x7fffffff);
+		if (this._result)
+			return this._result;
+		return this._run('wait', async (h) => {
+			const start = Date.now();
+			for (;;) {
+				if (this._result)
+					return this._result;
+				const left = limit === null ? PROC_SLICE_MS : Math.max(0, Math.min(PROC_SLICE_MS, limit - (Date.now() - start)));
+				const err = newErr();
+				const out = [null];
+				const rc = await callAsync(lib.procWait, out, h, left, err);
+				if (!rc) {
+					try {
+						this._result = execResult(out[0]);
+					} finally {
+						lib.resFree(out[0]);
+					}
+					return this._result;
+				}
+				if (rc === ASP_ETIMEOUT && (limit === null || Date.now() - start < limit) && !this._closing)
+					continue;
+				if (this._result)
+					return this._result;
+				throw errorFrom(rc, err);
+			}
+		});
+	}
+
+	/** Kill the command if it still runs (its whole process group) and free the handle. */
+	close() {
+		if (this._h === CLOSED)
+			return Promise.resolve();
+		if (this._closing)
+			return this._closing;
+		const h = this._h;
+		this._closing = (async () => {
+			await Promise.allSettled([...this._inflight]);
+			await new Promise((resolve, reject) =>
+				lib.procFree.async(h, (e) => (e ? reject(e) : resolve())));
+			this._h = CLOSED;
+			if (this._onAbort)
+				this._signal.removeEventListener('abort', this._onAbort);
+			if (this._token)
+				lib.cancelFree(this._token);
+			this._sb._procs.delete(this);
+		})();
+		return this._closing;
+	}
+
+	async [Symbol.asyncDispose]() {
+		await this.close();
+	}
+}
+
 /* ------------------------------------------------------------ the sandbox */
 
 const CLOSED = Symbol('closed');
@@ -615,6 +873,9 @@ const OPTION_KEYS = {
 	read: [...CALL_KEYS, 'offset', 'limit'],
 	write: [...CALL_KEYS, 'mode', 'parents', 'atomic'],
 	exec: ['cwd', 'env', 'stdin', 'timeout', 'signal', 'onData', 'maxOutput', 'killGrace', 'deadline'],
+	start: ['cwd', 'env', 'timeout', 'signal', 'maxOutput', 'killGrace', 'deadline', 'pty', 'term', 'cols', 'rows'],
+	procRead: ['timeout', 'size'],
+	procWait: ['timeout'],
 	stat: CALL_KEYS,
 	mkdir: [...CALL_KEYS, 'mode', 'parents'],
 	list: CALL_KEYS,
@@ -724,6 +985,7 @@ class Sandbox {
 	constructor(handle) {
 		this._h = handle;
 		this._inflight = new Set();
+		this._procs = new Set();
 		this._closing = null;
 		/** Absolute path of the .asp.json in use. */
 		this.configPath = lib.configPath(handle);
@@ -810,20 +1072,7 @@ class Sandbox {
 		checkKeys('exec', opts);
 		const cmd = cstr(command, 'command');
 		const cwd = optCstr(opts.cwd, 'cwd');
-		const env = [];
-		if (opts.env !== undefined && opts.env !== null) {
-			if (typeof opts.env !== 'object')
-				throw new TypeError('env must be an object of NAME: value');
-			for (const [name, value] of Object.entries(opts.env)) {
-				if (value === undefined)
-					continue;
-				if (name.includes('='))
-					throw einval(`env name ${JSON.stringify(name)} contains '='`);
-				const v = typeof value === 'string' || value instanceof Uint8Array ? value : String(value);
-				env.push(cstr(Buffer.concat([Buffer.from(`${name}=`, 'utf8'), bytesOf(v, `env ${name}`)]),
-					`env ${name}`));
-			}
-		}
+		const env = envArray(opts.env);
 		const stdin = bytesOf(opts.stdin, 'stdin');
 		const timeout = uint(opts.timeout, 'timeout');
 		const deadline = uint(opts.deadline, 'deadline');
@@ -894,23 +1143,7 @@ class Sandbox {
 				try {
 					if (callbackError)
 						throw callbackError;
-					const olen = [0];
-					const stdout = copyOut(lib.resOutput(r, ASP_STDOUT, olen), Number(olen[0]));
-					const elen = [0];
-					const stderr = copyOut(lib.resOutput(r, ASP_STDERR, elen), Number(elen[0]));
-					const sig = lib.resSignal(r);
-					return {
-						exitCode: sig ? null : lib.resExitCode(r),
-						signal: signalName(sig),
-						stdout,
-						stderr,
-						timedOut: !!lib.resTimedOut(r),
-						cancelled: !!lib.resCancelled(r),
-						durationMs: Number(lib.resDuration(r)),
-						stdoutTotal: Number(lib.resTotal(r, ASP_STDOUT)),
-						stderrTotal: Number(lib.resTotal(r, ASP_STDERR)),
-						truncated: !!(lib.resTruncated(r, ASP_STDOUT) || lib.resTruncated(r, ASP_STDERR)),
-					};
+					return execResult(r);
 				} finally {
 					lib.resFree(r);
 				}
@@ -1065,6 +1298,76 @@ class Sandbox {
 		}));
 	}
 
+	/**
+	 * Start `command` and resolve with a Process as soon as the server accepted it: write its
+	 * stdin while it runs, read its output as it comes, kill, wait. Options: cwd, env,
+	 * timeout (the kill timer, ms), killGrace, maxOutput, signal (an AbortSignal: kills the
+	 * command), deadline (ms the start may take), pty (a terminal: term, cols, rows).
+	 */
+	async start(command, opts = {}) {
+		checkKeys('start', opts);
+		const cmd = cstr(command, 'command');
+		const cwd = optCstr(opts.cwd, 'cwd');
+		const env = envArray(opts.env);
+		const timeout = uint(opts.timeout, 'timeout');
+		const deadline = uint(opts.deadline, 'deadline');
+		const killGrace = uint(opts.killGrace, 'killGrace');
+		const maxOutput = uint(opts.maxOutput, 'maxOutput', Number.MAX_SAFE_INTEGER);
+		const pty = !!opts.pty;
+		const term = pty ? optCstr(opts.term, 'term') : null;
+		const cols = pty ? uint(opts.cols, 'cols') : 0;
+		const rows = pty ? uint(opts.rows, 'rows') : 0;
+		const signal = opts.signal;
+		if (signal !== undefined && signal !== null &&
+		    (typeof signal !== 'object' || typeof signal.addEventListener !== 'function'))
+			throw new TypeError('signal must be an AbortSignal');
+		if (signal && signal.aborted)
+			throw new AspError(ASP_ECANCELLED, 'start: cancelled before it started (the AbortSignal was already aborted)', { cause: signal.reason });
+		return this._run('start', async (h) => {
+			let token = null;
+			let onAbort = null;
+			const err = newErr();
+			let ok = false;
+			try {
+				if (signal) {
+					const t = [null];
+					const rc = lib.cancelNew(t, err);
+					if (rc)
+						throw errorFrom(rc, err);
+					token = t[0];
+					onAbort = () => lib.cancelTrigger(token);
+					signal.addEventListener('abort', onAbort, { once: true });
+				}
+				const o = {
+					version: PROC_OPTIONS_VERSION,
+					call: { version: 0, cancel: token, timeout_ms: deadline },
+					cwd,
+					env: env.length ? [...env, null] : null,
+					kill_after_ms: timeout,
+					kill_grace_ms: killGrace,
+					max_output: maxOutput,
+					flags: pty ? ASP_PROC_PTY : 0,
+					term,
+					cols,
+					rows,
+				};
+				const out = [null];
+				const rc = await callAsync(lib.procStart, out, h, cmd, o, err);
+				if (rc)
+					throw errorFrom(rc, err);
+				const proc = new Process(this, out[0], token, onAbort, signal, pty);
+				this._procs.add(proc);
+				ok = true;
+				return proc;
+			} finally {
+				if (!ok && onAbort)
+					signal.removeEventListener('abort', onAbort);
+				if (!ok && token)
+					lib.cancelFree(token);
+			}
+		});
+	}
+
 	/** Metadata of a path (symlinks followed). */
 	async stat(file, opts = {}) {
 		checkKeys('stat', opts);
@@ -1213,6 +1516,8 @@ class Sandbox {
 		const h = this._h;
 		this._closing = (async () => {
 			await Promise.allSettled([...this._inflight]);
+			/* A Process's command is killed before the handle goes. */
+			await Promise.allSettled([...this._procs].map((p) => p.close()));
 			await new Promise((resolve, reject) =>
 				lib.close.async(h, (e) => (e ? reject(e) : resolve())));
 			this._h = CLOSED;
@@ -1321,6 +1626,7 @@ module.exports = {
 	checkConfig,
 	AspError,
 	Sandbox,
+	Process,
 	READ_ALL,
 	/** The running library's version string, e.g. "0.1.0". */
 	version() {
@@ -1361,6 +1667,7 @@ Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
 				asp_write_options: t.writeOptions, asp_exec_options: t.execOptions,
 				asp_stat_info: t.statInfo, asp_sandbox_info: t.sandboxInfo,
 				asp_bg_options: t.bgOptions, asp_bg_status: t.bgStatus, asp_bg_entry: t.bgEntry,
+				asp_stat_info: t.statInfo, asp_sandbox_info: t.sandboxInfo, asp_proc_options: t.procOptions,
 			},
 			/* asp_error is a Buffer decoded by hand: int code, then char message[]. */
 			errorSize: newErr().length,
@@ -1371,7 +1678,7 @@ Object.defineProperty(module.exports, Symbol.for('libasp.internals'), {
 				ASP_OPEN_OPTIONS_VERSION: OPEN_OPTIONS_VERSION, ASP_WRITE_OPTIONS_VERSION: WRITE_OPTIONS_VERSION,
 				ASP_CALL_OPTIONS_VERSION: CALL_OPTIONS_VERSION, ASP_EXEC_OPTIONS_VERSION: EXEC_OPTIONS_VERSION,
 				ASP_SANDBOX_INFO_VERSION: SANDBOX_INFO_VERSION, ASP_ERROR_MESSAGE_MAX: ERROR_MESSAGE_MAX,
-				ASP_EINVAL, ASP_ECANCELLED,
+				ASP_EINVAL, ASP_ECANCELLED, ASP_ETIMEOUT, ASP_PROC_PTY, ASP_PROC_OPTIONS_VERSION: PROC_OPTIONS_VERSION,
 			},
 			readAll: READ_ALL,
 			/* [C enum name, the value the binding maps to or from, which map]. */

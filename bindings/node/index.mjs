@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 const asp = createRequire(import.meta.url)('./index.js');
 
 export default asp;
-export const { open, findConfig, readConfig, checkConfig, AspError, Sandbox, READ_ALL, version, load } = asp;
+export const { open, findConfig, readConfig, checkConfig, AspError, Sandbox, Process, READ_ALL, version, load } = asp;
 
 function loaded(get) {
 	try {

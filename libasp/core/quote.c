@@ -312,6 +312,18 @@ int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int gr
 	return kill_text(out, g, token, grace_ms);
 }
 
+int asp__signal_script(asp_buf *out, long pgid, const char *name)
+{
+	const char *p;
+
+	/* The name is a word of capitals (checked against a list): quoted all the same. */
+	for (p = name; *p; p++)
+		if (*p < 'A' || *p > 'Z')
+			return ASP_EINVAL;
+	return asp__buf_puts(out, "kill -s ") || asp__quote(out, name) ||
+	       asp__buf_printf(out, " -- -%ld 2>/dev/null; exit 0", pgid) ? ASP_ENOMEM : 0;
+}
+
 int asp__rm_rf_script(asp_buf *out, const char *path)
 {
 	if (asp__buf_puts(out, "rm -rf -- ") || asp__quote(out, path))

@@ -68,6 +68,13 @@ int asp__env_check(const char *const *env, asp_error *err);
  */
 int asp__kill_script(asp_buf *out, long pgid, const char *token, unsigned int grace_ms);
 
+/*
+ * Send signal `name` (a bare name such as TERM, checked by the caller
+ * against exec.c's list) to process group pgid (> 0). 0, ASP_EINVAL (a name
+ * that is not all capitals) or ASP_ENOMEM.
+ */
+int asp__signal_script(asp_buf *out, long pgid, const char *name);
+
 /* Remove a path recursively (rm -rf -- PATH). */
 int asp__rm_rf_script(asp_buf *out, const char *path);
 

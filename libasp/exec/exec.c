@@ -164,7 +164,7 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 static _Atomic unsigned long stat_inline, stat_side_kills;
 #endif
 
-typedef struct run {
+struct asp_run {
 	asp_conn *c;
 	const asp_exec_options *o;
 	asp_exec_result *r;
@@ -200,7 +200,18 @@ typedef struct run {
 	uint64_t call_deadline; /* asp_exec_options.call.timeout_ms's end, or 0 */
 	int deadline_passed;    /* call_deadline passed and started the kill */
 	int cb_failed;
-} run;
+	/* the run's own (asp__run_start), for the end */
+	const char *cwd;
+	uint64_t t0, tdeadline; /* start; kill_after_ms's end, or 0 */
+	asp_buf script, inl;
+	/* a running command with a handle (proc.c): stdin stays open until closed */
+	int proc, pty;
+	asp_buf pin;            /* stdin written and not yet sent: [pin_off, len) */
+	size_t pin_off;
+	int pin_closed;
+	int hold_output;        /* leave output in libssh2 (the reader's queue is full) */
+};
+typedef struct asp_run run;
 
 static void start_kill(run *x, int timed_out);
 
@@ -385,6 +396,18 @@ static int feed_stdin(run *x, int *progress, asp_error *err)
 	if (x->frame_off < x->frame.len)
 		return send_some(x, x->frame.data, x->frame.len, &x->frame_off, progress,
 				 "sending the command to its shell", err);
+	if (x->proc) {
+		/* Written by the caller while the command runs; EOF only when it says so. */
+		if (x->pin_off < x->pin.len) {
+			rc = send_some(x, x->pin.data, x->pin.len, &x->pin_off, progress,
+				       "writing the command's stdin", err);
+			if (x->pin_off == x->pin.len)
+				x->pin.len = x->pin_off = 0;
+			return rc;
+		}
+		if (!x->pin_closed)
+			return 0;
+	}
 	if (o->stdin_data && x->stdin_off < o->stdin_len && !x->stdin_inline)
 		return send_some(x, o->stdin_data, o->stdin_len, &x->stdin_off, progress,
 				 "writing the command's stdin", err);
@@ -556,45 +579,62 @@ static int wait_step(run *x, uint64_t deadline, asp_error *err)
 	return rc == ASP_ETIMEOUT && deadline && asp__now_ms() >= deadline ? 0 : rc;
 }
 
-static int drive(run *x, asp_error *err)
+/*
+ * One round of the loop, without waiting: stdin, output, the kill channel,
+ * the timers. *done: the command's channel ended (and its kill ran).
+ * *next: when to come back at the latest (0: when the socket says).
+ */
+static int pass(run *x, int *progress, int *done, uint64_t *next, asp_error *err)
 {
 	const asp_exec_options *o = x->o;
-	uint64_t start = asp__now_ms();
-	uint64_t tdeadline = o->kill_after_ms ? start + o->kill_after_ms : 0;
+	uint64_t now;
 	int rc;
 
-	for (;;) {
-		int progress = 0;
-		uint64_t now, next;
+	*done = 0;
+	*next = 0;
+	if ((rc = feed_stdin(x, progress, err)) || (!x->hold_output && (rc = read_streams(x, progress, err))))
+		return rc;
+	if (x->nocwd) {
+		*done = 1;
+		return 0;
+	}
+	kill_step(x);
+	if (libssh2_channel_eof(x->ch) && (!x->kill_wanted || x->kill_state == 4 || !x->pgid)) {
+		*done = 1;
+		return flush_hold(x, err);
+	}
+	now = asp__now_ms();
+	if (!x->kill_wanted && x->tdeadline && now >= x->tdeadline)
+		start_kill(x, 1);
+	if (!x->kill_wanted && x->call_deadline && now >= x->call_deadline) {
+		x->deadline_passed = 1; /* an error, not the result's timed_out */
+		start_kill(x, 1);
+	}
+	if (!x->kill_wanted && asp_cancel_is_triggered(o->call.cancel))
+		start_kill(x, 0);
+	if (x->kill_wanted && now >= x->kill_deadline) {
+		/* The process group would not die or the server went quiet: give the connection up. */
+		x->c->dead = 1;
+		return ASP_ETIMEOUT;
+	}
+	*next = x->kill_wanted ? x->kill_deadline : x->tdeadline;
+	if (!x->kill_wanted && x->call_deadline && (!*next || x->call_deadline < *next))
+		*next = x->call_deadline;
+	if (x->kill_wanted && x->kill_state != 4)
+		*next = now + 50 < *next ? now + 50 : *next; /* step the kill channel */
+	return 0;
+}
 
-		if ((rc = feed_stdin(x, &progress, err)) || (rc = read_streams(x, &progress, err)))
+static int drive(run *x, asp_error *err)
+{
+	for (;;) {
+		int progress = 0, done, rc;
+		uint64_t next;
+
+		if ((rc = pass(x, &progress, &done, &next, err)) || done)
 			return rc;
-		if (x->nocwd)
-			return 0;
-		kill_step(x);
-		if (libssh2_channel_eof(x->ch) && (!x->kill_wanted || x->kill_state == 4 || !x->pgid))
-			return flush_hold(x, err);
-		now = asp__now_ms();
-		if (!x->kill_wanted && tdeadline && now >= tdeadline)
-			start_kill(x, 1);
-		if (!x->kill_wanted && x->call_deadline && now >= x->call_deadline) {
-			x->deadline_passed = 1; /* an error, not the result's timed_out */
-			start_kill(x, 1);
-		}
-		if (!x->kill_wanted && asp_cancel_is_triggered(o->call.cancel))
-			start_kill(x, 0);
-		if (x->kill_wanted && now >= x->kill_deadline) {
-			/* The process group would not die or the server went quiet: give the connection up. */
-			x->c->dead = 1;
-			return ASP_ETIMEOUT;
-		}
 		if (progress)
 			continue;
-		next = x->kill_wanted ? x->kill_deadline : tdeadline;
-		if (!x->kill_wanted && x->call_deadline && (!next || x->call_deadline < next))
-			next = x->call_deadline;
-		if (x->kill_wanted && x->kill_state != 4)
-			next = now + 50 < next ? now + 50 : next; /* step the kill channel */
 		if ((rc = wait_step(x, next, err)))
 			return rc;
 	}
@@ -734,88 +774,41 @@ static int inline_stdin(asp_conn *c, const asp_exec_options *o, const char *comm
 	return rc ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
 }
 
-/* own: command is one of libasp's file scripts (asp__exec_script). */
-static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
-		    const asp_exec_options *o, int own, int *started, asp_error *err)
+static void run_free(run *x)
 {
-	run x;
-	asp_buf script = { 0 }, piped = { 0 }, inl = { 0 }, primed = { 0 };
-	unsigned char rnd[24];
-	uint64_t t0 = asp__now_ms();
-	int rc, i;
+	asp_conn *c = x->c;
 
-	memset(&x, 0, sizeof(x));
-	x.c = c;
-	x.o = o;
-	*started = 0;
-	if (asp__random(rnd, sizeof(rnd)))
-		return asp__error(err, ASP_ERROR, "no randomness for the command marker");
-	memcpy(x.marker, "asp-", 4);
-	memcpy(x.token, "asp-call-", 9);
-	for (i = 0; i < 12; i++) {
-		static const char hex[] = "0123456789abcdef";
-		x.marker[4 + 2 * i] = hex[rnd[i] >> 4];
-		x.marker[5 + 2 * i] = hex[rnd[i] & 15];
-		x.token[9 + 2 * i] = hex[rnd[12 + i] >> 4];
-		x.token[10 + 2 * i] = hex[rnd[12 + i] & 15];
-	}
-	x.end_len = strlen(x.marker);
-	memcpy(x.end, x.marker, x.end_len);
-	memcpy(x.end + x.end_len, ":end\n", 5);
-	x.end_len += 5;
-	/*
-	 * The wrapper; for the exec request, with small stdin inside when that
-	 * saves a round trip (inline_stdin) and the whole still fits.
-	 */
-	if ((rc = asp__exec_script(&script, x.marker, x.token, cwd, o->env, command, own, 0, err)) ||
-	    (rc = inline_stdin(c, o, command, &piped, err)) ||
-	    (piped.len && (rc = asp__exec_script(&inl, x.marker, x.token, cwd, o->env, (char *)piped.data, own,
-						 0, err))) ||
-	    (c->chan.shell &&
-	     (rc = asp__exec_script(&primed, x.marker, x.token, cwd, o->env, command, own, 1, err)))) {
-		asp__buf_free(&piped);
-		asp__buf_free(&inl);
-		asp__buf_free(&script);
-		asp__buf_free(&primed);
-		return rc;
-	}
-	asp__buf_free(&piped);
-	if (inl.len > ASP_EXEC_SCRIPT_MAX)
-		asp__buf_free(&inl); /* too long with its stdin inside: the stdin goes on the channel */
-	if (script.len > ASP_EXEC_SCRIPT_MAX) {
-		/* libssh2 cannot send a larger exec request (about 34.7 KB in 1.10): say so before trying. */
-		rc = asp__error(err, ASP_EINVAL, "exec: the command, cwd and env come to %zu bytes as shell "
-				"text; an exec request holds at most %u: pass long text through stdin_data",
-				script.len, ASP_EXEC_SCRIPT_MAX);
-		asp__buf_free(&script);
-		asp__buf_free(&primed);
-		return rc;
-	}
-	if (!(x.r = asp__calloc(1, sizeof(*x.r))) || capture_init(&x.r->out[0], o->max_output) ||
-	    capture_init(&x.r->out[1], o->max_output) || !(x.rbuf = asp__malloc(IO_BUF)) ||
-	    (streams_fd(o) && !(x.fdbuf = asp__malloc(IO_BUF))) ||
-	    (primed.len && primed.len < ASP_PRIME_SCRIPT_MAX - 16 &&
-	     asp__prime_frame(&x.frame, (char *)primed.data, primed.len))) {
-		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	asp__chan_free(c, x->kch);
+	asp__chan_free(c, x->ch);
+	if (x->kill_begun && !x->kch)
+		c->dead = 1; /* its open is still out: libssh2 cannot open another channel on this session */
+	if (!c->dead)
+		asp__chan_settle(c, NULL); /* the next warm channel; its confirmation came with the answer */
+	asp__buf_free(&x->kscript);
+	asp__buf_free(&x->pre);
+	asp__buf_free(&x->frame);
+	asp__buf_free(&x->pin);
+	asp__free(x->rbuf);
+	asp__free(x->fdbuf);
+	asp__buf_free(&x->script);
+	asp__buf_free(&x->inl);
+	asp__free(x);
+}
+
+/*
+ * After the loop (rc: what it returned): the exit status, the checks of an
+ * end without the wrapper's lines, the result. Frees x.
+ */
+static int run_end(asp_exec_result **out, run *x, int rc, asp_error *err)
+{
+	asp_conn *c = x->c;
+	const asp_exec_options *o = x->o;
+	const char *cwd = x->cwd;
+	int i;
+
+	if (rc)
 		goto out;
-	}
-	x.started = started;
-	if (!x.frame.len || !(x.ch = asp__chan_shell_take(c))) {
-		asp__buf_free(&x.frame);
-		x.stdin_inline = inl.len > 0;
-		ASP_TEST_ADD(stat_inline, x.stdin_inline);
-		if ((rc = asp__chan_start(c, inl.len ? &inl : &script, &x.ch, started, err)))
-			goto out;
-	}
-	/*
-	 * Started: from here the command's kill timer and cancel rule, and the
-	 * call's deadline only when the caller set call.timeout_ms.
-	 */
-	x.call_deadline = o->call.timeout_ms ? c->op_deadline : 0;
-	asp__conn_end_op(c);
-	if ((rc = drive(&x, err)))
-		goto out;
-	if (x.nocwd) {
+	if (x->nocwd) {
 		char shown[ASP_PATH_SHOW_MAX + 4];
 		rc = asp__error(err, ASP_ENOENT, "exec: working directory %s does not exist or is not "
 				"a directory%s", asp__path_show(shown, cwd),
@@ -824,33 +817,33 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 					  "4095 per path)" : "");
 		goto out;
 	}
-	if (!x.header_done && !c->dead) {
-		rc = no_marker(&x, err);
+	if (!x->header_done && !c->dead) {
+		rc = no_marker(x, err);
 		goto out;
 	}
-	if ((rc = asp__chan_close(c, x.ch, err)) || (rc = exit_status(&x, err)))
+	if ((rc = asp__chan_close(c, x->ch, err)) || (rc = exit_status(x, err)))
 		goto out;
-	if (!x.end_seen && !x.kill_wanted && !x.r->signal && !x.r->exit_code &&
-	    (rc = check_cut(&x, err)))
+	if (!x->end_seen && !x->kill_wanted && !x->r->signal && !x->r->exit_code &&
+	    (rc = check_cut(x, err)))
 		goto out;
-	x.r->duration_ms = asp__now_ms() - t0;
+	x->r->duration_ms = asp__now_ms() - x->t0;
 	for (i = 0; i < 2; i++)
-		if (capture_flatten(&x.r->out[i], &x.r->flat[i], &x.r->flat_len[i])) {
+		if (capture_flatten(&x->r->out[i], &x->r->flat[i], &x->r->flat_len[i])) {
 			rc = asp__error(err, ASP_ENOMEM, "out of memory");
 			goto out;
 		}
 out:
-	if (rc == ASP_ETIMEOUT && x.r && x.kill_wanted) {
+	if (rc == ASP_ETIMEOUT && x->r && x->kill_wanted) {
 		/* The kill did not finish in time; report what we have. */
-		x.r->exit_code = -1;
-		x.r->signal = SIGKILL;
-		x.r->duration_ms = asp__now_ms() - t0;
-		rc = flush_hold(&x, err);
+		x->r->exit_code = -1;
+		x->r->signal = SIGKILL;
+		x->r->duration_ms = asp__now_ms() - x->t0;
+		rc = flush_hold(x, err);
 		for (i = 0; i < 2 && !rc; i++)
-			if (capture_flatten(&x.r->out[i], &x.r->flat[i], &x.r->flat_len[i]))
+			if (capture_flatten(&x->r->out[i], &x->r->flat[i], &x->r->flat_len[i]))
 				rc = asp__error(err, ASP_ENOMEM, "out of memory");
 	}
-	if (rc && *started && c->dead && rc != ASP_ENOMEM) {
+	if (rc && *x->started && c->dead && rc != ASP_ENOMEM) {
 		/* Keep the cause, but say what it means for the command. */
 		asp__error_prefix(err, "%s: connection lost while the command was running; it was not "
 				  "replayed and may have run in part", c->where);
@@ -858,36 +851,251 @@ out:
 		if (err)
 			err->code = rc;
 	}
-	if (!rc && x.deadline_passed)
+	if (!rc && x->deadline_passed)
 		rc = asp__error(err, ASP_ETIMEOUT, "%s: the command was still running when the call's "
 				"deadline of %u ms passed (asp_exec_options.call.timeout_ms); its process "
 				"group was killed", c->where, o->call.timeout_ms);
-	asp__chan_free(c, x.kch);
-	asp__chan_free(c, x.ch);
-	if (x.kill_begun && !x.kch)
-		c->dead = 1; /* its open is still out: libssh2 cannot open another channel on this session */
-	if (!c->dead)
-		asp__chan_settle(c, NULL); /* the next warm channel; its confirmation came with the answer */
-	asp__buf_free(&x.kscript);
-	asp__buf_free(&x.pre);
-	asp__buf_free(&x.frame);
-	asp__free(x.rbuf);
-	asp__free(x.fdbuf);
-	asp__buf_free(&script);
-	asp__buf_free(&inl);
-	asp__buf_free(&primed);
-	if (rc) {
-		asp_exec_result_free(x.r);
+	if (rc)
+		asp_exec_result_free(x->r);
+	else
+		*out = x->r;
+	x->r = NULL;
+	run_free(x);
+	return rc;
+}
+
+/* A terminal on ch before its exec request (asp__chan_start's hook). */
+static int pty_request(asp_conn *c, LIBSSH2_CHANNEL *ch, void *ctx, asp_error *err)
+{
+	const asp_run_pty *t = ctx;
+	int rc;
+
+	while ((rc = libssh2_channel_request_pty_ex(ch, t->term, (unsigned int)strlen(t->term), NULL, 0,
+						    (int)t->cols, (int)t->rows, 0, 0)) == LIBSSH2_ERROR_EAGAIN) {
+		if (libssh2_channel_eof(ch))
+			return ASP__CHAN_NOT_ANSWERED;
+		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	}
+	if (rc == LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED || rc == LIBSSH2_ERROR_CHANNEL_FAILURE)
+		return asp__error(err, ASP_EACCES, "%s: the server refused a terminal (PTY) for the "
+				  "command (sshd's PermitTTY, or no free pseudo-terminal)", c->where);
+	return rc ? asp__ssh_error(c, rc, err, "asking for a terminal") : 0;
+}
+
+/*
+ * Start: the wrapper (quote.c), a channel, the exec request. own: command
+ * is one of libasp's file scripts (asp__exec_script). pty: a terminal
+ * first (NULL: none). proc: stdin stays open for asp__run_write. *out
+ * holds the running command; on failure it is freed.
+ */
+static int run_begin(run **out, asp_conn *c, const char *command, const char *cwd,
+		     const asp_exec_options *o, int own, const asp_run_pty *pty, int proc, int *started,
+		     asp_error *err)
+{
+	run *x;
+	asp_buf piped = { 0 }, primed = { 0 }; /* primed: the wrapper for a primed shell (asp__prime_boot) */
+	unsigned char rnd[24];
+	int rc, i;
+
+	*started = 0;
+	*out = NULL;
+	if (!(x = asp__calloc(1, sizeof(*x))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	x->c = c;
+	x->o = o;
+	x->cwd = cwd;
+	x->t0 = asp__now_ms();
+	x->proc = proc;
+	x->pty = pty != NULL;
+	x->started = started;
+	if (asp__random(rnd, sizeof(rnd))) {
+		asp__free(x);
+		return asp__error(err, ASP_ERROR, "no randomness for the command marker");
+	}
+	memcpy(x->marker, "asp-", 4);
+	memcpy(x->token, "asp-call-", 9);
+	for (i = 0; i < 12; i++) {
+		static const char hex[] = "0123456789abcdef";
+		x->marker[4 + 2 * i] = hex[rnd[i] >> 4];
+		x->marker[5 + 2 * i] = hex[rnd[i] & 15];
+		x->token[9 + 2 * i] = hex[rnd[12 + i] >> 4];
+		x->token[10 + 2 * i] = hex[rnd[12 + i] & 15];
+	}
+	x->end_len = strlen(x->marker);
+	memcpy(x->end, x->marker, x->end_len);
+	/* A terminal turns the end line's "\n" into "\r\n" (onlcr). */
+	memcpy(x->end + x->end_len, pty ? ":end\r\n" : ":end\n", pty ? 6 : 5);
+	x->end_len += pty ? 6 : 5;
+	/*
+	 * The wrapper; for the exec request, with small stdin inside when that
+	 * saves a round trip (inline_stdin) and the whole still fits.
+	 */
+	if ((rc = asp__exec_script(&x->script, x->marker, x->token, cwd, o->env, command, own, 0, err)) ||
+	    (!proc && (rc = inline_stdin(c, o, command, &piped, err))) ||
+	    (piped.len && (rc = asp__exec_script(&x->inl, x->marker, x->token, cwd, o->env,
+						 (char *)piped.data, own, 0, err))) ||
+	    (!proc && c->chan.shell &&
+	     (rc = asp__exec_script(&primed, x->marker, x->token, cwd, o->env, command, own, 1, err)))) {
+		asp__buf_free(&piped);
+		asp__buf_free(&primed);
+		run_free(x);
 		return rc;
 	}
-	*out = x.r;
+	asp__buf_free(&piped);
+	if (x->inl.len > ASP_EXEC_SCRIPT_MAX)
+		asp__buf_free(&x->inl); /* too long with its stdin inside: the stdin goes on the channel */
+	if (x->script.len > ASP_EXEC_SCRIPT_MAX) {
+		/* libssh2 cannot send a larger exec request (about 34.7 KB in 1.10): say so before trying. */
+		rc = asp__error(err, ASP_EINVAL, "exec: the command, cwd and env come to %zu bytes as shell "
+				"text; an exec request holds at most %u: pass long text through stdin_data",
+				x->script.len, ASP_EXEC_SCRIPT_MAX);
+		asp__buf_free(&primed);
+		run_free(x);
+		return rc;
+	}
+	if (!(x->r = asp__calloc(1, sizeof(*x->r))) || capture_init(&x->r->out[0], o->max_output) ||
+	    capture_init(&x->r->out[1], o->max_output) || !(x->rbuf = asp__malloc(IO_BUF)) ||
+	    (streams_fd(o) && !(x->fdbuf = asp__malloc(IO_BUF))) ||
+	    (primed.len && primed.len < ASP_PRIME_SCRIPT_MAX - 16 &&
+	     asp__prime_frame(&x->frame, (char *)primed.data, primed.len))) {
+		asp__buf_free(&primed);
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+		return run_end(NULL, x, rc, err);
+	}
+	asp__buf_free(&primed);
+	if (!x->frame.len || !(x->ch = asp__chan_shell_take(c))) {
+		asp__buf_free(&x->frame);
+		x->stdin_inline = x->inl.len > 0;
+		ASP_TEST_ADD(stat_inline, x->stdin_inline);
+		if ((rc = asp__chan_start_with(c, x->inl.len ? &x->inl : &x->script, pty ? pty_request : NULL,
+					       (void *)pty, &x->ch, started, err)))
+			return run_end(NULL, x, rc, err);
+	}
+	/*
+	 * Started: from here the command's kill timer and cancel rule, and the
+	 * call's deadline only when the caller set call.timeout_ms (an exec;
+	 * a proc's call options bound its start only).
+	 */
+	x->call_deadline = o->call.timeout_ms && !proc ? c->op_deadline : 0;
+	x->tdeadline = o->kill_after_ms ? asp__now_ms() + o->kill_after_ms : 0;
+	asp__conn_end_op(c);
+	*out = x;
 	return 0;
+}
+
+static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
+		    const asp_exec_options *o, int own, int *started, asp_error *err)
+{
+	run *x;
+	int rc;
+
+	if ((rc = run_begin(&x, c, command, cwd, o, own, NULL, 0, started, err)))
+		return rc;
+	return run_end(out, x, drive(x, err), err);
 }
 
 int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
 		  const asp_exec_options *o, int *started, asp_error *err)
 {
 	return exec_run(out, c, command, cwd, o, 0, started, err);
+}
+
+/* ------------------------------------------------------------ a running command (proc.c) */
+
+int asp__run_start(asp_run **out, asp_conn *c, const char *command, const char *cwd,
+		   const asp_exec_options *o, const asp_run_pty *pty, int *started, asp_error *err)
+{
+	return run_begin(out, c, command, cwd, o, 0, pty, 1, started, err);
+}
+
+int asp__run_pass(asp_run *x, int *progress, int *done, uint64_t *next, asp_error *err)
+{
+	return pass(x, progress, done, next, err);
+}
+
+int asp__run_wait(asp_run *x, uint64_t deadline, asp_error *err)
+{
+	return wait_step(x, deadline, err);
+}
+
+int asp__run_end(asp_exec_result **out, asp_run *x, int rc, asp_error *err)
+{
+	return run_end(out, x, rc, err);
+}
+
+int asp__run_write(asp_run *x, const void *data, size_t len, asp_error *err)
+{
+	if (x->pin_off == x->pin.len)
+		x->pin.len = x->pin_off = 0;
+	return asp__buf_put(&x->pin, data, len) ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
+}
+
+size_t asp__run_stdin_pending(const asp_run *x)
+{
+	return x->pin.len - x->pin_off;
+}
+
+void asp__run_close_stdin(asp_run *x)
+{
+	x->pin_closed = 1;
+}
+
+int asp__run_stdin_open(const asp_run *x)
+{
+	return !x->eof_sent;
+}
+
+void asp__run_hold_output(asp_run *x, int hold)
+{
+	x->hold_output = hold;
+}
+
+void asp__run_kill(asp_run *x)
+{
+	start_kill(x, 0);
+}
+
+int asp__run_started(const asp_run *x)
+{
+	return x->header_done || x->nocwd;
+}
+
+int asp__run_signal(asp_run *x, const char *name, asp_error *err)
+{
+	asp_buf script = { 0 }, said = { 0 };
+	int status = 0, rc;
+
+	if (x->pgid <= 0) /* never signal group 0 */
+		return asp__error(err, ASP_EPROTO, "%s: the command wrapper reported no process id",
+				  x->c->where);
+	if (asp__signal_script(&script, x->pgid, name)) {
+		asp__buf_free(&script);
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	}
+	rc = asp__exec_simple(x->c, (const char *)script.data, &status, NULL, &said, err);
+	asp__buf_free(&script);
+	asp__buf_free(&said);
+	return rc;
+}
+
+int asp__run_resize(asp_run *x, unsigned int cols, unsigned int rows, asp_error *err)
+{
+	int rc;
+
+	/* A window-change request wants no reply: this never waits a round trip. */
+	while ((rc = libssh2_channel_request_pty_size_ex(x->ch, (int)cols, (int)rows, 0, 0)) ==
+	       LIBSSH2_ERROR_EAGAIN)
+		if ((rc = asp__ssh_wait(x->c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
+			return rc;
+	return rc ? asp__ssh_error(x->c, rc, err, "resizing the terminal") : 0;
+}
+
+int asp__signal_number(const char *name)
+{
+	if (!strncmp(name, "SIG", 3))
+		name += 3;
+	return signal_number(name, strlen(name));
 }
 
 int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out, asp_buf *errout,

@@ -406,7 +406,7 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 }
 
 /* The server answered neither yes nor no: it closed the channel instead (nothing ran). */
-#define NOT_ANSWERED 1
+#define NOT_ANSWERED ASP__CHAN_NOT_ANSWERED
 #define REFUSED 2
 
 /*
@@ -447,14 +447,21 @@ static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script,
 	return 0;
 }
 
-/*
- * Take a channel and start `script` on it. A warm channel that the server
- * closed, or that refused or went unanswered, started nothing: the request
- * goes once more on a new channel. *started becomes 1 once the request may
- * have been acted on: from then on a failure is never retried.
- */
 int asp__chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, int *started,
 		      asp_error *err)
+{
+	return asp__chan_start_with(c, script, NULL, NULL, out, started, err);
+}
+
+/*
+ * Take a channel, run `before` on it (a terminal request), and start
+ * `script` on it. A warm channel that the server closed, or that refused
+ * or went unanswered, started nothing: the requests go once more on a new
+ * channel. *started becomes 1 once the request may have been acted on:
+ * from then on a failure is never retried.
+ */
+int asp__chan_start_with(asp_conn *c, const asp_buf *script, asp_chan_hook before, void *ctx,
+			 LIBSSH2_CHANNEL **out, int *started, asp_error *err)
 {
 	int attempt, warm = 0, sent, rc = 0;
 
@@ -463,7 +470,13 @@ int asp__chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, i
 		sent = 0;
 		if ((rc = chan_take(c, out, &warm, err)))
 			return rc;
-		rc = request_exec(c, *out, script, &sent, err);
+		if (before && (rc = before(c, *out, ctx, err)) && rc != ASP__CHAN_NOT_ANSWERED) {
+			asp__chan_free(c, *out);
+			*out = NULL;
+			return rc;
+		}
+		if (!rc)
+			rc = request_exec(c, *out, script, &sent, err);
 		if (rc != REFUSED && rc != NOT_ANSWERED) {
 			*started = sent;
 			return rc;

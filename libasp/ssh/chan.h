@@ -70,6 +70,17 @@ int asp__chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, i
 		    asp_error *err);
 
 /*
+ * asp__chan_start with `before` run on the channel ahead of the exec
+ * request (a terminal request): it returns 0, ASP__CHAN_NOT_ANSWERED when
+ * the server closed the channel instead of answering (nothing started: a
+ * warm channel is tried once more as a new one), or an ASP_E* code.
+ */
+#define ASP__CHAN_NOT_ANSWERED 1
+typedef int (*asp_chan_hook)(asp_conn *c, LIBSSH2_CHANNEL *ch, void *ctx, asp_error *err);
+int asp__chan_start_with(asp_conn *c, const asp_buf *script, asp_chan_hook before, void *ctx,
+			 LIBSSH2_CHANNEL **out, int *started, asp_error *err);
+
+/*
  * The primed shell for the current call: ready, primed since the last call
  * of the handle ended, still open. NULL otherwise.
  */

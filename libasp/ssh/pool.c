@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
@@ -28,7 +29,34 @@ struct asp_pool {
 	int stopping;
 	int have_thread;
 	pthread_t thread;
+	/*
+	 * Connections that carry running commands with a handle (proc.c), and
+	 * how many each: such a one is never closed for idleness or reused
+	 * before others; when it dies it leaves the pool (an orphan) and is
+	 * closed once its last command lets go of it (asp__pool_unhold).
+	 */
+	struct held {
+		asp_conn *c;
+		unsigned int procs;
+		int orphan;
+	} *held;
+	unsigned int nheld, capheld;
+	_Atomic unsigned long takes; /* checkouts, for asp__pool_takes */
 };
+
+static struct held *held_find(asp_pool *p, const asp_conn *c)
+{
+	for (unsigned int i = 0; i < p->nheld; i++)
+		if (p->held[i].c == c)
+			return &p->held[i];
+	return NULL;
+}
+
+/* Under the lock: running commands ride on c. */
+static int held_by_procs(asp_pool *p, const asp_conn *c)
+{
+	return held_find(p, c) != NULL;
+}
 
 static void abs_deadline(struct timespec *ts, unsigned int ms)
 {
@@ -54,11 +82,15 @@ static unsigned int maintain(asp_pool *p, asp_conn **doomed)
 	for (i = 0; i < p->nidle; i++) {
 		asp_conn *c = p->idle[i];
 		uint64_t idle = now - asp__conn_last_used(c);
-		if (idle >= (uint64_t)p->idle_close_s * 1000u ||
+		struct held *h = held_find(p, c);
+		if ((!h && idle >= (uint64_t)p->idle_close_s * 1000u) ||
 		    (idle >= (uint64_t)p->params->keepalive_s * 1000u && asp__conn_keepalive(c)) ||
 		    !asp__conn_check_idle(c)) {
-			doomed[n++] = c;
 			p->total--;
+			if (h)
+				h->orphan = 1; /* its commands find it dead, and the last one closes it */
+			else
+				doomed[n++] = c;
 			continue;
 		}
 		p->idle[j++] = c;
@@ -180,24 +212,50 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			return asp__error(err, ASP_ECANCELLED, "cancelled while waiting for a connection");
 		}
 		if (!fresh && p->nidle > 0) {
-			c = p->idle[--p->nidle];
+			/*
+			 * The most recently used idle one that carries no running
+			 * command with a handle; one that does only when the cap
+			 * leaves no room for another (its commands then wait for
+			 * this call to hand the connection back).
+			 */
+			unsigned int i = p->nidle;
+			while (i > 0 && held_by_procs(p, p->idle[i - 1]))
+				i--;
+			if (i == 0 && p->total < p->max)
+				break;
+			i = i ? i - 1 : p->nidle - 1;
+			c = p->idle[i];
+			memmove(&p->idle[i], &p->idle[i + 1], (p->nidle - i - 1) * sizeof(p->idle[0]));
+			p->nidle--;
 			if (asp__conn_check_idle(c)) {
 				pthread_mutex_unlock(&p->mu);
+				atomic_fetch_add(&p->takes, 1);
 				*out = c;
 				return 0;
 			}
 			p->total--;
+			if (held_by_procs(p, c)) {
+				held_find(p, c)->orphan = 1;
+				continue;
+			}
 			close_unlocked(p, c);
 			continue;
 		}
 		if (p->total < p->max)
 			break;
 		if (fresh && p->nidle > 0) {
-			/* Make room for a fresh connection by closing an idle one. */
-			c = p->idle[--p->nidle];
-			p->total--;
-			close_unlocked(p, c);
-			continue;
+			/* Make room for a fresh connection by closing an idle one (not one commands ride on). */
+			unsigned int i = p->nidle;
+			while (i > 0 && held_by_procs(p, p->idle[i - 1]))
+				i--;
+			if (i > 0) {
+				c = p->idle[i - 1];
+				memmove(&p->idle[i - 1], &p->idle[i], (p->nidle - i) * sizeof(p->idle[0]));
+				p->nidle--;
+				p->total--;
+				close_unlocked(p, c);
+				continue;
+			}
 		}
 		if (!wait) {
 			pthread_mutex_unlock(&p->mu);
@@ -227,6 +285,84 @@ int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uin
 		      asp_error *err)
 {
 	return get(p, out, 0, 0, cancel, deadline, err);
+}
+
+int asp__pool_hold(asp_pool *p, asp_conn *c)
+{
+	struct held *h;
+	int rc = 0;
+
+	pthread_mutex_lock(&p->mu);
+	if ((h = held_find(p, c))) {
+		h->procs++;
+	} else if (p->nheld == p->capheld &&
+		   !(h = asp__realloc(p->held, (p->capheld ? p->capheld * 2 : 4) * sizeof(*p->held)))) {
+		rc = ASP_ENOMEM;
+	} else {
+		if (p->nheld == p->capheld) {
+			p->held = h;
+			p->capheld = p->capheld ? p->capheld * 2 : 4;
+		}
+		p->held[p->nheld].c = c;
+		p->held[p->nheld].procs = 1;
+		p->held[p->nheld].orphan = 0;
+		p->nheld++;
+	}
+	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+void asp__pool_unhold(asp_pool *p, asp_conn *c)
+{
+	struct held *h;
+	int close = 0;
+
+	pthread_mutex_lock(&p->mu);
+	if ((h = held_find(p, c)) && --h->procs == 0) {
+		close = h->orphan;
+		*h = p->held[--p->nheld];
+	}
+	pthread_mutex_unlock(&p->mu);
+	if (close)
+		asp__conn_close(c);
+}
+
+int asp__pool_take(asp_pool *p, asp_conn *c, uint64_t deadline)
+{
+	pthread_mutex_lock(&p->mu);
+	for (;;) {
+		struct held *h = held_find(p, c);
+		unsigned int i;
+
+		if (!h || h->orphan || p->stopping) {
+			pthread_mutex_unlock(&p->mu);
+			return ASP_ECONNLOST;
+		}
+		for (i = 0; i < p->nidle && p->idle[i] != c; i++)
+			;
+		if (i < p->nidle) {
+			memmove(&p->idle[i], &p->idle[i + 1], (p->nidle - i - 1) * sizeof(p->idle[0]));
+			p->nidle--;
+			pthread_mutex_unlock(&p->mu);
+			atomic_fetch_add(&p->takes, 1);
+			return 0;
+		}
+		if (deadline && asp__now_ms() >= deadline) {
+			pthread_mutex_unlock(&p->mu);
+			return ASP_ETIMEOUT;
+		}
+		{
+			struct timespec ts;
+			uint64_t left = deadline ? deadline - asp__now_ms() : 100;
+			abs_deadline(&ts, left < 100 ? (unsigned int)left : 100);
+			pthread_cond_timedwait(&p->returned, &p->mu, &ts);
+		}
+	}
+}
+
+unsigned long asp__pool_takes(asp_pool *p)
+{
+	return atomic_load(&p->takes);
 }
 
 /*
@@ -284,7 +420,12 @@ void asp__pool_put(asp_pool *p, asp_conn *c)
 	pthread_mutex_lock(&p->mu);
 	discard = asp__conn_dead(c) || p->stopping;
 	if (discard) {
+		struct held *h = held_find(p, c);
 		p->total--;
+		if (h) {
+			h->orphan = 1;
+			discard = 0; /* closed by the last of its commands */
+		}
 	} else {
 		asp__conn_touch(c);
 		p->idle[p->nidle++] = c;
@@ -309,6 +450,11 @@ void asp__pool_free(asp_pool *p)
 		pthread_join(p->thread, NULL);
 	for (i = 0; i < p->nidle; i++)
 		asp__conn_close(p->idle[i]);
+	/* Orphans whose commands were never freed (a caller's error; asp_close says so). */
+	for (i = 0; i < p->nheld; i++)
+		if (p->held[i].orphan)
+			asp__conn_close(p->held[i].c);
+	asp__free(p->held);
 	pthread_cond_destroy(&p->returned);
 	pthread_cond_destroy(&p->wake);
 	pthread_mutex_destroy(&p->mu);

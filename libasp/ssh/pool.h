@@ -37,6 +37,26 @@ int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uin
 int asp__pool_fill(asp_pool *p, unsigned int n, const asp_cancel *cancel, uint64_t deadline,
 		   asp_error *err);
 
+/*
+ * Running commands with a handle (proc.c) ride on c: asp__pool_hold counts
+ * one more (c checked out by the caller), asp__pool_unhold one less. The
+ * pool then never closes c for idleness, hands it to other calls only when
+ * the cap leaves no other choice, and when c dies keeps it (out of the
+ * pool, its slot freed) until the last command lets go. 0 or ASP_ENOMEM.
+ */
+int asp__pool_hold(asp_pool *p, asp_conn *c);
+void asp__pool_unhold(asp_pool *p, asp_conn *c);
+
+/*
+ * Check out c itself, a held connection, waiting while another call has
+ * it, until deadline (0: none): 0, ASP_ETIMEOUT, or ASP_ECONNLOST when c
+ * died (it is no longer in the pool). Return it with asp__pool_put.
+ */
+int asp__pool_take(asp_pool *p, asp_conn *c, uint64_t deadline);
+
+/* Checkouts so far (any connection): when unchanged, nobody read a socket meanwhile. */
+unsigned long asp__pool_takes(asp_pool *p);
+
 /* Return a connection; a dead one is closed and its slot freed. */
 void asp__pool_put(asp_pool *p, asp_conn *c);
 

@@ -65,6 +65,8 @@ START_TEST(test_zero_is_default)
 			      asp_exec_options_init);
 	CHECK_ZERO_IS_DEFAULT(asp_sandbox_info, ASP_SANDBOX_INFO_INIT, ASP_SANDBOX_INFO_VERSION,
 			      asp_sandbox_info_init);
+	CHECK_ZERO_IS_DEFAULT(asp_proc_options, ASP_PROC_OPTIONS_INIT, ASP_PROC_OPTIONS_VERSION,
+			      asp_proc_options_init);
 }
 END_TEST
 

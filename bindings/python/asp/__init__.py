@@ -22,7 +22,7 @@ package, then ../../build/ of a libasp checkout, then the system.
 
 from ._lib import path as library_path
 from ._core import (STDERR, STDOUT, BgOutput, BgProcess, BgStatus, Cancel, Entry, ExecResult,
-                    FileType, Sandbox, Stat, check_config, error_name, find_config, open,
+                    FileType, Process, Sandbox, Stat, check_config, error_name, find_config, open,
                     read_config, strerror, version)
 from .errors import (AccessError, AspError, AspTimeout, AuthError, Cancelled, ConfigError,
                      ConnectError, ConnectionLost, ErrorCode, Exists, HostKeyError,
@@ -42,7 +42,7 @@ def __getattr__(name):
 
 
 __all__ = [
-    "open", "Sandbox", "Cancel", "ExecResult", "Stat", "Entry", "FileType",
+    "open", "Sandbox", "Process", "Cancel", "ExecResult", "Stat", "Entry", "FileType",
     "BgStatus", "BgOutput", "BgProcess",
     "find_config", "read_config", "check_config", "version", "strerror", "error_name", "library_path",
     "STDOUT", "STDERR", "ErrorCode", "exception_class",

@@ -390,17 +390,9 @@ def _bg_id(value):
     return value.encode("ascii", "replace")
 
 
-def _env_array(env, keep):
-    """NAME=value entries of a mapping as a NULL-terminated char ** (kept alive in keep)."""
-    if not isinstance(env, collections.abc.Mapping):
-        raise TypeError(f"env: expected a mapping NAME -> value, got {type(env).__name__}")
-    entries = []
-    for name, value in env.items():
-        n = _to_bytes(name, "env name", allow_pathlike=False)
-        if not n or b"=" in n:
-            raise InvalidArgument(f"env name {name!r}: must be non-empty and without '='")
-        entries.append(n + b"=" + _to_bytes(value, f"env[{name!r}]", allow_pathlike=False))
-    array = (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+def _env_array_kept(env, keep):
+    """_env_array's array, kept alive in keep, as a char **."""
+    array = _env_array(env)
     keep.append(array)
     return ctypes.cast(array, ctypes.POINTER(ctypes.c_char_p))
 
@@ -642,6 +634,7 @@ class Sandbox:
         self._busy = 0
         self._closed = False
         self._local = threading.local()
+        self._procs = set()  # the Processes it started and not yet closed
 
     # -- lifetime -------------------------------------------------------
 
@@ -665,6 +658,10 @@ class Sandbox:
         if getattr(self._local, "depth", 0):
             raise RuntimeError("Sandbox.close() called from inside a call on the same sandbox "
                                "(an on_output callback?)")
+        with self._lock:
+            procs = list(self._procs)
+        for proc in procs:  # before the handle goes: a Process's command is killed
+            proc.close()
         with self._lock:
             self._closed = True
             while self._busy:
@@ -864,15 +861,7 @@ class Sandbox:
         if cwd is not None:
             opts.cwd = _path(cwd, "cwd")
         if env:
-            if not isinstance(env, collections.abc.Mapping):
-                raise TypeError(f"env: expected a mapping NAME -> value, got {type(env).__name__}")
-            entries = []
-            for name, value in env.items():
-                n = _to_bytes(name, "env name", allow_pathlike=False)
-                if not n or b"=" in n:
-                    raise InvalidArgument(f"env name {name!r}: must be non-empty and without '='")
-                entries.append(n + b"=" + _to_bytes(value, f"env[{name!r}]", allow_pathlike=False))
-            array = (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+            array = _env_array(env)
             keep.append(array)
             opts.env = ctypes.cast(array, ctypes.POINTER(ctypes.c_char_p))
         if stdin is not None:
@@ -963,6 +952,66 @@ class Sandbox:
                 lib.asp_exec_result_free(result)
             keep.clear()  # (held until here on purpose: C pointed into them)
 
+    def start(self, command, *, cwd=None, env=None, pty=False, term=None, cols=None, rows=None,
+              timeout=None, kill_grace=None, max_output=None, cancel=None, deadline=None):
+        """Start shell text `command` and return an asp.Process at once (asp_proc_start):
+        write its stdin while it runs, read its output as it comes, signal it, wait for it.
+
+        cwd, env, max_output, kill_grace: as for exec.
+        pty: run it on a pseudo-terminal: TERM is `term` (default xterm-256color), the size
+            `cols` x `rows` (default 80 x 24); stdout and stderr are one stream (asp.STDOUT);
+            writing b"\x03" (Ctrl-C) interrupts the foreground program.
+        timeout: the kill timer, seconds (the result has timed_out=True).
+        cancel: an asp.Cancel; triggering it kills the command (cancelled=True).
+        deadline: seconds the start may take (default the handle's op_timeout).
+        Close the Process (or use it as a context manager) to free it: a command still running
+        is killed. Sandbox.close closes the Processes it started.
+        """
+        cmd = _to_bytes(command, "command", allow_pathlike=False)
+        opts = _lib.asp_proc_options()
+        err = _lib.asp_error()
+        _check(lib.asp_proc_options_init(byref(opts), _lib.ASP_PROC_OPTIONS_VERSION), err)
+        keep = []
+        if cwd is not None:
+            opts.cwd = _path(cwd, "cwd")
+        if env:
+            array = _env_array(env)
+            keep.append(array)
+            opts.env = ctypes.cast(array, ctypes.POINTER(ctypes.c_char_p))
+        if pty:
+            opts.flags |= _lib.ASP_PROC_PTY
+            if term is not None:
+                opts.term = _to_bytes(term, "term", allow_pathlike=False)
+            if cols is not None:
+                opts.cols = _int(cols, "cols", 1, 10000)
+            if rows is not None:
+                opts.rows = _int(rows, "rows", 1, 10000)
+        opts.kill_after_ms = _ms(timeout, "timeout")
+        opts.kill_grace_ms = _ms(kill_grace, "kill_grace")
+        opts.call.timeout_ms = _ms(deadline, "deadline")
+        if max_output is not None:
+            opts.max_output = _int(max_output, "max_output", 1, _lib.SIZE_MAX)
+        if cancel is not None:
+            if not isinstance(cancel, Cancel):
+                raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
+            opts.call.cancel = cancel._acquire()
+        handle = _lib.proc_p()
+        try:
+            h = self._enter()
+            try:
+                rc = lib.asp_proc_start(byref(handle), h, cmd, byref(opts), byref(err))
+            finally:
+                self._leave()
+            _check(rc, err)
+        except BaseException:
+            if cancel is not None:
+                cancel._release()
+            raise
+        proc = Process(self, handle, cancel, bool(pty))
+        with self._lock:
+            self._procs.add(proc)
+        return proc
+
     def warm(self, connections, *, cancel=None, timeout=None):
         """Connect until the pool holds `connections` (at most max_connections),
         one after another, so that that many concurrent calls start without a
@@ -999,7 +1048,7 @@ class Sandbox:
         if cwd is not None:
             opts.cwd = _path(cwd, "cwd")
         if env:
-            opts.env = _env_array(env, held)
+            opts.env = _env_array_kept(env, held)
         if keep is not None:
             opts.max_output = _int(keep, "keep", 2, 2**30)
         opts.call.timeout_ms = _ms(timeout, "timeout")
@@ -1206,6 +1255,235 @@ class Sandbox:
             finally:
                 self._leave()
         _check(rc, err, src, dst)
+
+
+def _env_array(env):
+    """A NULL-terminated C array of b"NAME=value" for a mapping NAME -> value."""
+    if not isinstance(env, collections.abc.Mapping):
+        raise TypeError(f"env: expected a mapping NAME -> value, got {type(env).__name__}")
+    entries = []
+    for name, value in env.items():
+        n = _to_bytes(name, "env name", allow_pathlike=False)
+        if not n or b"=" in n:
+            raise InvalidArgument(f"env name {name!r}: must be non-empty and without '='")
+        entries.append(n + b"=" + _to_bytes(value, f"env[{name!r}]", allow_pathlike=False))
+    return (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+
+
+# ------------------------------------------------------------------ Process
+
+_SLICE_MS = 200  # a blocking read or wait returns to Python this often (Ctrl-C, close())
+
+
+class Process:
+    """A running command with a handle (asp_proc), from Sandbox.start.
+
+    write() / close_stdin() feed its stdin while it runs; read() returns its output as it
+    comes, as (stream, bytes) (iterate over the Process for the same until the end);
+    signal("TERM"), kill(), resize(cols, rows) with pty=True; wait(timeout) returns the
+    ExecResult that Sandbox.exec gives. close() (or the with block's end) kills the command
+    if it still runs and frees the handle. Its methods may be called from several threads
+    (one reads while another writes).
+    """
+
+    def __init__(self, sandbox, handle, cancel, pty):
+        self._sandbox = sandbox
+        self._handle = handle
+        self._cancel = cancel
+        self.pty = pty
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._busy = 0
+        self._closing = False
+        self._result = None
+
+    def _enter(self):
+        with self._lock:
+            if self._closing:
+                raise InvalidArgument("the process is closed")
+            self._busy += 1
+        return self._handle
+
+    def _leave(self):
+        with self._lock:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.notify_all()
+
+    def write(self, data):
+        """Send bytes (or str, as UTF-8) to stdin. Never waits for a reply."""
+        payload = _data(data, "data")
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_proc_write(h, payload, len(payload), byref(err))
+        finally:
+            self._leave()
+        _check(rc, err)
+
+    def close_stdin(self):
+        """EOF on stdin after what was written (a terminal's program reads b"\x04" instead)."""
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_proc_close_stdin(h, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err)
+
+    def read(self, size=65536, timeout=None):
+        """The next output: (asp.STDOUT or asp.STDERR, bytes), at most `size` bytes; None at the
+        end (the command ended and everything was read). timeout: seconds to wait (None: no
+        limit; 0: only what is there); asp.AspTimeout when nothing came in time."""
+        size = _int(size, "size", 1, _lib.SIZE_MAX)
+        limit = _wait_ms(timeout)
+        buf = ctypes.create_string_buffer(size)
+        got = ctypes.c_size_t()
+        stream = ctypes.c_int()
+        err = _lib.asp_error()
+        start = _now_ms()
+        while True:
+            left = _SLICE_MS if limit is None else max(0, min(_SLICE_MS, limit - (_now_ms() - start)))
+            h = self._enter()
+            try:
+                rc = lib.asp_proc_read(byref(got), byref(stream), h, buf, size, left, byref(err))
+            finally:
+                self._leave()
+            if rc == ErrorCode.ETIMEOUT and (limit is None or _now_ms() - start < limit) \
+                    and not self._closing:
+                continue
+            _check(rc, err)
+            if not got.value:
+                return None
+            return stream.value, buf.raw[:got.value]
+
+    def __iter__(self):
+        while True:
+            chunk = self.read()
+            if chunk is None:
+                return
+            yield chunk
+
+    def signal(self, sig):
+        """Send a signal to the command's process group: a name ("TERM", "SIGINT") or a
+        signal.Signals / number (sent by its name: the sandbox's numbers need not be ours)."""
+        if isinstance(sig, int) and not isinstance(sig, bool):
+            import signal as _signal
+            try:
+                sig = _signal.Signals(sig).name
+            except ValueError:
+                raise InvalidArgument(f"signal {sig}: not a signal number") from None
+        name = _to_bytes(sig, "signal", allow_pathlike=False)
+        err = _lib.asp_error()
+        h = self._enter()
+        try:
+            rc = lib.asp_proc_signal(h, name, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err)
+
+    def kill(self):
+        """SIGKILL to the command's process group."""
+        self.signal("KILL")
+
+    def resize(self, cols, rows):
+        """The terminal's new size (pty=True only)."""
+        err = _lib.asp_error()
+        c = _int(cols, "cols", 0, _lib.UINT_MAX)
+        r = _int(rows, "rows", 0, _lib.UINT_MAX)
+        h = self._enter()
+        try:
+            rc = lib.asp_proc_resize(h, c, r, byref(err))
+        finally:
+            self._leave()
+        _check(rc, err)
+
+    def wait(self, timeout=None):
+        """The ExecResult once the command ended (the same each call); asp.AspTimeout when it
+        still runs after `timeout` seconds (None: no limit)."""
+        if self._result is not None:
+            return self._result
+        limit = _wait_ms(timeout)
+        result = _lib.exec_result_p()
+        err = _lib.asp_error()
+        start = _now_ms()
+        while True:
+            left = _SLICE_MS if limit is None else max(0, min(_SLICE_MS, limit - (_now_ms() - start)))
+            h = self._enter()
+            try:
+                if self._result is not None:
+                    return self._result
+                rc = lib.asp_proc_wait(byref(result), h, left, byref(err))
+                if rc == 0:
+                    try:
+                        self._result = _result(result)
+                    finally:
+                        lib.asp_exec_result_free(result)
+                    return self._result
+            finally:
+                self._leave()
+            if rc == ErrorCode.ETIMEOUT and (limit is None or _now_ms() - start < limit) \
+                    and not self._closing:
+                continue
+            _check(rc, err)
+
+    @property
+    def returncode(self):
+        """The exit code once wait() returned, else None (as subprocess.Popen's)."""
+        return None if self._result is None else self._result.exit_code
+
+    def close(self):
+        """Kill the command if it still runs (its whole process group), free the handle."""
+        with self._lock:
+            if self._handle is None:
+                return
+            self._closing = True
+            while self._busy:
+                self._idle.wait()
+            handle, self._handle = self._handle, None
+        lib.asp_proc_free(handle)
+        if self._cancel is not None:
+            self._cancel._release()
+            self._cancel = None
+        sb = self._sandbox
+        with sb._lock:
+            sb._procs.discard(self)
+
+    @property
+    def closed(self):
+        return self._handle is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None and not self._busy:
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 - interpreter shutdown
+                pass
+
+    def __repr__(self):
+        state = "closed" if self._handle is None else "ended" if self._result else "running"
+        return f"<asp.Process {state}{' pty' if self.pty else ''}>"
+
+
+def _wait_ms(timeout):
+    """A wait's timeout in ms: None (no limit) stays None; 0 is a look."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or \
+            not timeout >= 0 or timeout == math.inf:
+        raise InvalidArgument(f"timeout: expected a number of seconds >= 0 or None, got {timeout!r}")
+    return min(math.ceil(timeout * 1000), 2**31 - 1)
+
+
+def _now_ms():
+    import time
+    return int(time.monotonic() * 1000)
 
 
 def _result(r):

@@ -45,6 +45,8 @@ ASP_BG_RUNNING = 1  # asp_bg_state
 ASP_BG_EXITED = 2
 ASP_BG_LOST = 3
 ASP_BG_FOREVER = 0xffffffff
+ASP_PROC_OPTIONS_VERSION = 1
+ASP_PROC_PTY = 0x1
 
 UINT_MAX = 2**32 - 1
 SIZE_MAX = 2**(8 * ctypes.sizeof(c_size_t)) - 1
@@ -82,11 +84,16 @@ class _asp_bg_list(Structure):
     pass
 
 
+class _asp_proc(Structure):
+    pass
+
+
 sandbox_p = POINTER(_asp_sandbox)
 cancel_p = POINTER(_asp_cancel)
 exec_result_p = POINTER(_asp_exec_result)
 list_p = POINTER(_asp_list)
 bg_list_p = POINTER(_asp_bg_list)
+proc_p = POINTER(_asp_proc)
 error_p = POINTER(asp_error)
 
 
@@ -172,6 +179,22 @@ class asp_exec_options(Structure):
         ("max_output", c_size_t),
         ("stdin_fd", c_int),
         ("flags", c_uint),
+    ]
+
+
+class asp_proc_options(Structure):
+    _fields_ = [
+        ("version", c_uint),
+        ("call", asp_call_options),  # cancel token; timeout_ms bounds the start only
+        ("cwd", c_char_p),
+        ("env", POINTER(c_char_p)),
+        ("kill_after_ms", c_uint),
+        ("kill_grace_ms", c_uint),
+        ("max_output", c_size_t),
+        ("flags", c_uint),  # ASP_PROC_PTY
+        ("term", c_char_p),
+        ("cols", c_uint),
+        ("rows", c_uint),
     ]
 
 
@@ -285,6 +308,17 @@ PROTOTYPES = {
     "asp_bg_list_count": (c_size_t, [bg_list_p]),
     "asp_bg_list_get": (POINTER(asp_bg_entry), [bg_list_p, c_size_t]),
     "asp_bg_list_free": (None, [bg_list_p]),
+    "asp_proc_options_init": (c_int, [POINTER(asp_proc_options), c_uint]),
+    "asp_proc_start": (c_int, [POINTER(proc_p), sandbox_p, c_char_p, POINTER(asp_proc_options),
+                               error_p]),
+    "asp_proc_write": (c_int, [proc_p, c_void_p, c_size_t, error_p]),
+    "asp_proc_close_stdin": (c_int, [proc_p, error_p]),
+    "asp_proc_read": (c_int, [POINTER(c_size_t), POINTER(c_int), proc_p, c_void_p, c_size_t, c_int,
+                              error_p]),
+    "asp_proc_signal": (c_int, [proc_p, c_char_p, error_p]),
+    "asp_proc_resize": (c_int, [proc_p, c_uint, c_uint, error_p]),
+    "asp_proc_wait": (c_int, [POINTER(exec_result_p), proc_p, c_int, error_p]),
+    "asp_proc_free": (None, [proc_p]),
 }
 
 

@@ -32,7 +32,7 @@ import threading
 
 from . import _core
 from ._core import Cancel
-from .errors import InvalidArgument
+from .errors import AspTimeout, InvalidArgument
 
 DEFAULT_CONNECTIONS = 4       # libasp's default max_connections
 OPEN_THREADS = 64             # opens (handshakes) that run at once, for the whole process
@@ -275,6 +275,23 @@ class AsyncSandbox:
             raise exc
         return result
 
+    async def start(self, command, **kwargs):
+        """Sandbox.start as a coroutine: an AsyncProcess (the same keywords: cwd, env, pty,
+        term, cols, rows, timeout, kill_grace, max_output, cancel, deadline). Close it
+        (``async with``, or ``await proc.close()``): a command still running is killed."""
+        if self._closing:
+            raise InvalidArgument("the sandbox is closed")
+        fut = asyncio.wrap_future(self._pool.submit(functools.partial(self.sandbox.start, command,
+                                                                      **kwargs)))
+        try:
+            proc = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            await _settle(fut)
+            if not fut.cancelled() and fut.exception() is None:
+                await asyncio.get_running_loop().run_in_executor(None, fut.result().close)
+            raise
+        return AsyncProcess(proc)
+
     def stream(self, command, *, buffer=STREAM_BUFFER, cancel=None, **kwargs):
         """Run `command` and iterate its output: ``async for stream, chunk in it``;
         ``it.result`` is the ExecResult once the loop ends (an error of the call is
@@ -291,6 +308,110 @@ class AsyncSandbox:
             raise TypeError("stream() delivers the output itself: no on_output")
         buffer = _core._int(buffer, "buffer", 1, 1 << 62)
         return Stream(self, command, buffer, cancel, kwargs)
+
+
+_PROC_SLICE = 0.2  # seconds: a read or wait in a worker thread returns this often
+
+
+class AsyncProcess:
+    """A running command with a handle, for asyncio (AsyncSandbox.start): the methods of
+    asp.Process as coroutines, on two threads of its own (a read never waits for a write, nor
+    for the sandbox's other calls). ``async for stream, data in proc`` reads to the end.
+    Cancelling a read or wait loses nothing: the output a cancelled read took in is returned
+    by the next one, and the result is kept."""
+
+    def __init__(self, process):
+        self.process = process  # the asp.Process underneath
+        self._pool = concurrent.futures.ThreadPoolExecutor(2, "asp-aio-proc")
+        self._held = None       # a chunk a cancelled read took in
+
+    async def _call(self, fn, *args):
+        return await asyncio.wrap_future(self._pool.submit(fn, *args))
+
+    @property
+    def pty(self):
+        return self.process.pty
+
+    @property
+    def returncode(self):
+        return self.process.returncode
+
+    async def write(self, data):
+        await self._call(self.process.write, data)
+
+    async def close_stdin(self):
+        await self._call(self.process.close_stdin)
+
+    async def signal(self, sig):
+        await self._call(self.process.signal, sig)
+
+    async def kill(self):
+        await self._call(self.process.kill)
+
+    async def resize(self, cols, rows):
+        await self._call(self.process.resize, cols, rows)
+
+    async def read(self, size=65536, timeout=None):
+        """(stream, bytes), None at the end; asp.AspTimeout after `timeout` seconds without output."""
+        if self._held is not None:
+            chunk, self._held = self._held, None
+            return chunk
+        loop = asyncio.get_running_loop()
+        until = None if timeout is None else loop.time() + timeout
+        while True:
+            left = _PROC_SLICE if until is None else max(0.0, min(_PROC_SLICE, until - loop.time()))
+            fut = asyncio.wrap_future(self._pool.submit(self.process.read, size, left))
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                await _settle(fut)
+                if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
+                    self._held = fut.result()
+                raise
+            except AspTimeout:
+                if until is not None and loop.time() >= until:
+                    raise
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        chunk = await self.read()
+        if chunk is None:
+            raise StopAsyncIteration
+        return chunk
+
+    async def wait(self, timeout=None):
+        """The ExecResult; asp.AspTimeout while it still runs after `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        until = None if timeout is None else loop.time() + timeout
+        while True:
+            left = _PROC_SLICE if until is None else max(0.0, min(_PROC_SLICE, until - loop.time()))
+            fut = asyncio.wrap_future(self._pool.submit(self.process.wait, left))
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                await _settle(fut)
+                raise
+            except AspTimeout:
+                if until is not None and loop.time() >= until:
+                    raise
+
+    async def close(self):
+        """Kill the command if it still runs, free the handle. Idempotent."""
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, self.process.close)
+        finally:
+            self._pool.shutdown(wait=False)
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    def __repr__(self):
+        return repr(self.process).replace("asp.Process", "asp.aio.AsyncProcess")
 
 
 class _Buffer:

@@ -12,13 +12,13 @@
 import assert from 'node:assert/strict';
 
 import asp, {
-	AspError, READ_ALL, Sandbox, checkConfig, codes, findConfig, libraryPath, load, open, readConfig,
+	AspError, Process, READ_ALL, Sandbox, checkConfig, codes, findConfig, libraryPath, load, open, readConfig,
 	version,
 } from 'libasp';
 import type {
 	AspErrorCode, CString, CallOptions, DirEntry, ExecOptions, ExecResult, FileType, MkdirOptions,
-	OpenOptions, OutputStream, ReadOptions, RemoveOptions, SandboxInfo, Stat, WriteOptions, BgStartOptions,
-	BgReadOptions, BgStatus, BgOutput, BgProcess,
+	OpenOptions, OutputStream, ProcessChunk, ReadOptions, RemoveOptions, SandboxInfo, StartOptions, Stat,
+	WriteOptions, BgStartOptions, BgReadOptions, BgStatus, BgOutput, BgProcess,
 } from 'libasp';
 
 type Keys<T> = Record<keyof T, true>;
@@ -34,12 +34,12 @@ const SANDBOX_INFO = {
 	kex: true, cipher: true, mac: true, serverBanner: true, fileTransport: true,
 } satisfies Keys<SandboxInfo>;
 const MODULE = {
-	open: true, findConfig: true, readConfig: true, checkConfig: true, AspError: true, Sandbox: true, READ_ALL: true,
+	open: true, findConfig: true, readConfig: true, checkConfig: true, AspError: true, Sandbox: true, Process: true, READ_ALL: true,
 	version: true, libraryPath: true, codes: true, load: true,
 } satisfies Keys<typeof asp>;
 const SANDBOX_METHODS = {
 	read: true, write: true, exec: true, stat: true, mkdir: true, list: true, remove: true,
-	rename: true, warm: true, info: true, close: true, workspace: true, configPath: true, closed: true,
+	rename: true, warm: true, info: true, close: true, workspace: true, configPath: true, closed: true, start: true,
 	bgStart: true, bgRead: true, bgSignal: true, bgWait: true, bgRemove: true, bgList: true,
 } satisfies Keys<Sandbox>;
 
@@ -110,6 +110,16 @@ async function main(config: string): Promise<void> {
 		assert.ok(sb instanceof Sandbox);
 		for (const key of Object.keys(SANDBOX_METHODS))
 			assert.ok(key in sb, `Sandbox.${key}`);
+		const startOpts: StartOptions = { pty: false, timeout: 60000 };
+		const proc: Process = await sb.start('cat', startOpts);
+		assert.ok(proc instanceof Process);
+		await proc.write('x\n');
+		const chunk: ProcessChunk | null = await proc.read({ timeout: 30000 });
+		assert.ok(chunk !== null && chunk.stream === 'stdout');
+		await proc.closeStdin();
+		const ended: ExecResult = await proc.wait({ timeout: 30000 });
+		assert.equal(ended.exitCode, 0);
+		await proc.close();
 		const ws: string = sb.workspace;
 		const cp: string = sb.configPath;
 		const closed: boolean = sb.closed;

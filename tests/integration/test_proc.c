@@ -1,0 +1,499 @@
+/*
+ * test_proc.c - running commands with a handle (asp_proc_*) against a real
+ * sshd: stdin written while the command runs, output read as it comes,
+ * close of stdin, signals to the process group, waits with a timeout, a
+ * pseudo-terminal (tty, size and resize, TERM, Ctrl-C), several procs on
+ * one connection beside asp_exec, free of a running proc, hostile input.
+ *
+ * The fixture's sandbox is this machine: processes are looked for locally
+ * (helpers.h: find_process_under the suite's sshd, pid_alive, wait_gone),
+ * by a sleep argument unique to the test process.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "asp.h"
+#include "fixture/fixture.h"
+#include "helpers.h"
+#include "tiers.h"
+
+static fx_sshd fx;
+
+static void proc_setup(void)
+{
+	suite_sshd_start(&fx);
+}
+
+static void proc_teardown(void)
+{
+	fx_sshd_stop(&fx);
+}
+
+/* Long enough only to detect a hang. */
+static long hang_ms(void)
+{
+	return 20000 * fx_slowdown();
+}
+
+static asp_proc *start(asp_sandbox *sb, const char *cmd, const asp_proc_options *o)
+{
+	asp_error e = { 0 };
+	asp_proc *p = NULL;
+	int rc = asp_proc_start(&p, sb, cmd, o, &e);
+
+	ASSERT_OK(rc, e, cmd);
+	ck_assert_ptr_nonnull(p);
+	return p;
+}
+
+static void write_ok(asp_proc *p, const char *text)
+{
+	asp_error e = { 0 };
+	int rc = asp_proc_write(p, text, strlen(text), &e);
+
+	ASSERT_OK(rc, e, "asp_proc_write");
+}
+
+/*
+ * Read until the output so far holds `needle`; fails on the end or a hang.
+ * Returns the output read (malloc'd), and the stream of its last piece.
+ */
+static char *read_until(asp_proc *p, const char *needle, asp_stream *last)
+{
+	size_t len = 0, cap = 1 << 16;
+	char *acc = calloc(1, cap + 1);
+	long long until = fx_now_ms() + hang_ms();
+
+	ck_assert_ptr_nonnull(acc);
+	while (!strstr(acc, needle)) {
+		asp_error e = { 0 };
+		size_t got = 0;
+		asp_stream s = 0;
+		int rc;
+
+		ck_assert_msg(fx_now_ms() < until, "no \"%s\" in the output; so far: %s", needle, acc);
+		ck_assert_msg(len < cap, "output too long without \"%s\"", needle);
+		rc = asp_proc_read(&got, &s, p, acc + len, cap - len, 200, &e);
+		if (rc == ASP_ETIMEOUT)
+			continue;
+		ASSERT_OK(rc, e, "asp_proc_read");
+		ck_assert_msg(got > 0, "the output ended without \"%s\": %s", needle, acc);
+		len += got;
+		acc[len] = '\0';
+		if (last)
+			*last = s;
+	}
+	return acc;
+}
+
+static asp_exec_result *wait_ok(asp_proc *p)
+{
+	asp_error e = { 0 };
+	asp_exec_result *r = NULL;
+	int rc = asp_proc_wait(&r, p, (int)hang_ms(), &e);
+
+	ASSERT_OK(rc, e, "asp_proc_wait");
+	ck_assert_ptr_nonnull(r);
+	return r;
+}
+
+/* A process of this test (its unique sleep argument) under the suite's sshd. */
+static pid_t find_sleep(const char *arg)
+{
+	char needle[64];
+	long long until = fx_now_ms() + hang_ms();
+	pid_t pid;
+
+	snprintf(needle, sizeof(needle), "sleep %s", arg);
+	while (!(pid = find_process_under(needle, fx.pid)))
+		if (fx_now_ms() > until)
+			ck_abort_msg("no process \"%s\" appeared", needle);
+		else
+			fx_sleep_ms(20);
+	return pid;
+}
+
+/* ================================================================== tests */
+
+START_TEST(test_proc_cat_interactive)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_proc *p = start(sb, "cat", NULL);
+	asp_exec_result *r;
+	asp_stream s = 0;
+	char *out;
+	size_t len;
+
+	/* Each write comes back before the next is written: the command runs between them. */
+	write_ok(p, "one\n");
+	out = read_until(p, "one\n", &s);
+	ck_assert_str_eq(out, "one\n");
+	ck_assert_int_eq(s, ASP_STDOUT);
+	free(out);
+	write_ok(p, "two\n");
+	write_ok(p, "three\n");
+	out = read_until(p, "three\n", NULL);
+	ck_assert_str_eq(out, "two\nthree\n");
+	free(out);
+	/* EOF on stdin ends cat, with exit 0; the result keeps every byte. */
+	ck_assert_int_eq(asp_proc_close_stdin(p, NULL), ASP_OK);
+	ck_assert_int_eq(asp_proc_close_stdin(p, NULL), ASP_OK); /* again: nothing more */
+	r = wait_ok(p);
+	assert_exited(r, 0);
+	ck_assert_mem_eq(asp_exec_result_output(r, ASP_STDOUT, &len), "one\ntwo\nthree\n", 14);
+	ck_assert_uint_eq(len, 14);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_output_as_it_comes)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	char cmd[128], *out;
+	asp_exec_result *r;
+	asp_error e = { 0 };
+	size_t got;
+	asp_stream s = 0;
+	asp_proc *p;
+	int rc;
+
+	/* The second line waits for a file the test makes once it has read the first. */
+	snprintf(cmd, sizeof(cmd), "echo first; echo err >&2; while [ ! -e go-%d ]; do sleep 0.05; done; "
+		 "echo second; exit 3", (int)getpid());
+	p = start(sb, cmd, NULL);
+	/* Both streams, in turns: the two lines come in either order. */
+	out = read_until(p, "err\n", &s);
+	if (!strstr(out, "first\n")) {
+		free(out);
+		out = read_until(p, "first\n", &s);
+	}
+	free(out);
+	/* Nothing more until told: a read with a short timeout says so, and the command runs on. */
+	rc = asp_proc_read(&got, NULL, p, cmd, sizeof(cmd), 0, &e);
+	ASSERT_ERR(rc, e, ASP_ETIMEOUT, "still running");
+	rc = asp_proc_wait(&r, p, 0, &e);
+	ASSERT_ERR(rc, e, ASP_ETIMEOUT, "still running");
+	snprintf(cmd, sizeof(cmd), "go-%d", (int)getpid());
+	put(sb, cmd, "");
+	out = read_until(p, "second\n", NULL);
+	free(out);
+	r = wait_ok(p);
+	assert_exited(r, 3);
+	assert_stream(r, ASP_STDOUT, "first\nsecond\n", 13);
+	assert_stream(r, ASP_STDERR, "err\n", 4);
+	asp_exec_result_free(r);
+	/* The result is taken once. */
+	rc = asp_proc_wait(&r, p, 0, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "taken");
+	/* After the end, a read says so. */
+	ck_assert_int_eq(asp_proc_read(&got, NULL, p, cmd, sizeof(cmd), 0, NULL), ASP_OK);
+	ck_assert_uint_eq(got, 0);
+	asp_proc_free(p);
+	remove_ok(sb, cmd, 0);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_signal_term_kills_group)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	char cmd[128], arg[32];
+	asp_exec_result *r;
+	asp_error e = { 0 };
+	pid_t child, bg;
+	asp_proc *p;
+
+	/* A child in the background and one in the foreground: both in the group. */
+	snprintf(arg, sizeof(arg), "32.%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "sleep 1%s & sleep %s", arg, arg);
+	p = start(sb, cmd, NULL);
+	child = find_sleep(arg);
+	{
+		char bga[40];
+		snprintf(bga, sizeof(bga), "1%s", arg);
+		bg = find_sleep(bga);
+	}
+	ck_assert(pid_alive(child) && pid_alive(bg));
+	ASSERT_OK(asp_proc_signal(p, "TERM", &e), e, "asp_proc_signal");
+	ck_assert_msg(wait_gone(child, hang_ms()), "the foreground sleep survived TERM");
+	ck_assert_msg(wait_gone(bg, hang_ms()), "the background sleep survived TERM");
+	r = wait_ok(p);
+	ck_assert_int_eq(asp_exec_result_signal(r), 15);
+	ck_assert_int_eq(asp_exec_result_exit_code(r), -1);
+	ck_assert_int_eq(asp_exec_result_cancelled(r), 0);
+	asp_exec_result_free(r);
+	/* Signalling a proc that ended sends nothing, and is no error. */
+	ASSERT_OK(asp_proc_signal(p, "SIGKILL", &e), e, "signal after the end");
+	asp_proc_free(p);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_free_kills_running)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	char cmd[128], arg[32];
+	pid_t pid;
+	asp_proc *p;
+
+	snprintf(arg, sizeof(arg), "33.%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "sleep %s; echo never", arg);
+	p = start(sb, cmd, NULL);
+	pid = find_sleep(arg);
+	ck_assert(pid_alive(pid));
+	asp_proc_free(p);
+	ck_assert_msg(wait_gone(pid, hang_ms()), "asp_proc_free left the command running");
+	/* The handle goes on. */
+	asp_exec_result *r = run(sb, "echo ok");
+	assert_stream(r, ASP_STDOUT, "ok\n", 3);
+	asp_exec_result_free(r);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_pty)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_proc_options o = ASP_PROC_OPTIONS_INIT;
+	asp_exec_result *r;
+	asp_error e = { 0 };
+	char *out, line[64], arg[32];
+	asp_proc *p;
+	pid_t pid;
+
+	o.flags = ASP_PROC_PTY;
+	o.cols = 91;
+	o.rows = 17;
+	o.term = "vt100";
+	/* A shell reading commands from the terminal, one line at a time. */
+	p = start(sb, "while IFS= read -r l; do eval \"$l\"; done", &o);
+	write_ok(p, "tty; echo TERM=$TERM; stty size; echo oops >&2\n");
+	out = read_until(p, "\noops\r\n", NULL); /* not the echo of the line typed */
+	ck_assert_msg(strstr(out, "/dev/pts/"), "tty did not name a pseudo-terminal: %s", out);
+	ck_assert_msg(strstr(out, "TERM=vt100\r\n"), "TERM not set: %s", out);
+	ck_assert_msg(strstr(out, "17 91\r\n"), "stty size is not 17 91: %s", out);
+	free(out);
+	ASSERT_OK(asp_proc_resize(p, 120, 40, &e), e, "asp_proc_resize");
+	write_ok(p, "stty size\n");
+	out = read_until(p, "40 120\r\n", NULL);
+	free(out);
+	/* Ctrl-C is a byte: it interrupts the foreground program (and the shell it runs in). */
+	snprintf(arg, sizeof(arg), "36.%d", (int)getpid());
+	snprintf(line, sizeof(line), "sleep %s\n", arg);
+	write_ok(p, line);
+	pid = find_sleep(arg); /* running: the line was read, the ^C cannot flush it */
+	write_ok(p, "\x03");
+	ck_assert_msg(wait_gone(pid, hang_ms()), "Ctrl-C left sleep running");
+	r = wait_ok(p);
+	ck_assert_msg(asp_exec_result_signal(r) == 2 || asp_exec_result_exit_code(r) == 130,
+		      "Ctrl-C: exit %d, signal %d", asp_exec_result_exit_code(r), asp_exec_result_signal(r));
+	ck_assert_uint_eq(asp_exec_result_output_total(r, ASP_STDERR), 0);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_pty_ctrl_c_sleep)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_proc_options o = ASP_PROC_OPTIONS_INIT;
+	char cmd[64], arg[32];
+	asp_exec_result *r;
+	pid_t pid;
+	asp_proc *p;
+
+	o.flags = ASP_PROC_PTY;
+	snprintf(arg, sizeof(arg), "34.%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "sleep %s", arg);
+	p = start(sb, cmd, &o);
+	pid = find_sleep(arg);
+	write_ok(p, "\x03");
+	ck_assert_msg(wait_gone(pid, hang_ms()), "Ctrl-C left sleep running");
+	r = wait_ok(p);
+	ck_assert_int_ne(asp_exec_result_exit_code(r), 0);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_several_on_one_connection)
+{
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_proc *p[3];
+	asp_exec_result *r;
+	char *out, line[16];
+	int i;
+
+	oo.config_path = fx.config;
+	oo.max_connections = 1;
+	test_open_options(&oo);
+	asp_sandbox *sb = sb_open_opts(&oo);
+	for (i = 0; i < 3; i++)
+		p[i] = start(sb, "cat", NULL);
+	/* While all three run on the one connection, an exec runs too. */
+	r = run(sb, "echo beside");
+	assert_stream(r, ASP_STDOUT, "beside\n", 7);
+	asp_exec_result_free(r);
+	for (i = 2; i >= 0; i--) {
+		snprintf(line, sizeof(line), "proc %d\n", i);
+		write_ok(p[i], line);
+	}
+	for (i = 0; i < 3; i++) {
+		snprintf(line, sizeof(line), "proc %d\n", i);
+		out = read_until(p[i], line, NULL);
+		ck_assert_str_eq(out, line);
+		free(out);
+	}
+	r = run(sb, "echo again");
+	assert_stream(r, ASP_STDOUT, "again\n", 6);
+	asp_exec_result_free(r);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(asp_proc_close_stdin(p[i], NULL), ASP_OK);
+		r = wait_ok(p[i]);
+		assert_exited(r, 0);
+		asp_exec_result_free(r);
+		asp_proc_free(p[i]);
+	}
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_kill_after_and_cancel)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_proc_options o = ASP_PROC_OPTIONS_INIT;
+	asp_exec_result *r;
+	asp_cancel *c = NULL;
+	char cmd[64], arg[32];
+	pid_t pid;
+	asp_proc *p;
+
+	snprintf(arg, sizeof(arg), "35.%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "sleep %s", arg);
+	o.kill_after_ms = 300;
+	p = start(sb, cmd, &o);
+	r = wait_ok(p);
+	ck_assert_int_eq(asp_exec_result_timed_out(r), 1);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+
+	ck_assert_int_eq(asp_cancel_new(&c, NULL), ASP_OK);
+	o.kill_after_ms = 0;
+	o.call.cancel = c;
+	p = start(sb, cmd, &o);
+	pid = find_sleep(arg);
+	asp_cancel_trigger(c);
+	r = wait_ok(p);
+	ck_assert_int_eq(asp_exec_result_cancelled(r), 1);
+	ck_assert_msg(wait_gone(pid, hang_ms()), "cancel left sleep running");
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_cancel_free(c);
+	asp_close(sb);
+}
+END_TEST
+
+START_TEST(test_proc_hostile_input)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_proc_options o = ASP_PROC_OPTIONS_INIT;
+	asp_exec_result *r = NULL;
+	asp_error e = { 0 };
+	asp_proc *p = NULL;
+	char buf[8];
+	size_t got;
+	int rc;
+
+	rc = asp_proc_start(NULL, sb, "true", NULL, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	rc = asp_proc_start(&p, sb, NULL, NULL, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	o.flags = 0x80;
+	rc = asp_proc_start(&p, sb, "true", &o, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "asp_proc_options.flags");
+	o.flags = ASP_PROC_PTY;
+	o.term = "xterm; rm -rf /";
+	rc = asp_proc_start(&p, sb, "true", &o, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "asp_proc_options.term");
+	o.term = NULL;
+	o.cols = 100000;
+	rc = asp_proc_start(&p, sb, "true", &o, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "columns");
+	o = (asp_proc_options)ASP_PROC_OPTIONS_INIT;
+	o.version = 99;
+	rc = asp_proc_start(&p, sb, "true", &o, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "asp_proc_options.version");
+	ck_assert_ptr_null(p);
+
+	p = start(sb, "cat", NULL);
+	rc = asp_proc_write(NULL, "x", 1, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	rc = asp_proc_write(p, NULL, 1, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	rc = asp_proc_read(&got, NULL, p, buf, 0, 0, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "0 bytes");
+	rc = asp_proc_read(&got, NULL, p, buf, sizeof(buf), -5, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "timeout_ms");
+	rc = asp_proc_read(NULL, NULL, p, buf, sizeof(buf), 0, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	rc = asp_proc_signal(p, "NOPE", &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "NOPE is not a signal name");
+	rc = asp_proc_signal(p, "15", &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "not a signal name");
+	rc = asp_proc_signal(p, "TERM; rm -rf ~", &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "not a signal name");
+	rc = asp_proc_signal(p, NULL, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	rc = asp_proc_resize(p, 80, 24, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "no terminal");
+	rc = asp_proc_wait(NULL, p, 0, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "invalid argument");
+	rc = asp_proc_wait(&r, p, -2, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "timeout_ms");
+	ck_assert_int_eq(asp_proc_close_stdin(p, NULL), ASP_OK);
+	rc = asp_proc_write(p, "x", 1, &e);
+	ASSERT_ERR(rc, e, ASP_EINVAL, "stdin was closed");
+	r = wait_ok(p);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_proc_free(NULL);
+
+	/* A missing cwd is reported by the wait, as asp_exec reports it. */
+	o = (asp_proc_options)ASP_PROC_OPTIONS_INIT;
+	o.cwd = "no-such-dir-for-proc";
+	p = start(sb, "true", &o);
+	rc = asp_proc_wait(&r, p, (int)hang_ms(), &e);
+	ASSERT_ERR(rc, e, ASP_ENOENT, "no-such-dir-for-proc");
+	asp_proc_free(p);
+	asp_close(sb);
+}
+END_TEST
+
+Suite *suite_proc(void)
+{
+	Suite *s = suite_create("proc");
+	TCase *tc = tcase_create("proc");
+
+	tcase_add_unchecked_fixture(tc, proc_setup, proc_teardown);
+	tcase_set_timeout(tc, 90);
+	tcase_add_test(tc, test_proc_cat_interactive);
+	tcase_add_test(tc, test_proc_output_as_it_comes);
+	tcase_add_test(tc, test_proc_signal_term_kills_group);
+	tcase_add_test(tc, test_proc_free_kills_running);
+	tcase_add_test(tc, test_proc_pty);
+	tcase_add_test(tc, test_proc_pty_ctrl_c_sleep);
+	tcase_add_test(tc, test_proc_several_on_one_connection);
+	tcase_add_test(tc, test_proc_hostile_input);
+	suite_add_tcase(s, tc);
+
+	tc = slow_case(s, "proc-slow", FIXTURE_UNCHECKED, proc_setup, proc_teardown, 90);
+	tcase_add_test(tc, test_proc_kill_after_and_cancel);
+	return s;
+}
