@@ -316,8 +316,11 @@ typedef struct asf_image {
 /*
  * Before anything is created: the image is in the engine's local store (never
  * pulled), of this host's OS and architecture, its /bin/sh runs; whose sshd
- * will run (opts->sshd). -1 with e saying what is wrong and what to do.
+ * will run (opts->sshd). -1 with e saying what is wrong and what to do;
+ * ASF_IMAGE_ENGINE_FAILED when the engine could not run the probe at all.
  */
+/* image_check's return when the engine could not run the probe at all (exit 125). */
+#define ASF_IMAGE_ENGINE_FAILED (-2)
 int image_check(const asf_up_opts *opts, asf_image *img, asf_err *e);
 /* The host's sshd, its libraries and loader, copied into DIR/sshd-kit; recorded in st. */
 int image_kit(const char *dir, cJSON *st, asf_err *e);

@@ -158,6 +158,15 @@ int image_check(const asf_up_opts *opts, asf_image *img, asf_err *e)
 	argv_free(&a);
 	if (rc)
 		return -1;
+	if (!strstr(o.out, "asf-probe-shell\n") && o.status == 125) {
+		/* 125: the engine itself could not run a container (a runtime it cannot use, ...). */
+		one_line(said, sizeof(said), *o.err ? o.err : o.out);
+		out_free(&o);
+		asf_fail(e, "%s could not start a container%s%s (%s exit 125: %s); nothing was created",
+			 asf_engine, opts->runtime ? " with --runtime " : "", opts->runtime ? opts->runtime : "",
+			 asf_engine, said[0] ? said : "no output");
+		return ASF_IMAGE_ENGINE_FAILED;
+	}
 	if (!strstr(o.out, "asf-probe-shell\n")) {
 		one_line(said, sizeof(said), *o.err ? o.err : o.out);
 		out_free(&o);

@@ -1574,6 +1574,7 @@ int cmd_up(const asf_up_opts *opts)
 {
 	up_ctx c;
 	asf_err e = { "" };
+	int rc;
 
 	memset(&c, 0, sizeof(c));
 	c.o = opts;
@@ -1596,8 +1597,14 @@ int cmd_up(const asf_up_opts *opts)
 	}
 	if (name_free(&c, &e))
 		goto refused;
-	if (!c.kube && opts->image && !opts->manifest_only && image_check(opts, &c.img, &e))
-		goto refused;
+	if (!c.kube && opts->image && !opts->manifest_only && (rc = image_check(opts, &c.img, &e))) {
+		if (rc != ASF_IMAGE_ENGINE_FAILED)
+			goto refused;
+		/* Not the input's fault: the engine's, as when create fails (exit 1). */
+		fprintf(stderr, "asf-provision: up %s: %s\n", opts->name, e.msg);
+		cJSON_Delete(c.allow);
+		return 1;
+	}
 	if (build(&c, &e)) {
 		fprintf(stderr, "asf-provision: up %s: %s\n", opts->name, e.msg);
 		if (c.st)

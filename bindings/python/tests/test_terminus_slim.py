@@ -486,8 +486,17 @@ def against(config, cwd=None):
         with asp.open(config) as sb:
             where = f"{cwd}/calc/calc.py" if cwd else "calc/calc.py"
             tc.assertEqual(sb.read_text(where), "def add(a, b):\n    return a + b\n")
-            r = sb.exec(f"grep -l -a -- '[{name[0]}]{name[1:]}' /proc/[0-9]*/cmdline "
-                        "2>/dev/null; echo scanned", timeout=60)
+            # The watchdog of a command that named the session (a send-keys) leaves within its
+            # half-second poll after the command: look again for a while before calling it left.
+            scan = (f"for f in $(grep -l -a -- '[{name[0]}]{name[1:]}' /proc/[0-9]*/cmdline "
+                    "2>/dev/null); do printf '%s: ' \"$f\"; tr '\\0' ' ' < \"$f\"; echo; done; "
+                    "echo scanned")
+            until = time.monotonic() + 20
+            while True:
+                r = sb.exec(scan, timeout=60)
+                if r.stdout.decode() == "scanned\n" or time.monotonic() > until:
+                    break
+                time.sleep(0.5)
             tc.assertEqual(r.stdout.decode(), "scanned\n", "processes naming the session are left")
     except AssertionError as e:
         print(f"FAIL terminus-slim: {e}")
