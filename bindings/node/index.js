@@ -904,25 +904,6 @@ function bgStatusFrom(st) {
 	};
 }
 
-/* NAME=value entries of an env object, as C strings (exec and bgStart). */
-function envEntries(envObj) {
-	const env = [];
-	if (envObj === undefined || envObj === null)
-		return env;
-	if (typeof envObj !== 'object')
-		throw new TypeError('env must be an object of NAME: value');
-	for (const [name, value] of Object.entries(envObj)) {
-		if (value === undefined)
-			continue;
-		if (name.includes('='))
-			throw einval(`env name ${JSON.stringify(name)} contains '='`);
-		const v = typeof value === 'string' || value instanceof Uint8Array ? value : String(value);
-		env.push(cstr(Buffer.concat([Buffer.from(`${name}=`, 'utf8'), bytesOf(v, `env ${name}`)]),
-			`env ${name}`));
-	}
-	return env;
-}
-
 function bgId(id) {
 	if (typeof id !== 'string')
 		throw new TypeError('id must be a string');
@@ -1169,7 +1150,7 @@ class Sandbox {
 		const cmd = cstr(command, 'command');
 		const name = optCstr(opts.name, 'name');
 		const cwd = optCstr(opts.cwd, 'cwd');
-		const env = envEntries(opts.env);
+		const env = envArray(opts.env);
 		const keep = u64(opts.keep, 'keep', 0n);
 		const call = callSpec('bgStart', opts);
 		return this._run('bgStart', (h) => withCall(call, async (co) => {

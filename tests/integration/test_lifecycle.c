@@ -174,9 +174,9 @@ END_TEST
 /* The login shells of the interop suite (tests/integration/test_interop.c), under OpenSSH. */
 static const char *const shell_users[] = { "asp-sh-dash", "asp-sh-busybox", "asp-sh-zsh" };
 
-START_TEST(shell_harness_killed)
+/* OpenSSH with `user`'s login shell; primed: the command in a primed shell. */
+static void shell_case(const char *user, int primed)
 {
-	const char *user = shell_users[_i];
 	char extra[64];
 
 	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
@@ -184,8 +184,13 @@ START_TEST(shell_harness_killed)
 	snprintf(fx.user, sizeof(fx.user), "%s", user);
 	ck_assert_int_eq(fx_run("chown %s: '%s'", user, fx.workspace), 0);
 	ck_assert_int_eq(fx_write_config(&fx, fx.config, NULL), 0);
-	harness_killed();
+	harness_killed_as(primed);
 	fx_sshd_stop(&fx);
+}
+
+START_TEST(shell_harness_killed)
+{
+	shell_case(shell_users[_i], 0);
 }
 END_TEST
 
@@ -200,16 +205,7 @@ END_TEST
 
 START_TEST(shell_primed_harness_killed)
 {
-	const char *user = shell_users[_i];
-	char extra[64];
-
-	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
-	ck_assert_int_eq(fx_sshd_start_with(&fx, extra), 0);
-	snprintf(fx.user, sizeof(fx.user), "%s", user);
-	ck_assert_int_eq(fx_run("chown %s: '%s'", user, fx.workspace), 0);
-	ck_assert_int_eq(fx_write_config(&fx, fx.config, NULL), 0);
-	harness_killed_as(1);
-	fx_sshd_stop(&fx);
+	shell_case(shell_users[_i], 1);
 }
 END_TEST
 

@@ -11,10 +11,10 @@ const assert = require('node:assert/strict');
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
-const { after, before, describe, it } = require('node:test');
+const { describe, it } = require('node:test');
 
 const asp = require('..');
-const { startSshd } = require('./sshd-fixture.js');
+const { sandboxPerFile } = require('./sshd-fixture.js');
 
 const HANG_MS = 30000; /* a hang detector, not a timing */
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -51,16 +51,9 @@ function pidIn(file) {
 let fx;
 let sb;
 
-before(async () => {
-	fx = await startSshd();
-	sb = await asp.open({ config: fx.config });
-});
-
-after(async () => {
-	if (sb)
-		await sb.close();
-	if (fx)
-		await fx.stop();
+sandboxPerFile((f, s) => {
+	fx = f;
+	sb = s;
 });
 
 async function readAll(id, offset = 0) {

@@ -7,26 +7,19 @@
 
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
-const { after, before, beforeEach, afterEach, describe, it } = require('node:test');
+const { beforeEach, afterEach, describe, it } = require('node:test');
 
 const asp = require('..');
-const { startSshd } = require('./sshd-fixture.js');
+const { sandboxPerFile } = require('./sshd-fixture.js');
 
 let fx;
 let sb;
 let dir;
 let fifo;
 
-before(async () => {
-	fx = await startSshd();
-	sb = await asp.open({ config: fx.config });
-});
-
-after(async () => {
-	if (sb)
-		await sb.close();
-	if (fx)
-		await fx.stop();
+sandboxPerFile((f, s) => {
+	fx = f;
+	sb = s;
 });
 
 beforeEach(async () => {

@@ -9,24 +9,17 @@
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { after, before, describe, it } = require('node:test');
+const { describe, it } = require('node:test');
 
 const asp = require('..');
-const { startSshd } = require('./sshd-fixture.js');
+const { sandboxPerFile } = require('./sshd-fixture.js');
 
 let fx;
 let sb;
 
-before(async () => {
-	fx = await startSshd();
-	sb = await asp.open({ config: fx.config });
-});
-
-after(async () => {
-	if (sb)
-		await sb.close();
-	if (fx)
-		await fx.stop();
+sandboxPerFile((f, s) => {
+	fx = f;
+	sb = s;
 });
 
 /* fn() rejects (or throws) a TypeError whose message names key. */

@@ -8,26 +8,19 @@
 
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const { after, before, describe, it } = require('node:test');
+const { describe, it } = require('node:test');
 
 const asp = require('..');
-const { startSshd } = require('./sshd-fixture.js');
+const { sandboxPerFile } = require('./sshd-fixture.js');
 
 const HANG = 30_000; // ms: a hang detector, not a timing
 
 let fx;
 let sb;
 
-before(async () => {
-	fx = await startSshd();
-	sb = await asp.open({ config: fx.config });
-});
-
-after(async () => {
-	if (sb)
-		await sb.close();
-	if (fx)
-		await fx.stop();
+sandboxPerFile((f, s) => {
+	fx = f;
+	sb = s;
 });
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

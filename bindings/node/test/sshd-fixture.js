@@ -225,4 +225,27 @@ async function startSshd(extraSshdConfig = '', opts = {}) {
 	return new Sshd(extraSshdConfig, opts).start();
 }
 
-module.exports = { startSshd, Sshd, TEST_USER, program };
+/*
+ * One fixture and one sandbox for a whole test file: started before its first
+ * test, closed after its last. set(fx, sb) hands them to the file's variables.
+ */
+function sandboxPerFile(set, openOptions = {}) {
+	const { before, after } = require('node:test');
+	const asp = require('..');
+	let fx;
+	let sb;
+
+	before(async () => {
+		fx = await startSshd();
+		sb = await asp.open({ config: fx.config, ...openOptions });
+		set(fx, sb);
+	});
+	after(async () => {
+		if (sb)
+			await sb.close();
+		if (fx)
+			await fx.stop();
+	});
+}
+
+module.exports = { startSshd, Sshd, TEST_USER, program, sandboxPerFile };
