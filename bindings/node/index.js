@@ -665,6 +665,26 @@ function execResult(r) {
 
 /* ------------------------------------------------------------ running commands with a handle */
 
+/*
+ * Run body(owner._h) as one of owner's tracked calls (owner._inflight), so
+ * that its close() can wait for it; refused once owner is closed.
+ */
+function runTracked(owner, what, noun, body) {
+	if (owner.closed)
+		return Promise.reject(einval(`${what}: the ${noun} is closed`));
+	let p;
+	try {
+		p = body(owner._h);
+	} catch (e) {
+		return Promise.reject(e);
+	}
+	owner._inflight.add(p);
+	const done = () => owner._inflight.delete(p);
+	p.then(done, done);
+	return p;
+}
+
+
 const PROC_SLICE_MS = 200; // a read or wait returns to JS this often (close() need not wait long)
 
 /*
@@ -691,18 +711,7 @@ class Process {
 	}
 
 	_run(what, body) {
-		if (this.closed)
-			return Promise.reject(einval(`${what}: the process is closed`));
-		let p;
-		try {
-			p = body(this._h);
-		} catch (e) {
-			return Promise.reject(e);
-		}
-		this._inflight.add(p);
-		const done = () => this._inflight.delete(p);
-		p.then(done, done);
-		return p;
+		return runTracked(this, what, 'process', body);
 	}
 
 	/** Send bytes (or a string, as UTF-8) to stdin; resolves once sent, never waits for a reply. */
@@ -984,18 +993,7 @@ class Sandbox {
 	 * they call _run before their first await, so tracking starts at the call.
 	 */
 	_run(what, body) {
-		if (this.closed)
-			return Promise.reject(einval(`${what}: the sandbox is closed`));
-		let p;
-		try {
-			p = body(this._h);
-		} catch (e) {
-			return Promise.reject(e);
-		}
-		this._inflight.add(p);
-		const done = () => this._inflight.delete(p);
-		p.then(done, done);
-		return p;
+		return runTracked(this, what, 'sandbox', body);
 	}
 
 	/**
