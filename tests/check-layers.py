@@ -250,7 +250,7 @@ class Tree:
                         definer.setdefault(name, (path, ln))
         out = {}
         for path, inf in self.info.items():
-            root, rel, incs = inf[0], inf[1], inf[2]
+            root, incs = inf[0], inf[2]
             a = self.module[path]
             for inc, ln in incs:
                 base = [p for p in self.info if os.path.basename(p) == os.path.basename(inc)]

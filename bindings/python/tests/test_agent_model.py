@@ -221,6 +221,7 @@ class TestModelLoop(unittest.TestCase):
         r = run_agent(fx.dir, TASK, **model_env(model.url))
         out, err = r.stdout.decode(), r.stderr.decode()
         self.assertEqual(r.returncode, 0, err)
+        self.assertIn("Gave up.", out)  # the model's last word reaches the user
         bodies = model.bodies()
         self.assertEqual(len(bodies), 3)
         results = [m["content"] for m in bodies[2]["messages"] if m["role"] == "tool"]
