@@ -1,15 +1,16 @@
 /*
  * pool.c - connection pool. One operation owns a connection at a time
  * (libssh2 sessions are not thread-safe), so N threads use up to `max`
- * connections in parallel and the rest wait for one to come back. A small
- * maintenance thread sends keepalives on idle connections and closes those
- * idle for longer than idle_close_s.
+ * connections in parallel and the rest wait for one to come back. One
+ * maintenance thread for the whole process sends keepalives on every pool's
+ * idle connections and closes those idle for longer than idle_close_s.
  */
 #include "pool.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -18,7 +19,6 @@
 struct asp_pool {
 	pthread_mutex_t mu;
 	pthread_cond_t returned;  /* a connection came back or a slot freed */
-	pthread_cond_t wake;      /* wakes the maintenance thread */
 	const asp_conn_params *params;
 	asp_conn **idle;          /* a stack: the most recently used on top */
 	asp_conn **doomed;        /* the maintenance thread's list of connections to close */
@@ -27,8 +27,9 @@ struct asp_pool {
 	unsigned int max;
 	unsigned int idle_close_s;
 	int stopping;
-	int have_thread;
-	pthread_t thread;
+	/* Under reg_mu: in the maintenance thread's list, and being maintained right now. */
+	int registered, busy;
+	asp_pool *next, *prev;
 	/*
 	 * Connections that carry running commands with a handle (proc.c), and
 	 * how many each: such a one is never closed for idleness or reused
@@ -108,26 +109,123 @@ static void close_all(asp_conn **conns, unsigned int n)
 		asp__conn_close(conns[--n]);
 }
 
-static void *maintenance(void *arg)
+/*
+ * The maintenance thread: one for the process, however many pools (a
+ * harness may drive a thousand sandboxes, each its own handle). A pool
+ * joins its list when it first connects (a handle that never connects
+ * costs nothing) and leaves it in asp__pool_free. Once a second the thread
+ * runs each pool's maintain() under that pool's lock, and closes what it
+ * took out after unlocking. It never holds reg_mu and a pool's lock at
+ * once: it marks the pool busy under reg_mu, and asp__pool_free waits for
+ * that mark to clear before it unlinks the pool, so no pool is touched
+ * after its free returns. The thread ends when the last pool leaves, and
+ * that pool's free joins it: a process that closed its handles has no
+ * library thread. reg_gen tells a thread whether it is still the current
+ * one (a pool may join while the previous thread is on its way out).
+ */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t reg_cv; /* monotonic: wakes the thread early (its end), and waits on busy pools */
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+static asp_pool *reg_head;
+static int reg_running;
+static unsigned long reg_gen;
+static pthread_t reg_thread;
+
+static void reg_init(void)
 {
-	asp_pool *p = arg;
-	struct timespec ts;
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&reg_cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static void maintain_one(asp_pool *p)
+{
+	unsigned int n;
 
 	pthread_mutex_lock(&p->mu);
-	while (!p->stopping) {
-		unsigned int n;
-		abs_deadline(&ts, 1000);
-		pthread_cond_timedwait(&p->wake, &p->mu, &ts);
-		if (p->stopping || !(n = maintain(p, p->doomed)))
-			continue;
-		pthread_mutex_unlock(&p->mu);
-		asp__log(p->params->log, ASP_LOG_INFO, "pool: closing %u idle connection(s) (idle too long, or dead)",
-			 n);
-		close_all(p->doomed, n);
-		pthread_mutex_lock(&p->mu);
-	}
+	n = p->stopping ? 0 : maintain(p, p->doomed);
 	pthread_mutex_unlock(&p->mu);
+	if (!n)
+		return;
+	asp__log(p->params->log, ASP_LOG_INFO, "pool: closing %u idle connection(s) (idle too long, or dead)", n);
+	close_all(p->doomed, n);
+}
+
+static void *maintenance(void *arg)
+{
+	unsigned long gen = (unsigned long)(uintptr_t)arg;
+	struct timespec ts;
+
+	pthread_mutex_lock(&reg_mu);
+	while (reg_gen == gen) {
+		asp_pool *p;
+		abs_deadline(&ts, 1000);
+		pthread_cond_timedwait(&reg_cv, &reg_mu, &ts);
+		for (p = reg_head; p && reg_gen == gen; p = p->next) {
+			p->busy = 1;
+			pthread_mutex_unlock(&reg_mu);
+			maintain_one(p);
+			pthread_mutex_lock(&reg_mu);
+			p->busy = 0;
+			pthread_cond_broadcast(&reg_cv); /* a free may wait for this pool */
+		}
+	}
+	pthread_mutex_unlock(&reg_mu);
 	return NULL;
+}
+
+/* Under p->mu (order: a pool's lock, then reg_mu): the pool joins the thread's list. */
+static void reg_join(asp_pool *p)
+{
+	pthread_once(&reg_once, reg_init);
+	pthread_mutex_lock(&reg_mu);
+	if (!p->registered) {
+		if (!reg_running && pthread_create(&reg_thread, NULL, maintenance,
+						   (void *)(uintptr_t)(reg_gen + 1)) == 0) {
+			reg_gen++;
+			reg_running = 1;
+		}
+		p->registered = 1;
+		p->prev = NULL;
+		p->next = reg_head;
+		if (reg_head)
+			reg_head->prev = p;
+		reg_head = p;
+	}
+	pthread_mutex_unlock(&reg_mu);
+}
+
+/* Not under p->mu: the pool leaves the list; the last one out ends the thread and joins it. */
+static void reg_leave(asp_pool *p)
+{
+	pthread_t t;
+	int join = 0;
+
+	pthread_mutex_lock(&reg_mu);
+	if (p->registered) {
+		while (p->busy)
+			pthread_cond_wait(&reg_cv, &reg_mu);
+		if (p->prev)
+			p->prev->next = p->next;
+		else
+			reg_head = p->next;
+		if (p->next)
+			p->next->prev = p->prev;
+		p->registered = 0;
+		if (!reg_head && reg_running) {
+			reg_gen++; /* the thread sees it is no longer the current one */
+			reg_running = 0;
+			t = reg_thread;
+			join = 1;
+			pthread_cond_broadcast(&reg_cv);
+		}
+	}
+	pthread_mutex_unlock(&reg_mu);
+	if (join)
+		pthread_join(t, NULL);
 }
 
 int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int max,
@@ -150,17 +248,9 @@ int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int ma
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&p->returned, &ca);
-	pthread_cond_init(&p->wake, &ca);
 	pthread_condattr_destroy(&ca);
 	*out = p;
 	return 0;
-}
-
-static void start_maintenance(asp_pool *p)
-{
-	/* Started with the first connection, so a handle that never connects costs no thread. */
-	if (!p->have_thread && pthread_create(&p->thread, NULL, maintenance, p) == 0)
-		p->have_thread = 1;
 }
 
 /* Close a connection taken out of the pool, without holding the lock. */
@@ -184,7 +274,7 @@ static int connect_slot(asp_pool *p, asp_conn **out, const asp_cancel *cancel, u
 	unsigned int n = ++p->total;
 	int rc;
 
-	start_maintenance(p);
+	reg_join(p);
 	pthread_mutex_unlock(&p->mu);
 	/* Never under the lock: a log callback may take a lock of its own (Python's GIL). */
 	asp__log(p->params->log, ASP_LOG_INFO, "pool: opening connection %u of at most %u", n, p->max);
@@ -444,10 +534,8 @@ void asp__pool_free(asp_pool *p)
 		return;
 	pthread_mutex_lock(&p->mu);
 	p->stopping = 1;
-	pthread_cond_broadcast(&p->wake);
 	pthread_mutex_unlock(&p->mu);
-	if (p->have_thread)
-		pthread_join(p->thread, NULL);
+	reg_leave(p);
 	for (i = 0; i < p->nidle; i++)
 		asp__conn_close(p->idle[i]);
 	/* Orphans whose commands were never freed (a caller's error; asp_close says so). */
@@ -456,7 +544,6 @@ void asp__pool_free(asp_pool *p)
 			asp__conn_close(p->held[i].c);
 	asp__free(p->held);
 	pthread_cond_destroy(&p->returned);
-	pthread_cond_destroy(&p->wake);
 	pthread_mutex_destroy(&p->mu);
 	asp__free(p->idle);
 	asp__free(p->doomed);

@@ -60,7 +60,7 @@ unsigned long asp__pool_takes(asp_pool *p);
 /* Return a connection; a dead one is closed and its slot freed. */
 void asp__pool_put(asp_pool *p, asp_conn *c);
 
-/* Close every connection and stop the maintenance thread. Accepts NULL. */
+/* Close every connection; the pool leaves the maintenance thread (the last one ends it). Accepts NULL. */
 void asp__pool_free(asp_pool *p);
 
 #endif

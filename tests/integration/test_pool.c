@@ -1433,6 +1433,93 @@ START_TEST(test_close_closes_idle_connections)
 }
 END_TEST
 
+/* ------------------------------------------------- 8. one maintenance thread for every handle */
+
+/* Threads of this process (/proc/self/task), -1 when it cannot be read. */
+static int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	if (!d)
+		return -1;
+	while ((e = readdir(d)) != NULL)
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Wait up to ms for the thread count to become `want`; the last count seen. */
+static int wait_threads(int want, unsigned int ms)
+{
+	int n = thread_count();
+
+	for (unsigned int waited = 0; n != want && waited < ms; waited += 20) {
+		fx_sleep_ms(20);
+		n = thread_count();
+	}
+	return n;
+}
+
+#define MANY_HANDLES 12
+
+/*
+ * A harness driving many sandboxes from one process: every handle's pool
+ * is kept by one maintenance thread, not one each. Its idle closes still
+ * reach every handle, handles closed in any order leave it running for
+ * the others, and once the last one is closed no library thread is left.
+ */
+START_TEST(test_many_handles_one_thread)
+{
+	asp_sandbox *sb[MANY_HANDLES];
+	int base, n, i, open_now;
+	static const int order[MANY_HANDLES] = { 5, 0, 11, 3, 8, 1, 10, 2, 7, 4, 9, 6 };
+
+	server_up(NULL);
+	base = thread_count();
+	ck_assert_int_gt(base, 0);
+	for (i = 0; i < MANY_HANDLES; i++) {
+		char *out;
+		/* The last six close their idle connections after a second (the first may before the last opens). */
+		sb[i] = open_sandbox((sb_opts){ .max_connections = 1, .idle_close_s = i < 6 ? 3600 : 1 });
+		out = exec_stdout(sb[i], "echo hi");
+		ck_assert_str_eq(out, "hi\n");
+		free(out);
+	}
+	n = thread_count();
+	ck_assert_msg(n == base + 1, "%d handles connected: %d threads, %d before (one per handle is %d)",
+		      MANY_HANDLES, n, base, base + MANY_HANDLES);
+
+	/* The six handles with idle_close_s=1 lose their connections, the others keep theirs. */
+	open_now = wait_value(established_to_server, MANY_HANDLES - 6, 6000);
+	ck_assert_msg(open_now == MANY_HANDLES - 6, "%d connections open after the idle close of six handles, "
+		      "expected %d", open_now, MANY_HANDLES - 6);
+
+	for (i = 0; i < MANY_HANDLES; i++) {
+		asp_close(sb[order[i]]);
+		if (i < MANY_HANDLES - 1)
+			ck_assert_int_eq(thread_count(), base + 1);
+	}
+	n = wait_threads(base, (unsigned int)(5000 * fx_slowdown()));
+	ck_assert_msg(n == base, "%d threads after every handle closed, %d before the first opened", n, base);
+	ck_assert_int_eq(wait_value(established_to_server, 0, 3000), 0);
+
+	/* A handle opened afterwards gets a thread again, and its idle close works. */
+	sb[0] = open_sandbox((sb_opts){ .idle_close_s = 1 });
+	{
+		char *out = exec_stdout(sb[0], "echo again");
+		ck_assert_str_eq(out, "again\n");
+		free(out);
+	}
+	ck_assert_int_eq(thread_count(), base + 1);
+	ck_assert_int_eq(wait_value(established_to_server, 0, 6000), 0);
+	asp_close(sb[0]);
+	ck_assert_int_eq(thread_count(), base);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 Suite *suite_pool(void)
@@ -1465,6 +1552,7 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_warm_lazy_and_cancelled);
 	tcase_add_test(tc, test_warm_after_server_loss);
 	tcase_add_test(tc, test_close_closes_idle_connections);
+	tcase_add_test(tc, test_many_handles_one_thread);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "pool-slow", FIXTURE_CHECKED, setup, teardown, 240);
 	tcase_add_loop_test(slow, test_threads_share_one_sandbox, 1, 2); /* max_connections = 1 */
