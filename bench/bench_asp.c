@@ -565,6 +565,10 @@ static void scale_handles(void)
  * `configs` each): open, exec `sleep 1; echo i`, write 4 KiB, read it back
  * (content checked), close. The API blocks, so one caller thread per
  * sandbox; a sampler thread records the process's peak thread count.
+ * With workers=W, W threads drive them all instead (many_worker): the
+ * command runs with a handle (asp_proc_start), and a worker opens its next
+ * sandbox or looks at its running commands (asp_proc_wait with 0) rather
+ * than wait on one, so the threads do not grow with n.
  */
 enum { MANY_OPEN, MANY_EXEC, MANY_WRITE, MANY_READ, MANY_CLOSE, MANY_PHASES };
 static const char *many_phase[MANY_PHASES] = { "open", "exec", "write", "read", "close" };
@@ -572,6 +576,7 @@ static const char *many_phase[MANY_PHASES] = { "open", "exec", "write", "read", 
 typedef struct many_ctx {
 	char (*paths)[512];
 	double (*ms)[MANY_PHASES];
+	long n, workers;
 	_Atomic long next;
 	_Atomic int done;
 	_Atomic long peak_threads;
@@ -605,38 +610,54 @@ static void *many_sampler(void *arg)
 	return NULL;
 }
 
-static void *many_one(void *arg)
+/* Sandbox i's data, command, expected output and file name. */
+static void many_item(long i, unsigned char data[4096], char cmd[64], char want[32], char name[64])
 {
-	many_ctx *m = arg;
-	long i = m->next++;
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
-	asp_exec_result *r;
-	asp_sandbox *sb;
-	unsigned char data[4096], *back;
-	char cmd[64], want[32], name[64];
-	const unsigned char *out;
-	size_t len;
-	asp_error e;
-	double t;
-
-	for (size_t k = 0; k < sizeof(data); k++)
+	for (size_t k = 0; k < 4096; k++)
 		data[k] = (unsigned char)(i * 31 + k * 7);
-	snprintf(cmd, sizeof(cmd), "sleep 1; echo %ld", i);
-	snprintf(want, sizeof(want), "%ld\n", i);
-	snprintf(name, sizeof(name), "m-%ld.bin", i);
+	snprintf(cmd, 64, "sleep 1; echo %ld", i);
+	snprintf(want, 32, "%ld\n", i);
+	snprintf(name, 64, "m-%ld.bin", i);
+}
+
+static asp_sandbox *many_open(many_ctx *m, long i)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb;
+	asp_error e;
+	double t = now_ms();
+
 	o.config_path = m->paths[i];
 	o.max_connections = 1;
 	o.connect_timeout_ms = SCALE_CONNECT_MS; /* as asyncssh's login_timeout, 120 s */
-	t = now_ms();
 	check(asp_open(&sb, &o, &e), &e, m->paths[i]);
 	m->ms[i][MANY_OPEN] = now_ms() - t;
-	t = now_ms();
-	check(asp_exec(&r, sb, cmd, NULL, &e), &e, "exec");
+	return sb;
+}
+
+static void many_check_exec(long i, asp_exec_result *r)
+{
+	const unsigned char *out;
+	char want[32];
+	size_t len;
+
+	snprintf(want, sizeof(want), "%ld\n", i);
 	out = asp_exec_result_output(r, ASP_STDOUT, &len);
 	if (asp_exec_result_exit_code(r) != 0 || len != strlen(want) || memcmp(out, want, len))
 		die("exec %ld: exit %d, %zu bytes of output", i, asp_exec_result_exit_code(r), len);
 	asp_exec_result_free(r);
-	m->ms[i][MANY_EXEC] = now_ms() - t;
+}
+
+/* After the command: write 4 KiB, read it back, close. */
+static void many_finish(many_ctx *m, long i, asp_sandbox *sb)
+{
+	unsigned char data[4096], *back;
+	char cmd[64], want[32], name[64];
+	size_t len;
+	asp_error e;
+	double t;
+
+	many_item(i, data, cmd, want, name);
 	t = now_ms();
 	check(asp_write(sb, name, data, sizeof(data), NULL, &e), &e, "write");
 	m->ms[i][MANY_WRITE] = now_ms() - t;
@@ -649,6 +670,86 @@ static void *many_one(void *arg)
 	t = now_ms();
 	asp_close(sb);
 	m->ms[i][MANY_CLOSE] = now_ms() - t;
+}
+
+static void *many_one(void *arg)
+{
+	many_ctx *m = arg;
+	long i = m->next++;
+	asp_exec_result *r;
+	asp_sandbox *sb;
+	unsigned char data[4096];
+	char cmd[64], want[32], name[64];
+	asp_error e;
+	double t;
+
+	many_item(i, data, cmd, want, name);
+	sb = many_open(m, i);
+	t = now_ms();
+	check(asp_exec(&r, sb, cmd, NULL, &e), &e, "exec");
+	many_check_exec(i, r);
+	m->ms[i][MANY_EXEC] = now_ms() - t;
+	many_finish(m, i, sb);
+	return NULL;
+}
+
+/*
+ * One of `workers` threads: sandboxes are taken from the shared counter;
+ * each is opened and its command started with a handle, then the worker
+ * goes on (the next open, or a look at what runs). A finished command's
+ * sandbox gets its write, read and close. With nothing new, it naps 5 ms.
+ */
+static void *many_worker(void *arg)
+{
+	many_ctx *m = arg;
+	long cap = m->n / m->workers + 2, nrun = 0;
+	struct run {
+		long i;
+		asp_sandbox *sb;
+		asp_proc *p;
+		double t;
+	} *run = calloc((size_t)cap, sizeof(*run));
+
+	if (!run)
+		die("calloc");
+	for (;;) {
+		int progress = 0;
+		long i = nrun < cap ? m->next++ : m->n;
+
+		if (i < m->n) {
+			unsigned char data[4096];
+			char cmd[64], want[32], name[64];
+			asp_error e;
+
+			many_item(i, data, cmd, want, name);
+			run[nrun].i = i;
+			run[nrun].sb = many_open(m, i);
+			run[nrun].t = now_ms();
+			check(asp_proc_start(&run[nrun].p, run[nrun].sb, cmd, NULL, &e), &e, "proc_start");
+			nrun++;
+			progress = 1;
+		} else if (nrun == 0) {
+			break;
+		}
+		for (long k = 0; k < nrun; k++) {
+			asp_exec_result *r;
+			asp_error e;
+			int rc = asp_proc_wait(&r, run[k].p, 0, &e);
+
+			if (rc == ASP_ETIMEOUT)
+				continue;
+			check(rc, &e, "proc_wait");
+			m->ms[run[k].i][MANY_EXEC] = now_ms() - run[k].t;
+			many_check_exec(run[k].i, r);
+			asp_proc_free(run[k].p);
+			many_finish(m, run[k].i, run[k].sb);
+			run[k--] = run[--nrun];
+			progress = 1;
+		}
+		if (!progress)
+			bench_pause(5);
+	}
+	free(run);
 	return NULL;
 }
 
@@ -661,7 +762,7 @@ static int cmp_d(const void *a, const void *b)
 
 static void many(void)
 {
-	long n = arg_l("n", 10), count = 0;
+	long n = arg_l("n", 10), count = 0, workers = arg_l("workers", 0);
 	const char *list = arg_s("configs", NULL);
 	many_ctx m = { 0 };
 	FILE *f = list ? fopen(list, "r") : NULL;
@@ -691,9 +792,11 @@ static void many(void)
 	bench_thread_start(&sampler, many_sampler, &m);
 	c0 = cpu_s();
 	w0 = now_ms();
-	for (long i = 0; i < n; i++)
-		bench_thread_start(&th[i], many_one, &m);
-	for (long i = 0; i < n; i++)
+	m.n = n;
+	m.workers = workers > 0 && workers < n ? workers : n;
+	for (long i = 0; i < m.workers; i++)
+		bench_thread_start(&th[i], workers > 0 ? many_worker : many_one, &m);
+	for (long i = 0; i < m.workers; i++)
 		bench_thread_join(&th[i]);
 	wall = (now_ms() - w0) / 1e3;
 	cpu = cpu_s() - c0;

@@ -359,6 +359,9 @@ PEERS = [
     Peer("libasp", [os.path.join(BUILD, "bench", "bench_asp")],
          {"lat", "conc", "bulk", "cold", "wan", "scale", "many"},
          check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
+    Peer("libasp (16 threads)", [os.path.join(BUILD, "bench", "bench_asp"), "workers=16",
+                                 "peer=libasp (16 threads)"],
+         {"many"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
     Peer("libasp (1 connection)", [os.path.join(BUILD, "bench", "bench_asp"), "bulk_conns=1",
                                    "peer=libasp (1 connection)"],
          {"bulk"}, check=_exists(os.path.join(BUILD, "bench", "bench_asp"), "bench_asp")),
@@ -384,12 +387,12 @@ PEERS = [
          check=lambda: (shutil.which("ssh") is not None, "no ssh client")),
 ]
 # Row order in the tables; names the programs report.
-ORDER = ["libasp", "libasp (non-atomic)", "libasp (1 connection)", "libssh2", "asyncssh", "paramiko", "node ssh2",
+ORDER = ["libasp", "libasp (16 threads)", "libasp (non-atomic)", "libasp (1 connection)", "libssh2", "asyncssh", "paramiko", "node ssh2",
          "node libasp", "node libasp (non-atomic)", "python libasp", "python libasp (non-atomic)",
          "ssh ControlMaster", "ssh fresh", "asp-exec master", "asp-exec --no-master",
          "local /bin/true", "sftp", "sftp (one session)", "scp"]
 # Rows that are libasp itself, or no SSH client at all: not peers in "best peer" comparisons.
-OURS = {"libasp", "libasp (non-atomic)", "libasp (1 connection)", "node libasp", "node libasp (non-atomic)", "python libasp",
+OURS = {"libasp", "libasp (16 threads)", "libasp (non-atomic)", "libasp (1 connection)", "node libasp", "node libasp (non-atomic)", "python libasp",
         "python libasp (non-atomic)", "asp-exec master", "asp-exec --no-master", "local /bin/true"}
 
 
