@@ -7,7 +7,7 @@
  *   bench_asp workload=cold start_dir=DIR iters=20
  *   bench_asp workload=scale_conns config=... workspace=DIR n=10 [fill=warm|callers]
  *   bench_asp workload=scale_handles configs=FILE n=10
- *   bench_asp workload=many configs=FILE n=100
+ *   bench_asp workload=many configs=FILE n=100 [workers=W]
  *
  * Prints JSON lines (bench_common.h). Connection setup is outside every
  * timed section except in `cold`.
