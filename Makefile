@@ -115,7 +115,7 @@ ASP_EXEC_DIR    := tools/asp-exec
 ASP_EXEC_COMMON := $(addprefix $(ASP_EXEC_DIR)/,opts.c client.c proto.c rundir.c sha256.c signals.c util.c)
 # libasp's discovery is libc only; the front compiles it, the core links it from libasp.
 ASP_EXEC_FRONT  := $(ASP_EXEC_DIR)/front.c libasp/config/discover.c
-ASP_EXEC_CORE   := $(addprefix $(ASP_EXEC_DIR)/,core.c run.c json.c pump.c check.c master.c progress.c bg.c)
+ASP_EXEC_CORE   := $(addprefix $(ASP_EXEC_DIR)/,core.c run.c json.c pump.c tty.c check.c master.c progress.c bg.c)
 ASP_EXEC        := $(BUILD)/bin/asp-exec $(BUILD)/bin/asp-exec-core
 
 tools: $(ASP_EXEC)

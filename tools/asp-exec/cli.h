@@ -28,6 +28,7 @@
  *   run.c       one request on an open sandbox -> exit status (core)
  *   json.c      the --json rendering of a result (core)
  *   pump.c      a blocking stdin turned into a pipe libasp can poll (core)
+ *   tty.c       --tty: the command on a pseudo-terminal, this terminal raw (core)
  *   progress.c  --read/--write progress on a terminal (core)
  *   check.c     --check (core)
  *   master.c    the master: one asp_sandbox, a socket, a thread per request (core)
@@ -66,6 +67,8 @@ typedef struct cli_request {
 	int mkdirs;              /* CLI_WRITE: create missing parent directories */
 	int quiet;               /* CLI_READ, CLI_WRITE: no progress on a terminal */
 	unsigned int timeout_ms; /* CLI_EXEC: 0 means none */
+	int tty;                 /* CLI_EXEC: --tty given this many times (2: even when stdin is no
+				    terminal). Never sent to a master: --tty runs directly (opts.c) */
 	char *cwd;               /* CLI_EXEC: NULL means the workspace */
 	char **env;              /* CLI_EXEC: "NAME=value" entries; NULL-terminated, never NULL */
 	char **args;             /* CLI_EXEC: the COMMAND words (one word is shell text);
@@ -206,6 +209,23 @@ void cli_io_cancel(cli_io *io, int sig);
 
 /* Run the request; returns asp-exec's exit status. Messages go to io->err. */
 int cli_run(asp_sandbox *sb, const cli_request *req, cli_io *io);
+
+/*
+ * The shell text for the COMMAND words: one word is shell text already,
+ * several are quoted and joined (malloc'd; NULL when out of memory).
+ */
+char *cli_command_text(char *const *args);
+/* A shell's view of a result: the exit code, 128 + N for signal N, 124 for a timeout. broken: stdout closed. */
+int cli_exec_status(const asp_exec_result *r, const cli_io *io, int broken);
+/* The exit status of a failed call (rc, e), its message on io->err unless the call was cancelled. */
+int cli_fail(cli_io *io, int rc, const asp_error *e);
+
+/*
+ * --tty (tty.c): run the command on a pseudo-terminal of this terminal's
+ * size and TERM, with io->in in raw mode (restored on every way out) and
+ * its bytes forwarded as they come; returns the exit status.
+ */
+int cli_run_tty(asp_sandbox *sb, const cli_request *req, cli_io *io);
 
 /*
  * Open the sandbox lazily (the first operation connects), as both modes

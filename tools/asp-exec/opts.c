@@ -19,7 +19,7 @@
 enum { OPT_CONFIG = 256, OPT_JSON, OPT_READ, OPT_WRITE, OPT_MKDIRS, OPT_CHECK, OPT_STOP,
 	OPT_PERSIST, OPT_NO_MASTER, OPT_VERSION, OPT_MASTER, OPT_READY_FD, OPT_QUIET,
 	OPT_CONFIG_FD, OPT_BG, OPT_BG_LIST, OPT_BG_OUTPUT, OPT_BG_SIGNAL, OPT_BG_WAIT, OPT_BG_REMOVE, OPT_NAME,
-	OPT_KEEP, OPT_OFFSET, OPT_LIMIT, OPT_SIGNAL };
+	OPT_KEEP, OPT_OFFSET, OPT_LIMIT, OPT_SIGNAL, OPT_TTY };
 
 unsigned int cli_trace_level;
 
@@ -29,6 +29,7 @@ static const struct option long_options[] = {
 	{ "env", required_argument, NULL, 'e' },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "tty", no_argument, NULL, OPT_TTY },
 	{ "read", required_argument, NULL, OPT_READ },
 	{ "write", required_argument, NULL, OPT_WRITE },
 	{ "mkdirs", no_argument, NULL, OPT_MKDIRS },
@@ -59,6 +60,7 @@ static const struct option long_options[] = {
 
 static const char usage_text[] =
 	"usage: asp-exec [options] [--] COMMAND [ARG...]\n"
+	"       asp-exec [options] --tty [--tty] [--] COMMAND [ARG...]\n"
 	"       asp-exec [options] --read PATH [--quiet]\n"
 	"       asp-exec [options] --write PATH [--mkdirs] [--quiet] < DATA\n"
 	"       asp-exec [--config FILE] --check [--json] | --stop\n"
@@ -78,6 +80,9 @@ static const char usage_text[] =
 	"  -t, --timeout SECS    kill the command's process group after SECS (exit 124)\n"
 	"      --json            print one JSON object: exit_code, signal, timed_out,\n"
 	"                        cancelled, stdout, stderr (+ *_encoding), duration_ms\n"
+	"      --tty             run COMMAND on a pseudo-terminal (this terminal's size and\n"
+	"                        TERM; keys go to it raw, Ctrl-C included); twice: even\n"
+	"                        when stdin is not a terminal. Its own connection\n"
 	"      --read PATH       copy the file's bytes to stdout\n"
 	"      --write PATH      replace the file with stdin's bytes, atomically\n"
 	"      --mkdirs          with --write: create missing parent directories\n"
@@ -215,6 +220,9 @@ static int parse_option(cli_options *o, int c, const char *arg, int *modes)
 	case OPT_JSON:
 		req->json = 1;
 		return 0;
+	case OPT_TTY:
+		req->tty += req->tty < 2;
+		return 0;
 	case OPT_READ:
 		return set_path_mode(o, CLI_READ, arg, modes);
 	case OPT_WRITE:
@@ -309,6 +317,12 @@ static int check_combination(const cli_options *o, int modes, int nargs)
 		return 0;
 	if (modes > 1)
 		return usage_error("%s", "--read, --write, --check, --stop and the --bg options exclude each other");
+	if (req->tty && !exec)
+		return usage_error("%s", "--tty applies to commands only, not to --read, --write, --check, "
+				   "--stop or the --bg options");
+	if (req->tty && req->json)
+		return usage_error("%s", "--tty and --json exclude each other: a terminal's output is "
+				   "shown as it comes, --json holds it for one object at the end");
 	if (req->mode == CLI_BG)
 		return check_bg(o, nargs);
 	if (o->bg_name || o->bg_keep || o->bg_offset || o->bg_limit || o->bg_signal)
@@ -357,6 +371,12 @@ int cli_parse(cli_options *o, int argc, char **argv)
 	}
 	if (check_combination(o, modes, argc - optind))
 		return -1;
+	/*
+	 * A master takes a request and the caller's descriptors, not a stream of
+	 * keys and window sizes: --tty runs on its own connection.
+	 */
+	if (o->req->tty)
+		o->no_master = 1;
 	/* The trace is of this process's own connection: a master's calls are not seen from here. */
 	if (o->verbose) {
 		o->no_master = 1;

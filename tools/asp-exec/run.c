@@ -119,7 +119,7 @@ static int cancelled_status(const cli_io *io)
 	return 128 + (sig ? sig : SIGTERM);
 }
 
-static int fail(cli_io *io, int rc, const asp_error *e)
+int cli_fail(cli_io *io, int rc, const asp_error *e)
 {
 	if (rc == ASP_ECANCELLED && asp_cancel_is_triggered(io->cancel))
 		return cancelled_status(io);
@@ -146,8 +146,7 @@ static int on_output(asp_stream stream, const unsigned char *data, size_t len, v
 	return 1; /* cancels the command, as a closed pipe would stop a local one */
 }
 
-/* A shell's view: the exit code, 128 + N for signal N, 124 for a timeout. */
-static int exec_status(const asp_exec_result *r, const cli_io *io, int broken)
+int cli_exec_status(const asp_exec_result *r, const cli_io *io, int broken)
 {
 	if (asp_exec_result_timed_out(r))
 		return CLI_EXIT_TIMEOUT;
@@ -173,11 +172,7 @@ static int print_json(const asp_exec_result *r, cli_io *io, int status)
 	return rc ? 128 + SIGPIPE : status;
 }
 
-/*
- * The shell text for the COMMAND words: one word is shell text already,
- * several are quoted and joined (malloc'd; NULL when out of memory).
- */
-static char *command_text(char *const *args)
+char *cli_command_text(char *const *args)
 {
 	char *quoted = NULL, *text;
 
@@ -200,7 +195,7 @@ static int run_exec(asp_sandbox *sb, const cli_request *req, cli_io *io)
 	asp_exec_result *r = NULL;
 	asp_error e = { 0 };
 	cli_pump *pump;
-	char *command = command_text(req->args);
+	char *command = cli_command_text(req->args);
 	int rc, status;
 
 	if (!command) {
@@ -226,8 +221,8 @@ static int run_exec(asp_sandbox *sb, const cli_request *req, cli_io *io)
 	cli_pump_stop(pump);
 	free(command);
 	if (rc)
-		return fail(io, rc, &e);
-	status = exec_status(r, io, s.broken);
+		return cli_fail(io, rc, &e);
+	status = cli_exec_status(r, io, s.broken);
 	if (req->json)
 		status = print_json(r, io, status);
 	asp_exec_result_free(r);
@@ -255,7 +250,7 @@ static int read_ranges(asp_sandbox *sb, const cli_request *req, cli_io *io, cli_
 
 		if (rc) {
 			cli_progress_end(prog, 0);
-			return fail(io, rc, &e);
+			return cli_fail(io, rc, &e);
 		}
 		rc = cli_write_all(io->out, data, len, io->cancel);
 		asp_free(data);
@@ -353,13 +348,18 @@ static int run_write(asp_sandbox *sb, const cli_request *req, cli_io *io)
 	free(data);
 	cli_progress_set(prog, len, len, NULL);
 	cli_progress_end(prog, rc == 0);
-	return rc ? fail(io, rc, &e) : 0;
+	return rc ? cli_fail(io, rc, &e) : 0;
 }
 
 int cli_run(asp_sandbox *sb, const cli_request *req, cli_io *io)
 {
 	switch (req->mode) {
 	case CLI_EXEC:
+		if (req->tty > 1 || (req->tty && isatty(io->in)))
+			return cli_run_tty(sb, req, io);
+		if (req->tty) /* as ssh -t does */
+			cli_say(io->err, "--tty: stdin is not a terminal, so the command runs without a "
+				"pseudo-terminal (--tty --tty forces one)");
 		return run_exec(sb, req, io);
 	case CLI_READ:
 		return run_read(sb, req, io);
