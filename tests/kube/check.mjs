@@ -171,6 +171,82 @@ if (restrictedPod) {
 				console.log(`ok   self-test: ${policy} "${rule.control}" fails: ${v.join("; ")}`);
 		}
 	}
+	// And the other side of each rule: every value the standard allows for its fields passes it,
+	// so a rule that refuses too much fails here too. The lists are the standard's, written out
+	// again here rather than taken from pss.mjs, so that dropping one there fails here.
+	const stdCaps = ["AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"];
+	const stdSysctls = ["kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_local_reserved_ports",
+		"net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start",
+		"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+		"net.ipv4.tcp_keepalive_probes"];
+	const stdVolumes = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+		"projected", "secret"];
+	const allows = {
+		baseline: {
+			"HostProcess": (p) => {
+				p.spec.securityContext.windowsOptions = { hostProcess: false };
+				ctr(p).securityContext.windowsOptions = { hostProcess: false };
+			},
+			"Host Namespaces": (p) => { Object.assign(p.spec, { hostNetwork: false, hostPID: false, hostIPC: false }); },
+			"Privileged Containers": (p) => { ctr(p).securityContext.privileged = false; },
+			"Capabilities": (p) => { ctr(p).securityContext.capabilities.add = [...stdCaps]; },
+			"HostPath Volumes": (p) => { p.spec.volumes.push({ name: "e", emptyDir: {} }); },
+			"Host Ports": (p) => { ctr(p).ports = [{ containerPort: 2222, hostPort: 0 }]; },
+			"AppArmor": (p) => {
+				p.spec.securityContext.appArmorProfile = { type: "Localhost", localhostProfile: "asf" };
+				ctr(p).securityContext.appArmorProfile = { type: "RuntimeDefault" };
+				p.metadata.annotations = { ...p.metadata.annotations,
+					"container.apparmor.security.beta.kubernetes.io/sshd": "localhost/asf",
+					"container.apparmor.security.beta.kubernetes.io/other": "runtime/default" };
+			},
+			"SELinux": (p) => {
+				p.spec.securityContext.seLinuxOptions = { type: "container_init_t", user: "", role: "", level: "s0:c1" };
+				ctr(p).securityContext.seLinuxOptions = { type: "container_engine_t" };
+			},
+			"/proc Mount Type": (p) => { ctr(p).securityContext.procMount = "Default"; },
+			"Seccomp": (p) => { ctr(p).securityContext.seccompProfile = { type: "Localhost", localhostProfile: "a.json" }; },
+			"Sysctls": (p) => { p.spec.securityContext.sysctls = stdSysctls.map((name) => ({ name, value: "1" })); },
+		},
+		restricted: {
+			"Volume Types": (p) => {
+				for (const t of stdVolumes)
+					p.spec.volumes.push({ name: `v-${t.toLowerCase()}`, [t]: {} });
+			},
+			"Privilege Escalation": (p) => { ctr(p).securityContext.allowPrivilegeEscalation = false; },
+			"Running as Non-root": (p) => {
+				delete p.spec.securityContext.runAsNonRoot;
+				ctr(p).securityContext.runAsNonRoot = true;
+			},
+			"Running as Non-root user": (p) => {
+				delete p.spec.securityContext.runAsUser;
+				ctr(p).securityContext.runAsUser = 1;
+			},
+			"Seccomp": (p) => {
+				p.spec.securityContext.seccompProfile = { type: "Localhost", localhostProfile: "a.json" };
+				delete ctr(p).securityContext.seccompProfile;
+			},
+			"Capabilities": (p) => { ctr(p).securityContext.capabilities = { drop: ["ALL"], add: ["NET_BIND_SERVICE"] }; },
+		},
+	};
+	for (const [policy, rules] of [["baseline", BASELINE], ["restricted", RESTRICTED]]) {
+		for (const rule of rules) {
+			const ok = allows[policy][rule.control];
+			if (!ok) {
+				fail(`self-test: no manifest uses the allowed values of ${policy} "${rule.control}"`);
+				continue;
+			}
+			const p = clone();
+			p.metadata = p.metadata || {};
+			ok(p);
+			const v = [];
+			rule.check(p, v);
+			if (v.length)
+				fail(`self-test: ${policy} "${rule.control}" [${rule.fields}] refused allowed values: ${v.join("; ")}`);
+			else
+				console.log(`ok   self-test: ${policy} "${rule.control}" passes its allowed values`);
+		}
+	}
 	// The schema: a wrong type and an unknown field (a typo of a security field).
 	const p = clone();
 	ctr(p).securityContext.runAsUser = "1000";
