@@ -171,6 +171,48 @@ if (restrictedPod) {
 				console.log(`ok   self-test: ${policy} "${rule.control}" fails: ${v.join("; ")}`);
 		}
 	}
+	// Each other restricted field of a control, broken on its own: the pod-level field where the
+	// control names one, the other host namespaces, an init container, an annotation form.
+	const init = (p) => {
+		p.spec.initContainers = [JSON.parse(JSON.stringify(ctr(p)))];
+		p.spec.initContainers[0].name = "init";
+		return p.spec.initContainers[0];
+	};
+	const more = [
+		["baseline", "HostProcess", (p) => { p.spec.securityContext.windowsOptions = { hostProcess: true }; }],
+		["baseline", "Host Namespaces", (p) => { p.spec.hostNetwork = true; }],
+		["baseline", "Host Namespaces", (p) => { p.spec.hostIPC = true; }],
+		["baseline", "Privileged Containers", (p) => { init(p).securityContext.privileged = true; }],
+		["baseline", "Capabilities", (p) => { init(p).securityContext.capabilities.add = ["NET_RAW"]; }],
+		["baseline", "Host Ports", (p) => { init(p).ports = [{ containerPort: 1, hostPort: 1 }]; }],
+		["baseline", "AppArmor", (p) => { ctr(p).securityContext.appArmorProfile = { type: "Unconfined" }; }],
+		["baseline", "AppArmor", (p) => {
+			p.metadata.annotations = { ...p.metadata.annotations,
+				"container.apparmor.security.beta.kubernetes.io/sshd": "unconfined" };
+		}],
+		["baseline", "SELinux", (p) => { p.spec.securityContext.seLinuxOptions = { user: "system_u" }; }],
+		["baseline", "SELinux", (p) => { ctr(p).securityContext.seLinuxOptions = { role: "system_r" }; }],
+		["baseline", "/proc Mount Type", (p) => { init(p).securityContext.procMount = "Unmasked"; }],
+		["baseline", "Seccomp", (p) => { p.spec.securityContext.seccompProfile = { type: "Unconfined" }; }],
+		["restricted", "Volume Types", (p) => { p.spec.volumes.push({ name: "g", gitRepo: { repository: "x" } }); }],
+		["restricted", "Privilege Escalation", (p) => { init(p).securityContext.allowPrivilegeEscalation = true; }],
+		["restricted", "Running as Non-root", (p) => { ctr(p).securityContext.runAsNonRoot = false; }],
+		["restricted", "Running as Non-root user", (p) => { p.spec.securityContext.runAsUser = 0; }],
+		["restricted", "Seccomp", (p) => { ctr(p).securityContext.seccompProfile = { type: "Unconfined" }; }],
+		["restricted", "Capabilities", (p) => { init(p).securityContext.capabilities.drop = ["NET_RAW"]; }],
+	];
+	for (const [policy, control, brk] of more) {
+		const rule = (policy === "baseline" ? BASELINE : RESTRICTED).find((r) => r.control === control);
+		const p = clone();
+		p.metadata = p.metadata || {};
+		brk(p);
+		const v = [];
+		rule.check(p, v);
+		if (!v.length)
+			fail(`self-test: ${policy} "${control}" [${rule.fields}] did not fail on a Pod that breaks it`);
+		else
+			console.log(`ok   self-test: ${policy} "${control}" fails: ${v.join("; ")}`);
+	}
 	// And the other side of each rule: every value the standard allows for its fields passes it,
 	// so a rule that refuses too much fails here too. The lists are the standard's, written out
 	// again here rather than taken from pss.mjs, so that dropping one there fails here.
