@@ -171,6 +171,124 @@ if (restrictedPod) {
 				console.log(`ok   self-test: ${policy} "${rule.control}" fails: ${v.join("; ")}`);
 		}
 	}
+	// Each other restricted field of a control, broken on its own: the pod-level field where the
+	// control names one, the other host namespaces, an init container, an annotation form.
+	const init = (p) => {
+		p.spec.initContainers = [JSON.parse(JSON.stringify(ctr(p)))];
+		p.spec.initContainers[0].name = "init";
+		return p.spec.initContainers[0];
+	};
+	const more = [
+		["baseline", "HostProcess", (p) => { p.spec.securityContext.windowsOptions = { hostProcess: true }; }],
+		["baseline", "Host Namespaces", (p) => { p.spec.hostNetwork = true; }],
+		["baseline", "Host Namespaces", (p) => { p.spec.hostIPC = true; }],
+		["baseline", "Privileged Containers", (p) => { init(p).securityContext.privileged = true; }],
+		["baseline", "Capabilities", (p) => { init(p).securityContext.capabilities.add = ["NET_RAW"]; }],
+		["baseline", "Host Ports", (p) => { init(p).ports = [{ containerPort: 1, hostPort: 1 }]; }],
+		["baseline", "AppArmor", (p) => { ctr(p).securityContext.appArmorProfile = { type: "Unconfined" }; }],
+		["baseline", "AppArmor", (p) => {
+			p.metadata.annotations = { ...p.metadata.annotations,
+				"container.apparmor.security.beta.kubernetes.io/sshd": "unconfined" };
+		}],
+		["baseline", "SELinux", (p) => { p.spec.securityContext.seLinuxOptions = { user: "system_u" }; }],
+		["baseline", "SELinux", (p) => { ctr(p).securityContext.seLinuxOptions = { role: "system_r" }; }],
+		["baseline", "/proc Mount Type", (p) => { init(p).securityContext.procMount = "Unmasked"; }],
+		["baseline", "Seccomp", (p) => { p.spec.securityContext.seccompProfile = { type: "Unconfined" }; }],
+		["restricted", "Volume Types", (p) => { p.spec.volumes.push({ name: "g", gitRepo: { repository: "x" } }); }],
+		["restricted", "Privilege Escalation", (p) => { init(p).securityContext.allowPrivilegeEscalation = true; }],
+		["restricted", "Running as Non-root", (p) => { ctr(p).securityContext.runAsNonRoot = false; }],
+		["restricted", "Running as Non-root user", (p) => { p.spec.securityContext.runAsUser = 0; }],
+		["restricted", "Seccomp", (p) => { ctr(p).securityContext.seccompProfile = { type: "Unconfined" }; }],
+		["restricted", "Capabilities", (p) => { init(p).securityContext.capabilities.drop = ["NET_RAW"]; }],
+	];
+	for (const [policy, control, brk] of more) {
+		const rule = (policy === "baseline" ? BASELINE : RESTRICTED).find((r) => r.control === control);
+		const p = clone();
+		p.metadata = p.metadata || {};
+		brk(p);
+		const v = [];
+		rule.check(p, v);
+		if (!v.length)
+			fail(`self-test: ${policy} "${control}" [${rule.fields}] did not fail on a Pod that breaks it`);
+		else
+			console.log(`ok   self-test: ${policy} "${control}" fails: ${v.join("; ")}`);
+	}
+	// And the other side of each rule: every value the standard allows for its fields passes it,
+	// so a rule that refuses too much fails here too. The lists are the standard's, written out
+	// again here rather than taken from pss.mjs, so that dropping one there fails here.
+	const stdCaps = ["AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+		"NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"];
+	const stdSysctls = ["kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_local_reserved_ports",
+		"net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start",
+		"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
+		"net.ipv4.tcp_keepalive_probes"];
+	const stdVolumes = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+		"projected", "secret"];
+	const allows = {
+		baseline: {
+			"HostProcess": (p) => {
+				p.spec.securityContext.windowsOptions = { hostProcess: false };
+				ctr(p).securityContext.windowsOptions = { hostProcess: false };
+			},
+			"Host Namespaces": (p) => { Object.assign(p.spec, { hostNetwork: false, hostPID: false, hostIPC: false }); },
+			"Privileged Containers": (p) => { ctr(p).securityContext.privileged = false; },
+			"Capabilities": (p) => { ctr(p).securityContext.capabilities.add = [...stdCaps]; },
+			"HostPath Volumes": (p) => { p.spec.volumes.push({ name: "e", emptyDir: {} }); },
+			"Host Ports": (p) => { ctr(p).ports = [{ containerPort: 2222, hostPort: 0 }]; },
+			"AppArmor": (p) => {
+				p.spec.securityContext.appArmorProfile = { type: "Localhost", localhostProfile: "asf" };
+				ctr(p).securityContext.appArmorProfile = { type: "RuntimeDefault" };
+				p.metadata.annotations = { ...p.metadata.annotations,
+					"container.apparmor.security.beta.kubernetes.io/sshd": "localhost/asf",
+					"container.apparmor.security.beta.kubernetes.io/other": "runtime/default" };
+			},
+			"SELinux": (p) => {
+				p.spec.securityContext.seLinuxOptions = { type: "container_init_t", user: "", role: "", level: "s0:c1" };
+				ctr(p).securityContext.seLinuxOptions = { type: "container_engine_t" };
+			},
+			"/proc Mount Type": (p) => { ctr(p).securityContext.procMount = "Default"; },
+			"Seccomp": (p) => { ctr(p).securityContext.seccompProfile = { type: "Localhost", localhostProfile: "a.json" }; },
+			"Sysctls": (p) => { p.spec.securityContext.sysctls = stdSysctls.map((name) => ({ name, value: "1" })); },
+		},
+		restricted: {
+			"Volume Types": (p) => {
+				for (const t of stdVolumes)
+					p.spec.volumes.push({ name: `v-${t.toLowerCase()}`, [t]: {} });
+			},
+			"Privilege Escalation": (p) => { ctr(p).securityContext.allowPrivilegeEscalation = false; },
+			"Running as Non-root": (p) => {
+				delete p.spec.securityContext.runAsNonRoot;
+				ctr(p).securityContext.runAsNonRoot = true;
+			},
+			"Running as Non-root user": (p) => {
+				delete p.spec.securityContext.runAsUser;
+				ctr(p).securityContext.runAsUser = 1;
+			},
+			"Seccomp": (p) => {
+				p.spec.securityContext.seccompProfile = { type: "Localhost", localhostProfile: "a.json" };
+				delete ctr(p).securityContext.seccompProfile;
+			},
+			"Capabilities": (p) => { ctr(p).securityContext.capabilities = { drop: ["ALL"], add: ["NET_BIND_SERVICE"] }; },
+		},
+	};
+	for (const [policy, rules] of [["baseline", BASELINE], ["restricted", RESTRICTED]]) {
+		for (const rule of rules) {
+			const ok = allows[policy][rule.control];
+			if (!ok) {
+				fail(`self-test: no manifest uses the allowed values of ${policy} "${rule.control}"`);
+				continue;
+			}
+			const p = clone();
+			p.metadata = p.metadata || {};
+			ok(p);
+			const v = [];
+			rule.check(p, v);
+			if (v.length)
+				fail(`self-test: ${policy} "${rule.control}" [${rule.fields}] refused allowed values: ${v.join("; ")}`);
+			else
+				console.log(`ok   self-test: ${policy} "${rule.control}" passes its allowed values`);
+		}
+	}
 	// The schema: a wrong type and an unknown field (a typo of a security field).
 	const p = clone();
 	ctr(p).securityContext.runAsUser = "1000";
