@@ -301,23 +301,34 @@ export function createAspOperations(sandbox, options = {}) {
 			for (const name of forward)
 				if (process.env[name] !== undefined)
 					env[name] = process.env[name];
-			let r;
+			/*
+			 * A running command with a handle: its output goes to pi as it comes, the
+			 * abort and the timeout kill its remote process group (the handle's cancel
+			 * token and kill timer), and its stdin is closed at once, as pi's local
+			 * executor gives a command no input.
+			 */
+			let r, proc = null;
 			try {
-				r = await (await sb()).exec(command, {
+				proc = await (await sb()).start(command, {
 					cwd,
 					env,
 					signal,
 					timeout: timeout !== undefined && timeout > 0 ? timeout * 1000 : 0,
-					onData: (_stream, chunk) => onData(chunk),
 					/* pi accumulates the output from onData; libasp need not keep a copy. */
 					maxOutput: 1,
 				});
+				await proc.closeStdin();
+				for await (const { data } of proc)
+					onData(data);
+				r = await proc.wait();
 			} catch (e) {
 				if (e instanceof asp.AspError && e.code === 'ASP_ECANCELLED')
 					throw modelSafe(new Error('aborted', { cause: e }));
 				if (e instanceof asp.AspError && e.code === 'ASP_ENOENT')
 					throw modelSafe(new Error(`Working directory does not exist: ${cwd}\nCannot execute bash commands.`, { cause: e }));
 				throw modelError(e);
+			} finally {
+				await proc?.close();
 			}
 			if (r.cancelled || signal?.aborted)
 				throw modelSafe(new Error('aborted'));

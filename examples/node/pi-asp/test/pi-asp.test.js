@@ -387,6 +387,8 @@ describe('pi tools through pi-asp', () => {
 		await same('bash', { command: 'true' });
 		await same('bash', { command: 'seq 1 5000' });
 		await same('bash', { command: 'echo made > made.txt; mkdir -p m/n && echo x > m/n/o' });
+		/* No input, as pi's local executor gives none: a command reading stdin sees its end at once. */
+		await same('bash', { command: 'cat; wc -c; echo after-stdin' });
 	});
 
 	it('bash: streaming updates reach pi', async () => {
