@@ -227,7 +227,7 @@ def bg_check(out):
 
 def bg_rows(peer, run, iters, warmup):
     """run(command) -> its stdout (str), one exec. Emits bg_start and bg_first_output."""
-    st, so, cpu, wall = [], [], 0.0, 0.0
+    st, so, cpu, wall, reads = [], [], 0.0, 0.0, 0
     for i in range(warmup + iters):
         log = path("bg-%s-%d.log" % (arg("tag", peer), i))
         c0, t = cpu_s(), now_ms()
@@ -236,6 +236,7 @@ def bg_rows(peer, run, iters, warmup):
         out = ""
         while not out:
             out = run(bg_read_cmd(log))
+            reads += i >= warmup
         t2, c1 = now_ms(), cpu_s()
         bg_check(out)
         run(bg_cleanup_cmd(pid, log))
@@ -244,12 +245,12 @@ def bg_rows(peer, run, iters, warmup):
             so.append(t2 - t1)
             cpu, wall = cpu + c1 - c0, wall + (t2 - t) / 1e3
     emit(peer, "bg_start", "ms", st, cpu / 2, wall / 2)
-    emit(peer, "bg_first_output", "ms", so, cpu / 2, wall / 2)
+    emit(peer, "bg_first_output", "ms", so, cpu / 2, wall / 2, reads_per_call=reads / max(1, iters))
 
 
 async def abg_rows(peer, run, iters, warmup):
     """bg_rows with an async run."""
-    st, so, cpu, wall = [], [], 0.0, 0.0
+    st, so, cpu, wall, reads = [], [], 0.0, 0.0, 0
     for i in range(warmup + iters):
         log = path("bg-%s-%d.log" % (arg("tag", peer), i))
         c0, t = cpu_s(), now_ms()
@@ -258,6 +259,7 @@ async def abg_rows(peer, run, iters, warmup):
         out = ""
         while not out:
             out = await run(bg_read_cmd(log))
+            reads += i >= warmup
         t2, c1 = now_ms(), cpu_s()
         bg_check(out)
         await run(bg_cleanup_cmd(pid, log))
@@ -266,4 +268,4 @@ async def abg_rows(peer, run, iters, warmup):
             so.append(t2 - t1)
             cpu, wall = cpu + c1 - c0, wall + (t2 - t) / 1e3
     emit(peer, "bg_start", "ms", st, cpu / 2, wall / 2)
-    emit(peer, "bg_first_output", "ms", so, cpu / 2, wall / 2)
+    emit(peer, "bg_first_output", "ms", so, cpu / 2, wall / 2, reads_per_call=reads / max(1, iters))

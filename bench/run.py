@@ -819,11 +819,13 @@ class Report:
         for op, what, lim in self.BG_OPS:
             for n in sorted({d["peer"] for d in ds if d["op"] == op}, key=order_key):
                 lo, wa = self.one("lat", n, op), self.one("wan", n, op)
+                reads = "/".join("%.1f" % d["reads_per_call"] if d and "reads_per_call" in d else "–"
+                                 for d in (lo, wa)) if op == "bg_first_output" else ""
                 rows.append([what, n, self.spread(lo["samples"]) if lo else "–",
                              self.spread(wa["samples"]) if wa else "–",
-                             "%.2f" % (med(wa["samples"]) / RTT_MS) if wa else "–", "≤ %.1f" % lim])
+                             "%.2f" % (med(wa["samples"]) / RTT_MS) if wa else "–", "≤ %.1f" % lim, reads])
         return table(["operation", "peer", "loopback median ms (min–max)", "50 ms RTT median ms (min–max)",
-                      "50 ms RTT: RTTs", "goal RTTs"], rows)
+                      "50 ms RTT: RTTs", "goal RTTs", "reads until the byte (loopback/50 ms)"], rows)
 
     def scale_rows(self):
         ds = self.pick("scale", "scale_conns") + self.pick("scale", "scale_handles")
