@@ -12,6 +12,7 @@
  * Prints JSON lines (bench_common.h). Connection setup is outside every
  * timed section except in `cold`.
  */
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "asp.h"
@@ -158,6 +159,69 @@ static void lat_proc_write(asp_sandbox *sb, long iters, long warmup)
 	asp_proc_free(p);
 }
 
+/*
+ * Background processes (asp_bg_*): bg_start is asp_bg_start until the id is
+ * returned; bg_first_output, right after it, is asp_bg_read from offset 0
+ * until the first byte arrives (the command prints at once). The process is
+ * waited for and removed untimed, so that none pile up.
+ */
+static void lat_bg(asp_sandbox *sb, long iters, long warmup)
+{
+	samples st = { 0 }, so = { 0 };
+	double c0 = 0, w0 = 0, skip_c = 0, skip_w = 0;
+	long reads = 0; /* asp_bg_read calls until the first byte, over the timed iterations */
+	asp_error e;
+
+	/* CPU and wall time exclude the untimed cleanup; each row gets half. */
+
+	for (long i = 0; i < warmup + iters; i++) {
+		asp_bg_status bs;
+		unsigned char *out = NULL;
+		size_t len = 0;
+		char *id;
+		double t, t1, u, c1;
+
+		if (i == warmup) {
+			c0 = cpu_s();
+			w0 = now_ms();
+		}
+		t = now_ms();
+		check(asp_bg_start(&id, sb, "echo x; exec sleep 1", NULL, &e), &e, "bg start");
+		t1 = now_ms();
+		while (!len) {
+			asp_free(out);
+			check(asp_bg_read(&out, &len, &bs, sb, id, 0, 0, NULL, &e), &e, "bg read");
+			reads += i >= warmup;
+			if (!len && !bs.output_open)
+				die("bg read: %s ended without output", id);
+		}
+		if (i >= warmup) {
+			samples_add(&st, t1 - t);
+			samples_add(&so, now_ms() - t1);
+		}
+		u = now_ms();
+		c1 = cpu_s();
+		if (len != 2 || memcmp(out, "x\n", 2))
+			die("bg read: %zu bytes, not \"x\\n\"", len);
+		asp_free(out);
+		check(asp_bg_signal(sb, id, SIGKILL, NULL, &e), &e, "bg signal");
+		check(asp_bg_wait(&bs, sb, id, 30000, NULL, &e), &e, "bg wait");
+		check(asp_bg_remove(sb, id, NULL, &e), &e, "bg remove");
+		asp_free(id);
+		if (i >= warmup) {
+			skip_w += now_ms() - u;
+			skip_c += cpu_s() - c1;
+		}
+	}
+	c0 = (cpu_s() - c0 - skip_c) / 2;
+	w0 = (now_ms() - w0 - skip_w) / 2e3;
+	emit(peer, "bg_start", "ms", &st, c0, w0, NULL);
+	emit(peer, "bg_first_output", "ms", &so, c0, w0, "\"reads_per_call\": %.2f",
+	     iters ? (double)reads / (double)iters : 0.0);
+	free(st.v);
+	free(so.v);
+}
+
 static void lat(void)
 {
 	asp_sandbox *sb = open_sb(arg_s("config", NULL), 1, 0);
@@ -196,6 +260,8 @@ static void lat(void)
 	}
 	if (!only || strstr(only, "proc_write"))
 		lat_proc_write(sb, iters, warmup);
+	if (!only || strstr(only, "bg_"))
+		lat_bg(sb, iters, warmup);
 	asp_close(sb);
 	asp_free(last_read);
 	free(small);

@@ -15,7 +15,7 @@ import warnings
 warnings.filterwarnings("ignore")  # asyncssh imports deprecated ciphers on import
 import asyncssh  # noqa: E402
 
-from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many,  # noqa: E402
+from peer_common import (ThreadPeak, abg_rows, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many,  # noqa: E402
                          emit_raw, many_data, now_ms, path, rss_kb, sizes_reps, small_data, verify, ws_file)
 
 PEER = arg("peer", "asyncssh")
@@ -61,6 +61,14 @@ async def lat():
                      ("stat", stat)):
         s, c, w = await atimed(fn, iters, warmup, checks.get(name))
         emit(PEER, name, "ms", s, c, w)
+
+    async def run_out(cmd):
+        r = await conn.run(cmd, check=False)
+        if r.exit_status != 0:
+            sys.exit("%s: exit %s" % (cmd, r.exit_status))
+        return r.stdout
+
+    await abg_rows(PEER, run_out, iters, warmup)
     sftp.exit()
     conn.close()
     await conn.wait_closed()

@@ -5,6 +5,7 @@ import gc
 import json
 import os
 import resource
+import shlex
 import sys
 import time
 
@@ -199,3 +200,72 @@ def emit_many(peer, n, wall, cpu, peak_threads, ms):
         phases[p] = [round(col[len(col) // 2], 2), round(col[-1], 2)]
     emit_raw(peer=peer, op="many", unit="s", n=n, wall_s=round(wall, 4), cpu_s=round(cpu, 4),
              peak_threads=peak_threads, samples=[round(wall, 4)], phases=phases)
+
+
+# The bg rows of the SSH-library peers: what a harness without asp_bg_* does. One exec starts
+# the command detached (setsid, its output to a log file in the workspace) and prints its pid;
+# then execs of `cat LOG` until the first byte is there. Cleanup (kill, rm) is untimed.
+BG_COMMAND = "echo x; exec sleep 1"
+
+
+def bg_start_cmd(log):
+    return "setsid sh -c %s >%s 2>&1 </dev/null & echo $!" % (shlex.quote(BG_COMMAND), shlex.quote(log))
+
+
+def bg_read_cmd(log):
+    return "cat %s" % shlex.quote(log)
+
+
+def bg_cleanup_cmd(pid, log):
+    return "kill %d 2>/dev/null; rm -f %s" % (pid, shlex.quote(log))
+
+
+def bg_check(out):
+    if out != "x\n":
+        sys.exit("bg first output: %r, not 'x\\n'" % out)
+
+
+def bg_rows(peer, run, iters, warmup):
+    """run(command) -> its stdout (str), one exec. Emits bg_start and bg_first_output."""
+    st, so, cpu, wall, reads = [], [], 0.0, 0.0, 0
+    for i in range(warmup + iters):
+        log = path("bg-%s-%d.log" % (arg("tag", peer), i))
+        c0, t = cpu_s(), now_ms()
+        pid = int(run(bg_start_cmd(log)))
+        t1 = now_ms()
+        out = ""
+        while not out:
+            out = run(bg_read_cmd(log))
+            reads += i >= warmup
+        t2, c1 = now_ms(), cpu_s()
+        bg_check(out)
+        run(bg_cleanup_cmd(pid, log))
+        if i >= warmup:
+            st.append(t1 - t)
+            so.append(t2 - t1)
+            cpu, wall = cpu + c1 - c0, wall + (t2 - t) / 1e3
+    emit(peer, "bg_start", "ms", st, cpu / 2, wall / 2)
+    emit(peer, "bg_first_output", "ms", so, cpu / 2, wall / 2, reads_per_call=reads / max(1, iters))
+
+
+async def abg_rows(peer, run, iters, warmup):
+    """bg_rows with an async run."""
+    st, so, cpu, wall, reads = [], [], 0.0, 0.0, 0
+    for i in range(warmup + iters):
+        log = path("bg-%s-%d.log" % (arg("tag", peer), i))
+        c0, t = cpu_s(), now_ms()
+        pid = int(await run(bg_start_cmd(log)))
+        t1 = now_ms()
+        out = ""
+        while not out:
+            out = await run(bg_read_cmd(log))
+            reads += i >= warmup
+        t2, c1 = now_ms(), cpu_s()
+        bg_check(out)
+        await run(bg_cleanup_cmd(pid, log))
+        if i >= warmup:
+            st.append(t1 - t)
+            so.append(t2 - t1)
+            cpu, wall = cpu + c1 - c0, wall + (t2 - t) / 1e3
+    emit(peer, "bg_start", "ms", st, cpu / 2, wall / 2)
+    emit(peer, "bg_first_output", "ms", so, cpu / 2, wall / 2, reads_per_call=reads / max(1, iters))

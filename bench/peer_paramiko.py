@@ -15,7 +15,7 @@ import warnings
 warnings.filterwarnings("ignore")
 import paramiko  # noqa: E402
 
-from peer_common import (arg, arg_i, arg_list, cpu_s, emit, emit_raw, now_ms, path,  # noqa: E402
+from peer_common import (arg, arg_i, bg_rows, arg_list, cpu_s, emit, emit_raw, now_ms, path,  # noqa: E402
                          rss_kb, sizes_reps, small_data, timed, verify, ws_file)
 
 PEER = arg("peer", "paramiko")
@@ -46,6 +46,24 @@ def run_true(c):
         sys.exit("exec true: exit %s" % st)
 
 
+def run_out(c, cmd):
+    ch = c.get_transport().open_session()
+    ch.exec_command(cmd)
+    out = b""
+    while True:
+        b = ch.recv(65536)
+        if not b:
+            break
+        out += b
+    while ch.recv_stderr(65536):
+        pass
+    st = ch.recv_exit_status()
+    ch.close()
+    if st != 0:
+        sys.exit("%s: exit %s" % (cmd, st))
+    return out.decode()
+
+
 def lat():
     c = connect()
     sftp = c.open_sftp()
@@ -71,6 +89,7 @@ def lat():
                      ("stat", stat)):
         s, cpu, w = timed(fn, iters, warmup, checks.get(name))
         emit(PEER, name, "ms", s, cpu, w)
+    bg_rows(PEER, lambda cmd: run_out(c, cmd), iters, warmup)
     sftp.close()
     c.close()
 

@@ -806,6 +806,30 @@ class Report:
         return table(["peer", "loopback median ms", "peer ÷ libasp", "50 ms RTT: RTTs (ms)", "peer ÷ libasp",
                       "50 ms RTT back to back (section 5): RTTs"], rows)
 
+    BG_OPS = (("bg_start", "start a background process (until its id / pid is back)", 1.2),
+              ("bg_first_output", "then read until its first output byte", 1.2),
+              ("proc_write", "write to a running command's stdin (no reply awaited)", 0.5))
+
+    def spread(self, s):
+        """'median (min–max)' ms of the samples."""
+        return "%s (%s–%s)" % (fmt(med(s)), fmt(min(s)), fmt(max(s))) if s else "–"
+
+    def sec_bg(self):
+        ds = [d for op, _, _ in self.BG_OPS for d in self.pick("lat", op) + self.pick("wan", op)]
+        if not ds:
+            return ""
+        rows = []
+        for op, what, lim in self.BG_OPS:
+            for n in sorted({d["peer"] for d in ds if d["op"] == op}, key=order_key):
+                lo, wa = self.one("lat", n, op), self.one("wan", n, op)
+                reads = "/".join("%.1f" % d["reads_per_call"] if d and "reads_per_call" in d else "–"
+                                 for d in (lo, wa)) if op == "bg_first_output" else ""
+                rows.append([what, n, self.spread(lo["samples"]) if lo else "–",
+                             self.spread(wa["samples"]) if wa else "–",
+                             "%.2f" % (med(wa["samples"]) / RTT_MS) if wa else "–", "≤ %.1f" % lim, reads])
+        return table(["operation", "peer", "loopback median ms (min–max)", "50 ms RTT median ms (min–max)",
+                      "50 ms RTT: RTTs", "goal RTTs", "reads until the byte (loopback/50 ms)"], rows)
+
     def scale_rows(self):
         ds = self.pick("scale", "scale_conns") + self.pick("scale", "scale_handles")
         rows = []
@@ -884,6 +908,16 @@ class Report:
             a = L("libasp", op, "wan")
             peers = {row_name(d): med(d["samples"]) for d in self.pick("wan", op) if row_name(d) not in OURS}
             text = "50 ms RTT, warm pool: %s in ≤ %.2f RTT" % (what, lim)
+            if not a:
+                add(text, None, "missing data")
+                continue
+            bn = min(peers, key=peers.get) if peers else None
+            add(text, a / RTT_MS <= lim, "libasp %.2f RTT%s" % (a / RTT_MS, ", best peer %s %.2f RTT" %
+                                                               (bn, peers[bn] / RTT_MS) if bn else ""))
+        for op, what, lim in self.BG_OPS:
+            a = L("libasp", op, "wan")
+            peers = {d["peer"]: med(d["samples"]) for d in self.pick("wan", op) if d["peer"] not in OURS}
+            text = "50 ms RTT: %s in ≤ %.1f RTT" % (what, lim)
             if not a:
                 add(text, None, "missing data")
                 continue
@@ -1100,6 +1134,10 @@ class Report:
                  self.sec_wan()),
                 ("5b. exec `true` after a %d ms pause before each call (an agent's think time; %d calls "
                  "after 2 warm-up)" % (PAUSE_MS, s.get("pause_iters", 0)), self.sec_pause()),
+                ("5c. Long-running processes: a background process started and its first output read "
+                 "(libasp: asp_bg_start, then asp_bg_read until a byte; the SSH libraries: an exec of "
+                 "`setsid sh -c CMD >LOG 2>&1 </dev/null & echo $!`, then execs of `cat LOG` until a "
+                 "byte), and a write to a running command's stdin (asp_proc_write)", self.sec_bg()),
                 ("6. Scale: RSS per idle connection (the peers' have each run one exec; libasp's are made "
                  "by asp_sandbox_warm, or grown by N callers running a command at once), and per open "
                  "libasp handle",

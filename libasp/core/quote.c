@@ -707,11 +707,15 @@ int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
 		 "if [ -n \"$p\" ] && ! kill -s 0 \"$p\" 2>/dev/null; then " \
 		 "{ read -r e < \"$1/status\"; } 2>/dev/null; [ -n \"$e\" ] || { st=l; w=0; }; fi; fi; " \
 		 "[ -n \"$e\" ] && st=x; }; "
-/* bgsz DIR: lo and hi, the first and last kept chunk's offset (empty: none yet), tot the bytes written. */
-#define BG_SIZE "{ setopt nullglob; } 2>/dev/null; " \
-		"bgsz() { lo=; hi=; for f in \"$1\"/o.*; do k=${f##*/o.}; case $k in ''|*[!0-9]*) continue;; esac; " \
+/*
+ * bgends DIR: lo and hi, the first and last kept chunk's offset (empty: none
+ * yet); no process started. bgsz DIR: those and tot, the bytes written.
+ */
+#define BG_ENDS "{ setopt nullglob; } 2>/dev/null; " \
+		"bgends() { lo=; hi=; for f in \"$1\"/o.*; do k=${f##*/o.}; case $k in ''|*[!0-9]*) continue;; esac; " \
 		"{ [ -z \"$lo\" ] || [ \"$k\" -lt \"$lo\" ]; } && lo=$k; " \
-		"{ [ -z \"$hi\" ] || [ \"$k\" -gt \"$hi\" ]; } && hi=$k; done; z=; " \
+		"{ [ -z \"$hi\" ] || [ \"$k\" -gt \"$hi\" ]; } && hi=$k; done; }; "
+#define BG_SIZE BG_ENDS "bgsz() { bgends \"$1\"; z=; " \
 		"[ -n \"$hi\" ] && z=$(wc -c 2>/dev/null < \"$1/o.$hi\"); tot=$((${hi:-0} + ${z:-0})); }; "
 #define BG_RECORD "\"$st\" \"${e:--}\" \"$w\" \"${lo:-0}\" \"$tot\""
 
@@ -766,19 +770,24 @@ int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const c
  * The state first, then the files: a state that says the output is
  * complete comes with all of it. Both kept chunks are opened before
  * anything is read (a chunk removed meanwhile: look again), so the bytes
- * sent are contiguous even when the writer moves on.
+ * sent are contiguous even when the writer moves on. Each process started
+ * costs the call time (a few ms each on a busy sandbox): the newest
+ * chunk's size is taken once, from the descriptor read, and `bgsl FROM
+ * COUNT` skips `tail` when the bytes begin at the chunk's start (a read
+ * from where the last one ended, at a chunk's first byte, or from 0).
  */
 int asp__bg_read_script(asp_buf *out, const char *id, uint64_t offset, uint64_t limit)
 {
-	if (put_bg_dir(out, id) || asp__buf_puts(out, BG_STATE BG_SIZE "bgst \"$d\"; ") ||
+	if (put_bg_dir(out, id) || asp__buf_puts(out, BG_STATE BG_ENDS "bgst \"$d\"; ") ||
+	    asp__buf_puts(out, "bgsl() { if [ $1 -le 1 ]; then head -c $2; else tail -c +$1 | head -c $2; fi; }; ") ||
 	    asp__buf_printf(out, "x=%llu; n=%llu; t=0; ", (unsigned long long)offset, (unsigned long long)limit) ||
-	    asp__buf_puts(out, "while :; do bgsz \"$d\"; [ -n \"$lo\" ] || { tot=0; printf '0 %s %s %s %s %s\\n' "
+	    asp__buf_puts(out, "while :; do bgends \"$d\"; [ -n \"$lo\" ] || { tot=0; printf '0 %s %s %s %s %s\\n' "
 			  BG_RECORD "; exit 0; }; "
 			  "{ z=$(wc -c <&6); tot=$((hi + z)); [ $x -lt $lo ] && x=$lo; [ $x -gt $tot ] && x=$tot; "
 			  "printf '%s %s %s %s %s %s\\n' \"$x\" " BG_RECORD "; m=$((tot - x)); [ $m -gt $n ] && m=$n; "
 			  "if [ $x -lt $hi ] && [ $m -gt 0 ]; then a=$((hi - x)); [ $a -gt $m ] && a=$m; "
-			  "tail -c +$((x - lo + 1)) <&4 | head -c $a; m=$((m - a)); x=$hi; fi; "
-			  "[ $m -gt 0 ] && tail -c +$((x - hi + 1)) <&5 | head -c $m; exit 0; } "
+			  "bgsl $((x - lo + 1)) $a <&4; m=$((m - a)); x=$hi; fi; "
+			  "[ $m -gt 0 ] && bgsl $((x - hi + 1)) $m <&5; exit 0; } "
 			  "2>/dev/null 4<\"$d/o.$lo\" 5<\"$d/o.$hi\" 6<\"$d/o.$hi\"; "
 			  "t=$((t + 1)); [ $t -lt 20 ] || exit 108; done"))
 		return ASP_ENOMEM;
