@@ -351,17 +351,24 @@ async function aspMain(w) {
 		const ms = Array.from({ length: n }, () => ({}));
 		const one = async (i) => {
 			const m = ms[i], name = `m-${i}.bin`;
+			try { await oneSteps(i, m, name); } catch (e) {
+				// Say which sandbox and phase failed: the stack alone names only this line.
+				e.message = `sandbox ${i} (${paths[i]}), ${m.phase || 'open'}: ${e.message}`;
+				throw e;
+			}
+		};
+		const oneSteps = async (i, m, name) => {
 			const data = Buffer.from(Array.from({ length: 4096 }, (_, k) => (i * 31 + k * 7) & 0xff));
 			let t = now();
 			const sb = await asp.open({ config: paths[i], maxConnections: 1, connectTimeout: 120000 });
-			m.open = now() - t; t = now();
+			m.open = now() - t; t = now(); m.phase = 'exec';
 			const r = await sb.exec(`sleep 1; echo ${i}`);
 			if (r.exitCode !== 0 || r.stdout.toString() !== `${i}\n`) throw new Error(`exec ${i}: exit ${r.exitCode}`);
-			m.exec = now() - t; t = now();
+			m.exec = now() - t; t = now(); m.phase = 'write';
 			await sb.write(name, data);
-			m.write = now() - t; t = now();
+			m.write = now() - t; t = now(); m.phase = 'read';
 			if (!(await sb.read(name)).equals(data)) throw new Error(`read ${i}: not what was written`);
-			m.read = now() - t; t = now();
+			m.read = now() - t; t = now(); m.phase = 'close';
 			await sb.close();
 			m.close = now() - t;
 		};

@@ -429,6 +429,18 @@ def run_program(argv, env, timeout):
             maxrss, time.time() - t0)
 
 
+def why_failed(err):
+    """A failed peer's reason: its error line ("bench: ...", or the last line naming an error)
+    whole, then the last lines of its stack, so the report says why and where."""
+    lines = [ln.strip() for ln in err.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "no output"
+    msg = [ln for ln in lines if ln.startswith("bench:") or "Error" in ln.split(":")[0]]
+    head = msg[-1] if msg else lines[-1]
+    tail = [ln for ln in lines[-3:] if ln != head]
+    return " | ".join([head] + tail)
+
+
 def wan_tag(rtt):
     """The results' workload tag of the latency run over an rtt-ms link ("wan" for RTT_MS)."""
     return "wan" if rtt == RTT_MS else "wan%d" % rtt
@@ -480,7 +492,7 @@ class Runner:
         if "content mismatch" in err:
             self.mismatches += [ln.strip() for ln in err.splitlines() if "content mismatch" in ln]
         if rc != 0 or got == 0:
-            self.failed[key] = "exit %d: %s" % (rc, " | ".join(err.strip().splitlines()[-3:]) or "no output")
+            self.failed[key] = "exit %d: %s" % (rc, why_failed(err))
             log("%-16s %-10s FAILED (%s)" % (peer.name, tag or workload, self.failed[key]))
         else:
             log("%-16s %-10s %d results, %.1f s" % (peer.name, tag or workload, got, wall))

@@ -585,12 +585,55 @@ function signalName(num) {
  */
 function callAsync(fn, ...args) {
 	return new Promise((resolve, reject) => {
-		fn.async(...args, (err, rc) => {
+		startAsync(fn, args, (err, rc) => {
 			if (args.length < 0)
 				throw new Error('unreachable'); // keeps args alive until completion
 			return err ? reject(err) : resolve(rc);
 		});
 	});
+}
+
+/*
+ * koffi refuses an async call ("Too many asynchronous calls are running")
+ * once max_async_calls (256 by default) are running or queued in it, and it
+ * takes a memory (stack + heap) from the same count for each callback a
+ * worker thread relays to the main thread (exec's output). So 500 sandboxes
+ * opened at once made the 257th open throw. The binding hands koffi at most
+ * half its limit (the other half is left for the relays and for other
+ * modules that share koffi) and queues the rest here, in order; a queued call
+ * holds no thread and no koffi memory. The limit stays above the libuv pool
+ * size (64 unless UV_THREADPOOL_SIZE says otherwise), where calls queue
+ * anyway, so this costs no concurrency.
+ */
+const asyncQueue = [];
+let asyncRunning = 0;
+let asyncLimit = 0;
+
+function startAsync(fn, args, done) {
+	if (!asyncLimit)
+		asyncLimit = Math.max(1, Math.floor((koffi.config().max_async_calls || 256) / 2));
+	if (asyncRunning >= asyncLimit) {
+		asyncQueue.push([fn, args, done]);
+		return;
+	}
+	asyncRunning++;
+	let ended = false;
+	const end = (err, rc) => {
+		if (ended)
+			return;
+		ended = true;
+		asyncRunning--;
+		if (asyncQueue.length) {
+			const [f, a, d] = asyncQueue.shift();
+			startAsync(f, a, d);
+		}
+		done(err, rc);
+	};
+	try {
+		fn.async(...args, end);
+	} catch (e) {
+		end(e);
+	}
 }
 
 /* ------------------------------------------------------------ exec streaming */
@@ -849,7 +892,7 @@ class Process {
 		this._closing = (async () => {
 			await Promise.allSettled([...this._inflight]);
 			await new Promise((resolve, reject) =>
-				lib.procFree.async(h, (e) => (e ? reject(e) : resolve())));
+				startAsync(lib.procFree, [h], (e) => (e ? reject(e) : resolve())));
 			this._h = CLOSED;
 			if (this._onAbort)
 				this._signal.removeEventListener('abort', this._onAbort);
@@ -1498,7 +1541,7 @@ class Sandbox {
 			/* A Process's command is killed before the handle goes. */
 			await Promise.allSettled([...this._procs].map((p) => p.close()));
 			await new Promise((resolve, reject) =>
-				lib.close.async(h, (e) => (e ? reject(e) : resolve())));
+				startAsync(lib.close, [h], (e) => (e ? reject(e) : resolve())));
 			this._h = CLOSED;
 		})();
 		return this._closing;

@@ -12,6 +12,7 @@
 
 /* The bytes captured from the server are bounded: a KEXINIT is far smaller. */
 #define ASP_KEXINIT_CAPTURE_MAX (64 * 1024)
+#define ASP_KEXINIT_CAPTURE_START 4096 /* first allocation; doubles up to the MAX */
 
 /* The negotiated categories, as asp__kexinit_diagnose names them. */
 enum {

@@ -497,6 +497,7 @@ static void free_kex_capture(asp_conn *c)
 {
 	asp__free(c->kex_capture);
 	c->kex_capture = NULL;
+	c->kex_capture_cap = 0;
 }
 
 int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint64_t op_deadline,

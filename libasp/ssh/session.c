@@ -239,6 +239,22 @@ static void capture_kexinit(asp_conn *c, const void *data, size_t n)
 
 	if (n > ASP_KEXINIT_CAPTURE_MAX - c->kex_capture_len)
 		n = ASP_KEXINIT_CAPTURE_MAX - c->kex_capture_len;
+	if (c->kex_capture_len + n > c->kex_capture_cap) {
+		size_t cap = c->kex_capture_cap;
+		unsigned char *p;
+
+		while (cap < c->kex_capture_len + n)
+			cap *= 2;
+		if (cap > ASP_KEXINIT_CAPTURE_MAX)
+			cap = ASP_KEXINIT_CAPTURE_MAX;
+		p = asp__realloc(c->kex_capture, cap);
+		if (!p) { /* optional: stop capturing, keep what we have */
+			c->kex_capture_done = 1;
+			return;
+		}
+		c->kex_capture = p;
+		c->kex_capture_cap = cap;
+	}
 	memcpy(c->kex_capture + c->kex_capture_len, data, n);
 	c->kex_capture_len += n;
 	if (c->kex_capture_len == ASP_KEXINIT_CAPTURE_MAX ||
@@ -296,8 +312,14 @@ LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 	if (session)
 		set_io_callbacks(session);
 	/* Optional: without it an algorithm mismatch is reported as libssh2 words it. */
+	/*
+	 * It starts small and grows to at most ASP_KEXINIT_CAPTURE_MAX: a banner and
+	 * KEXINIT take 1-2 KiB, and a program opening hundreds of sandboxes at once
+	 * has that many handshakes in flight (64 KiB each was 32 MiB at 500).
+	 */
 	if (session && !c->kex_capture) {
-		c->kex_capture = asp__malloc(ASP_KEXINIT_CAPTURE_MAX);
+		c->kex_capture = asp__malloc(ASP_KEXINIT_CAPTURE_START);
+		c->kex_capture_cap = c->kex_capture ? ASP_KEXINIT_CAPTURE_START : 0;
 		c->kex_capture_len = 0;
 		c->kex_capture_done = 0;
 	}

@@ -118,6 +118,7 @@ struct asp_conn {
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */
 	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */
+	size_t kex_capture_cap;   /* its allocated size (grows to ASP_KEXINIT_CAPTURE_MAX) */
 	int kex_capture_done;
 	int shell_bad;            /* the login shell did not run the command wrapper (fish, csh):
 				     small files stay on SFTP (asp__route_files_faster) */
