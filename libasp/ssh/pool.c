@@ -27,8 +27,9 @@ struct asp_pool {
 	unsigned int max;
 	unsigned int idle_close_s;
 	int stopping;
-	/* Under reg_mu: in the maintenance thread's list, and being maintained right now. */
+	/* Under reg_mu: in the maintenance thread's list (of reg_epoch), and being maintained right now. */
 	int registered, busy;
+	unsigned long epoch;
 	asp_pool *next, *prev;
 	/*
 	 * Connections that carry running commands with a handle (proc.c), and
@@ -122,16 +123,22 @@ static void close_all(asp_conn **conns, unsigned int n)
  * that pool's free joins it: a process that closed its handles has no
  * library thread. reg_gen tells a thread whether it is still the current
  * one (a pool may join while the previous thread is on its way out).
+ *
+ * fork(): the child has none of the parent's threads. pthread_atfork takes
+ * reg_mu around the fork, and the child starts an empty list of a new
+ * epoch, so a pool it opens gets a thread of its own, and a pool it
+ * inherited (the parent's, which the child must not use) is in no list of
+ * the child's: freeing it there joins and waits for nothing.
  */
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t reg_cv; /* monotonic: wakes the thread early (its end), and waits on busy pools */
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static asp_pool *reg_head;
 static int reg_running;
-static unsigned long reg_gen;
+static unsigned long reg_gen, reg_epoch;
 static pthread_t reg_thread;
 
-static void reg_init(void)
+static void reg_cv_init(void)
 {
 	pthread_condattr_t ca;
 
@@ -139,6 +146,31 @@ static void reg_init(void)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&reg_cv, &ca);
 	pthread_condattr_destroy(&ca);
+}
+
+static void reg_fork_prepare(void)
+{
+	pthread_mutex_lock(&reg_mu);
+}
+
+static void reg_fork_parent(void)
+{
+	pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_fork_child(void)
+{
+	pthread_mutex_init(&reg_mu, NULL);
+	reg_cv_init();
+	reg_head = NULL;
+	reg_running = 0;
+	reg_epoch++;
+}
+
+static void reg_init(void)
+{
+	reg_cv_init();
+	pthread_atfork(reg_fork_prepare, reg_fork_parent, reg_fork_child);
 }
 
 static void maintain_one(asp_pool *p)
@@ -182,13 +214,15 @@ static void reg_join(asp_pool *p)
 {
 	pthread_once(&reg_once, reg_init);
 	pthread_mutex_lock(&reg_mu);
-	if (!p->registered) {
+	if (!p->registered || p->epoch != reg_epoch) {
 		if (!reg_running && pthread_create(&reg_thread, NULL, maintenance,
 						   (void *)(uintptr_t)(reg_gen + 1)) == 0) {
 			reg_gen++;
 			reg_running = 1;
 		}
 		p->registered = 1;
+		p->epoch = reg_epoch;
+		p->busy = 0;
 		p->prev = NULL;
 		p->next = reg_head;
 		if (reg_head)
@@ -204,8 +238,9 @@ static void reg_leave(asp_pool *p)
 	pthread_t t;
 	int join = 0;
 
+	pthread_once(&reg_once, reg_init);
 	pthread_mutex_lock(&reg_mu);
-	if (p->registered) {
+	if (p->registered && p->epoch == reg_epoch) {
 		while (p->busy)
 			pthread_cond_wait(&reg_cv, &reg_mu);
 		if (p->prev)

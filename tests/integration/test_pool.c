@@ -25,12 +25,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <sys/wait.h>
 
 #include "asp.h"
 #include "fixture/fixture.h"
@@ -1520,6 +1522,62 @@ START_TEST(test_many_handles_one_thread)
 }
 END_TEST
 
+/*
+ * A process that forks with a connected handle (a harness's worker
+ * processes): the child has none of the parent's threads. A handle the
+ * child opens works and is kept by a maintenance thread of the child's
+ * own, and closing it (the child's last) must not wait for the parent's
+ * thread, which the child does not have. The parent's handle goes on.
+ */
+START_TEST(test_fork_child_gets_its_own_thread)
+{
+	asp_sandbox *sb;
+	char *out;
+	pid_t pid;
+	int status = 0, n = 0;
+
+	server_up(NULL);
+	sb = open_sandbox((sb_opts){ .idle_close_s = 3600 });
+	out = exec_stdout(sb, "echo parent");
+	ck_assert_str_eq(out, "parent\n");
+	free(out);
+	ck_assert_int_eq(established_to_server(), 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* The child: no ck_assert here (a failure would be the parent's to report). */
+		asp_sandbox *mine = NULL;
+		asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+		asp_exec_result *r = NULL;
+		asp_error e = { 0 };
+		int base = thread_count(), ok;
+
+		o.config_path = fx.config;
+		o.idle_close_s = 1;
+		if (asp_open(&mine, &o, &e) || asp_exec(&r, mine, "true", NULL, &e) || asp_exec_result_exit_code(r))
+			_exit(10);
+		asp_exec_result_free(r);
+		ok = thread_count() == base + 1; /* a thread of the child's own */
+		if (wait_value(established_to_server, 1, 6000) != 1) /* its idle close came: the parent's is left */
+			_exit(11);
+		asp_close(mine); /* the child's last pool: ends the child's thread, never the parent's */
+		_exit(ok && thread_count() == base ? 0 : 12);
+	}
+	while (waitpid(pid, &status, WNOHANG) == 0 && n++ < (int)(30 * 50 * fx_slowdown()))
+		fx_sleep_ms(20);
+	if (waitpid(pid, &status, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		ck_abort_msg("the child hung (closing its handle after fork)");
+	}
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %d", status);
+	out = exec_stdout(sb, "echo still");
+	ck_assert_str_eq(out, "still\n");
+	free(out);
+	asp_close(sb);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 Suite *suite_pool(void)
@@ -1553,6 +1611,7 @@ Suite *suite_pool(void)
 	tcase_add_test(tc, test_warm_after_server_loss);
 	tcase_add_test(tc, test_close_closes_idle_connections);
 	tcase_add_test(tc, test_many_handles_one_thread);
+	tcase_add_test(tc, test_fork_child_gets_its_own_thread);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "pool-slow", FIXTURE_CHECKED, setup, teardown, 240);
 	tcase_add_loop_test(slow, test_threads_share_one_sandbox, 1, 2); /* max_connections = 1 */
