@@ -403,6 +403,17 @@ int wait_gone(pid_t pid, long ms)
 	return !pid_alive(pid);
 }
 
+pid_t wait_sleep_under(const char *arg, pid_t ancestor, long ms)
+{
+	char needle[64];
+	pid_t pid;
+
+	snprintf(needle, sizeof(needle), "sleep %s", arg);
+	for (long long end = fx_now_ms() + ms; !(pid = find_process_under(needle, ancestor)) && fx_now_ms() < end;)
+		fx_sleep_ms(20);
+	return pid;
+}
+
 int text_is_clean(const char *s)
 {
 	const unsigned char *p = (const unsigned char *)s;

@@ -70,6 +70,8 @@ pid_t find_process(const char *needle);
 /* The same, among the descendants of ancestor only (a suite's own sshd: other suites run beside
  * it); ancestor 0: any process. */
 pid_t find_process_under(const char *needle, pid_t ancestor);
+/* Waits up to ms for a process "sleep ARG" under ancestor (a test's unique sleep); 0 when none came. */
+pid_t wait_sleep_under(const char *arg, pid_t ancestor, long ms);
 
 /* This process's memory, for the caps' tests: a field of /proc/self/status in kB
  * ("VmHWM", "VmRSS", "VmSize"), or -1; reset_peak sets VmHWM to the current RSS. */

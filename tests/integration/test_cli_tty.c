@@ -188,16 +188,9 @@ static void term_free(term *t)
 /* A process of this test (its unique sleep argument) under the suite's sshd. */
 static pid_t find_sleep(const char *arg)
 {
-	char needle[64];
-	long long until = fx_now_ms() + hang_ms();
-	pid_t pid;
+	pid_t pid = wait_sleep_under(arg, fx.pid, hang_ms());
 
-	snprintf(needle, sizeof(needle), "sleep %s", arg);
-	while (!(pid = find_process_under(needle, fx.pid)))
-		if (fx_now_ms() > until)
-			ck_abort_msg("no process \"%s\" appeared", needle);
-		else
-			fx_sleep_ms(20);
+	ck_assert_msg(pid, "no process \"sleep %s\" appeared", arg);
 	return pid;
 }
 
