@@ -728,7 +728,7 @@ static int put_bg_dir(asp_buf *out, const char *id)
 /*
  * The launcher. The login shell makes the directory (0700, mkdir without
  * -p: an id that exists fails; ~/.asp and ~/.asp/bg 0700 when it makes
- * them; the command keeps the login's umask) and hands over to bash, whose `set -m` puts
+ * them; the command keeps the login's umask) and runs bash, whose `set -m` puts
  * the supervisor in a process group of its own, and the supervisor's inner
  * `set -m` the command in another: a signal to the command's group reaches
  * neither the supervisor, which writes the status, nor the writer, which
@@ -758,7 +758,7 @@ int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const c
 			  "background processes need it' >&2; exit 109; }; "
 			  "[ -d \"$HOME/.asp/bg\" ] || mkdir -p -m 700 -- \"$HOME/.asp\" \"$HOME/.asp/bg\"; "
 			  "d=$HOME/.asp/bg/") ||
-	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; exec bash -c ") ||
+	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; bash -c ") ||
 	    asp__quote(out, launch) || asp__buf_puts(out, " asp-bg \"$d\" ") || asp__quote(out, name) ||
 	    asp__buf_puts(out, " ") || asp__quote(out, command))
 		return ASP_ENOMEM;
@@ -782,12 +782,12 @@ int asp__bg_read_script(asp_buf *out, const char *id, uint64_t offset, uint64_t 
 	    asp__buf_puts(out, "bgsl() { if [ $1 -le 1 ]; then head -c $2; else tail -c +$1 | head -c $2; fi; }; ") ||
 	    asp__buf_printf(out, "x=%llu; n=%llu; t=0; ", (unsigned long long)offset, (unsigned long long)limit) ||
 	    asp__buf_puts(out, "while :; do bgends \"$d\"; [ -n \"$lo\" ] || { tot=0; printf '0 %s %s %s %s %s\\n' "
-			  BG_RECORD "; exit 0; }; "
+			  BG_RECORD "; break; }; "
 			  "{ z=$(wc -c <&6); tot=$((hi + z)); [ $x -lt $lo ] && x=$lo; [ $x -gt $tot ] && x=$tot; "
 			  "printf '%s %s %s %s %s %s\\n' \"$x\" " BG_RECORD "; m=$((tot - x)); [ $m -gt $n ] && m=$n; "
 			  "if [ $x -lt $hi ] && [ $m -gt 0 ]; then a=$((hi - x)); [ $a -gt $m ] && a=$m; "
 			  "bgsl $((x - lo + 1)) $a <&4; m=$((m - a)); x=$hi; fi; "
-			  "[ $m -gt 0 ] && bgsl $((x - hi + 1)) $m <&5; exit 0; } "
+			  "[ $m -gt 0 ] && bgsl $((x - hi + 1)) $m <&5; break; } "
 			  "2>/dev/null 4<\"$d/o.$lo\" 5<\"$d/o.$hi\" 6<\"$d/o.$hi\"; "
 			  "t=$((t + 1)); [ $t -lt 20 ] || exit 108; done"))
 		return ASP_ENOMEM;
@@ -809,14 +809,14 @@ int asp__bg_wait_script(asp_buf *out, const char *id, unsigned int timeout_ms)
 int asp__bg_list_script(asp_buf *out)
 {
 	/* Only directories shaped like an id (bg.c's rule); name and command verbatim, NUL-ended. */
-	return asp__buf_puts(out, "cd -- \"$HOME/.asp/bg\" 2>/dev/null || exit 0; " BG_STATE BG_SIZE
+	return asp__buf_puts(out, BG_STATE BG_SIZE "if cd -- \"$HOME/.asp/bg\" 2>/dev/null; then "
 			     "for i in *; do case $i in ''|[!A-Za-z0-9]*|*[!A-Za-z0-9_-]*) continue;; esac; "
 			     "[ -d \"$i\" ] || continue; bgst \"$i\"; bgsz \"$i\"; s=; g=; "
 			     "{ read -r s < \"$i/start\"; read -r g < \"$i/pid\"; } 2>/dev/null; "
 			     "printf '%s %s %s %s %s %s %s %s\\n' \"$i\" \"${s:-0}\" \"${g:-0}\" " BG_RECORD "; "
 			     "cat -- \"$i/name\" 2>/dev/null; printf '\\0'; "
 			     "cat -- \"$i/cmd\" 2>/dev/null; printf '\\0'; "
-			     "done; exit 0") ? ASP_ENOMEM : 0;
+			     "done; fi") ? ASP_ENOMEM : 0;
 }
 
 /*
@@ -827,9 +827,10 @@ int asp__bg_list_script(asp_buf *out)
 int asp__bg_signal_script(asp_buf *out, const char *id, const char *signame)
 {
 	if (put_bg_dir(out, id) ||
-	    asp__buf_puts(out, "i=0; while ! [ -s \"$d/pid\" ]; do [ -s \"$d/status\" ] && exit 0; "
-			  "[ $i -ge 200 ] && exit 105; sleep 0.01; i=$((i + 1)); done; read -r g < \"$d/pid\"; ") ||
-	    asp__buf_printf(out, "kill -s %s -- \"-$g\" 2>/dev/null || kill -s %s \"-$g\" 2>/dev/null; exit 0",
+	    asp__buf_puts(out, "i=0; while ! [ -s \"$d/pid\" ]; do [ -s \"$d/status\" ] && break; "
+			  "[ $i -ge 200 ] && exit 105; sleep 0.01; i=$((i + 1)); done; "
+			  "[ -s \"$d/pid\" ] && read -r g < \"$d/pid\" && { ") ||
+	    asp__buf_printf(out, "kill -s %s -- \"-$g\" 2>/dev/null || kill -s %s \"-$g\" 2>/dev/null; }; :",
 			    signame, signame))
 		return ASP_ENOMEM;
 	return 0;

@@ -187,7 +187,10 @@ int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n);
  * (`set -m` gives the command a process group of its own without a
  * terminal; dash, BusyBox sh and zsh refuse it); the others run in any
  * POSIX login shell. id is checked by bg.c (letters, digits, '-', '_');
- * it is quoted all the same. Exit statuses: 0, or one of ASP_BG_X_*.
+ * it is quoted all the same. Exit statuses: 0, or one of ASP_BG_X_*. A
+ * script never ends in `exit 0` or `exec`: it runs off its end, so that
+ * the wrapper prints its end line (else exec.c asks the sandbox whether
+ * the command still runs, one more exec: check_cut).
  *
  * Records: read, wait, list print "STATE CODE OPEN START SIZE" (STATE r,
  * x or l: running, exited, lost; CODE the status or '-'; OPEN 1 while the

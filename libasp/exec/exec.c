@@ -161,7 +161,7 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 
 /* What asp__exec_stats reports (tests: a hook, common.h). */
 #ifdef ASP_TEST_HOOKS
-static _Atomic unsigned long stat_inline, stat_side_kills;
+static _Atomic unsigned long stat_inline, stat_side_kills, stat_cut_checks;
 #endif
 
 struct asp_run {
@@ -659,6 +659,7 @@ void asp__exec_stats(asp_exec_stats *out)
 	out->primed_closed = ch.primed_closed;
 	out->primed_unused = ch.primed_unused;
 	out->side_kills = stat_side_kills;
+	out->cut_checks = stat_cut_checks;
 }
 #endif
 
@@ -731,6 +732,7 @@ static int check_cut(run *x, asp_error *err)
 		asp__buf_free(&script);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
+	ASP_TEST_COUNT(stat_cut_checks);
 	rc = asp__exec_simple(x->c, (const char *)script.data, &status, NULL, &said, err);
 	if (!rc && !(said.len >= 4 && !memcmp(said.data, "gone", 4)))
 		rc = asp__error(err, ASP_ECONNLOST, "%s: the server closed the command's channel "

@@ -73,6 +73,7 @@ typedef struct asp_exec_stats {
 	/* primed shells (chan.c): started, used by a command, found closed before use, told to end unused */
 	unsigned long primed, primed_used, primed_closed, primed_unused;
 	unsigned long side_kills;   /* kills sent on a connection of their own (kill_elsewhere) */
+	unsigned long cut_checks;   /* ends without the end line and exit 0, asked about (check_cut): an exec each */
 } asp_exec_stats;
 
 #ifdef ASP_TEST_HOOKS

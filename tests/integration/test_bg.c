@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "exec.h"
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
@@ -195,6 +196,72 @@ START_TEST(start_read_list)
 	ck_assert_uint_eq(en->status.output_size, 15 + strlen(fx.workspace));
 	asp_bg_list_free(l);
 	bg_remove_ok(sb, id);
+	asp_free(id);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * Each call is one exec: a script that ends in `exit 0` or `exec` ends
+ * without the wrapper's end line, and exec.c then asks the sandbox whether
+ * the command still runs (check_cut), a second exec and round trip.
+ */
+static unsigned long cut_checks(void)
+{
+	asp_exec_stats s;
+
+	asp__exec_stats(&s);
+	return s.cut_checks;
+}
+
+#define ONE_EXEC(what, call)                                                                        \
+	do {                                                                                        \
+		unsigned long before_ = cut_checks();                                                \
+		call;                                                                               \
+		ck_assert_msg(cut_checks() == before_, "%s asked whether its script still ran: %lu "  \
+			      "check(s), each one more exec", what, cut_checks() - before_);          \
+	} while (0)
+
+START_TEST(one_exec_per_call)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_bg_status st;
+	asp_error e = { 0 };
+	asp_bg_list *l = NULL;
+	unsigned char *b = NULL;
+	size_t len = 0;
+	char *id = NULL;
+	int rc;
+
+	/* The first call connects: counted from the second. */
+	ck_assert_int_eq(asp_bg_list_all(&l, sb, NULL, &e), 0);
+	asp_bg_list_free(l);
+	ONE_EXEC("asp_bg_start", id = start(sb, "echo one; sleep 300", "one", 0));
+	ONE_EXEC("asp_bg_read (no output yet, or some)", rc = asp_bg_read(&b, &len, &st, sb, id, 0, 0, NULL, &e));
+	ck_assert_msg(rc == 0, "asp_bg_read: %s", e.message);
+	asp_free(b);
+	ONE_EXEC("asp_bg_list_all", rc = asp_bg_list_all(&l, sb, NULL, &e));
+	ck_assert_int_eq(rc, 0);
+	asp_bg_list_free(l);
+	ONE_EXEC("asp_bg_wait (timeout)", rc = asp_bg_wait(&st, sb, id, 0, NULL, &e));
+	ck_assert_int_eq(rc, ASP_ETIMEOUT);
+	ONE_EXEC("asp_bg_signal", rc = asp_bg_signal(sb, id, SIGKILL, NULL, &e));
+	ck_assert_msg(rc == 0, "asp_bg_signal: %s", e.message);
+	st = wait_end(sb, id);
+	ck_assert_int_eq(st.signal, SIGKILL);
+	ONE_EXEC("asp_bg_read (ended)", rc = asp_bg_read(&b, &len, &st, sb, id, 0, 0, NULL, &e));
+	ck_assert_msg(rc == 0, "asp_bg_read: %s", e.message);
+	assert_bytes("output", b, len, "one\n", 4);
+	asp_free(b);
+	ONE_EXEC("asp_bg_signal (ended)", rc = asp_bg_signal(sb, id, SIGTERM, NULL, &e));
+	ck_assert_int_eq(rc, 0);
+	ONE_EXEC("asp_bg_remove", rc = asp_bg_remove(sb, id, NULL, &e));
+	ck_assert_msg(rc == 0, "asp_bg_remove: %s", e.message);
+	/* The failures too: no such id. */
+	ONE_EXEC("asp_bg_read (no such id)", rc = asp_bg_read(&b, &len, &st, sb, id, 0, 0, NULL, &e));
+	ck_assert_int_eq(rc, ASP_ENOENT);
+	ONE_EXEC("asp_bg_signal (no such id)", rc = asp_bg_signal(sb, id, SIGTERM, NULL, &e));
+	ck_assert_int_eq(rc, ASP_ENOENT);
 	asp_free(id);
 	asp_close(sb);
 }
@@ -521,6 +588,7 @@ Suite *suite_bg(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, start_read_list);
 	tcase_add_test(tc, exit_code_and_first_output);
+	tcase_add_test(tc, one_exec_per_call);
 	tcase_add_test(tc, output_bound);
 	tcase_add_test(tc, signal_kills_group);
 	tcase_add_test(tc, wait_timeout_and_remove);
