@@ -384,8 +384,12 @@ START_TEST(test_exec_yes_default_cap)
 	ck_assert_msg(r.out_len <= 64 * MiB, "kept %zu bytes", r.out_len);
 	ck_assert_msg(r.out_len == (r.total < 64 * MiB ? r.total : 64 * MiB), "kept %zu of %llu", r.out_len,
 		      (unsigned long long)r.total);
-	/* After the timeout the callback is no longer called (the kill is under way). */
-	ck_assert_msg(r.seen <= r.total && r.seen >= r.out_len, "on_output saw %llu of %llu bytes",
+	/*
+	 * After the timeout the callback is no longer called (the kill is under
+	 * way), but what arrives meanwhile is still kept: on a slow machine, where
+	 * less than the cap came in 3 s, the result holds more than the callback saw.
+	 */
+	ck_assert_msg(r.seen > 0 && r.seen <= r.total, "on_output saw %llu of %llu bytes",
 		      (unsigned long long)r.seen, (unsigned long long)r.total);
 	ck_assert(r.out_len < 8 || !memcmp(r.head, "y\ny\ny\ny\n", 8));
 	/* Head and tail of 32 MiB, plus the tail's copy while the result is assembled. */
