@@ -172,30 +172,30 @@ group_valgrind() {
 	job valgrind-soak $W_CORE "SOAK_OPS=300 SOAK_THREADS=4 SOAK_NO_RSS_CHECK=1 $VALGRIND ./$BUILD/tests/soak"
 }
 
-# Podman (with the kubernetes Pod) and Docker end to end, plain and under
-# ASan: four runs, as two chains that go through the engines in opposite
-# orders. An engine never serves two runs at once: each run holds its
-# engine's lock (flock), so a chain that gets ahead waits for the other.
-# The isolation probes (test-probes) run once, with the ASan build (the
-# egress allow-list is only reached there): on the Podman lock, which all
-# Podman work shares, a second plain run cost 3 to 6 minutes of the chain.
+# Podman (with the kubernetes Pod and the isolation probes) and Docker end
+# to end, as two chains that go through the engines in opposite orders.
+# An engine never serves two runs at once: each run holds its engine's
+# lock (flock), so a chain that gets ahead waits for the other. All Podman
+# work shares one lock, so it sets the tier's floor: Podman runs once,
+# with the ASan+UBSan build (the same code as the plain one, instrumented),
+# and Docker runs twice, plain and instrumented. A plain Podman run and a
+# second run of the probes held that lock 7 to 12 minutes more on a loaded
+# machine, where the chain neared the 30-minute job limit.
 engine_run() { # ENGINE BUILD [ENV...]: the provisioning tests of one engine, under its lock
 	local engine=$1 build=$2 probes=
 	shift 2
-	[ "$engine" = podman ] && [ "$build" = "$SAN_BUILD" ] &&
-		probes=" && ASF_PROVISION=$build/bin/asf-provision ./$build/tests/test-probes"
-	echo "flock /run/lock/asp-test-$engine.lock sh -c '$* ASF_TEST_ENGINES=$engine" \
+	[ "$engine" = podman ] && probes=" && ASF_PROVISION=$build/bin/asf-provision ./$build/tests/test-probes"
+	echo "flock /run/lock/asp-test-$engine.lock sh -c '${*:+export $*; }ASF_TEST_ENGINES=$engine" \
 	     "ASF_PROVISION=$build/bin/asf-provision ./$build/tests/test-provision$probes'"
 }
 group_provision() {
 	job provision-podman-docker $W_SAN \
-		"$(engine_run podman "$BUILD") && $(engine_run docker "$SAN_BUILD" "$(san_env provision-docker)")"
+		"$(engine_run podman "$SAN_BUILD" "$(san_env provision-podman)") && $(engine_run docker "$BUILD")"
 	# Then mkrootfs.sh's agent profile in a Podman sandbox (it takes the Podman lock itself, for
 	# up only): as a job of its own it held one of the tier's job slots for 7 to 9 minutes
-	# while it waited for that lock, which the chains hold until about here.
+	# while it waited for that lock, which the other chain holds until about here.
 	job provision-docker-podman $W_SAN \
-		"$(engine_run docker "$BUILD") && $(engine_run podman "$SAN_BUILD" "$(san_env provision-podman)")"\
-" && sh tests/provision/agent-profile.sh"
+		"$(engine_run docker "$SAN_BUILD" "$(san_env provision-docker)") && sh tests/provision/agent-profile.sh"
 }
 
 group_fuzz() {
