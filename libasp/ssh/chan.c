@@ -80,10 +80,14 @@ void asp__chan_free(asp_conn *c, LIBSSH2_CHANNEL *ch)
 			break;
 }
 
+static LIBSSH2_CHANNEL *open_window(asp_conn *c, unsigned int window)
+{
+	return libssh2_channel_open_ex(c->session, "session", 7, window, ASP_PACKET_SIZE, NULL, 0);
+}
+
 static LIBSSH2_CHANNEL *open_step(asp_conn *c)
 {
-	return libssh2_channel_open_ex(c->session, "session", 7, ASP_EXEC_WINDOW, ASP_PACKET_SIZE,
-				       NULL, 0);
+	return open_window(c, ASP_EXEC_WINDOW);
 }
 
 /* Take the warm channel's confirmation if it came; never waits. */
@@ -184,14 +188,14 @@ static LIBSSH2_CHANNEL *warm_take(asp_conn *c)
  * the close, so an open that follows a close closely can be refused for a
  * slot that is free a moment later: try again a few times, a little later.
  */
-static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
+int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_CHANNEL **out, asp_error *err)
 {
-	static const unsigned int later_ms[] = { 2, 10, 50 };
+	static const unsigned int later_ms[] = { 2, 10, 50, 200 };
 	unsigned int refused = 0;
 	int rc;
 
 	ASP_TEST_COUNT(stat_opens);
-	while (!(*out = open_step(c))) {
+	while (!(*out = open_window(c, window))) {
 		rc = libssh2_session_last_errno(c->session);
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->chan.spent) {
 			/* A shell told to end still holds its session: wait for its close. */
@@ -211,7 +215,7 @@ static int open_channel(asp_conn *c, LIBSSH2_CHANNEL **out, asp_error *err)
 			continue;
 		}
 		if (rc != LIBSSH2_ERROR_EAGAIN)
-			return asp__ssh_error(c, rc, err, "opening a channel");
+			return asp__ssh_error(c, rc, err, what);
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			return rc;
 	}
@@ -235,7 +239,7 @@ static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *e
 	}
 	if (c->dead)
 		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
-	return open_channel(c, out, err);
+	return asp__chan_open(c, ASP_EXEC_WINDOW, "opening a channel", out, err);
 }
 
 /*

@@ -93,6 +93,15 @@ LIBSSH2_CHANNEL *asp__chan_shell_take(asp_conn *c);
  */
 LIBSSH2_CHANNEL *asp__chan_kill_open_step(asp_conn *c, int *begun, int *failed);
 
+/*
+ * Open a session channel with this receive window (the caller has settled
+ * the warm channel's open: libssh2 opens one channel at a time). An open
+ * the server refuses for its session limit (MaxSessions) is tried again a
+ * few times, a little later: OpenSSH frees a closed channel's session only
+ * once it has handled the close. `what` names the open in an error.
+ */
+int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_CHANNEL **out, asp_error *err);
+
 /* Close ch and wait for the server's close. */
 int asp__chan_close(asp_conn *c, LIBSSH2_CHANNEL *ch, asp_error *err);
 

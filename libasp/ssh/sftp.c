@@ -574,14 +574,8 @@ static int open_sftp(asp_conn *c, const char **why, asp_error *err)
 		return asp__error(err, ASP_ECONNLOST, "%s: connection is closed", c->where);
 	if ((rc = asp__chan_settle(c, err))) /* libssh2 opens one channel at a time */
 		return rc;
-	while (!(ch = libssh2_channel_open_ex(c->session, "session", 7, ASP_SFTP_WINDOW,
-					      ASP_PACKET_SIZE, NULL, 0))) {
-		rc = libssh2_session_last_errno(c->session);
-		if (rc != LIBSSH2_ERROR_EAGAIN)
-			return asp__ssh_error(c, rc, err, "opening the SFTP channel");
-		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
-			return rc;
-	}
+	if ((rc = asp__chan_open(c, ASP_SFTP_WINDOW, "opening the SFTP channel", &ch, err)))
+		return rc;
 	while ((rc = libssh2_channel_process_startup(ch, "subsystem", 9, "sftp", 4)) ==
 	       LIBSSH2_ERROR_EAGAIN)
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
