@@ -129,6 +129,25 @@ START_TEST(test_hostile_arguments)
 END_TEST
 
 /* 20 MiB of pseudo-random bytes through the remote sha256sum. */
+/*
+ * asp-exec COMMAND with 20 MiB on stdin. Its hang detector is 120 s (times
+ * fx_slowdown), not RUN_TIMEOUT_MS: a few seconds here, but once, under
+ * ASan on a loaded CI machine, past 90 s; a failure says how far it got.
+ */
+static result big_run(const unsigned char *data, size_t len, const char *command)
+{
+	long long t0 = fx_now_ms();
+	proc p;
+	result r;
+
+	spawn(&p, cli_argv(ARGS(command)), -1);
+	r = finish(&p, data, len, 120000);
+	ck_assert_msg(r.status == 0, "asp-exec%s %s with %zu bytes of stdin: status %d after %lld ms, "
+		      "%zu bytes of stdout; stderr: %s", use_master ? "" : " --no-master", command, len,
+		      r.status, fx_now_ms() - t0, r.out_len, r.err);
+	return r;
+}
+
 START_TEST(test_stdin_streaming_large)
 {
 	size_t len = 20u << 20;
@@ -145,14 +164,12 @@ START_TEST(test_stdin_streaming_large)
 	}
 	sha256_hex(data, len, hex);
 	strcat(hex, "  -\n");
-	r = cli_in(data, len, ARGS("sha256sum"));
-	ck_assert_int_eq(r.status, 0);
+	r = big_run(data, len, "sha256sum");
 	ck_assert_str_eq(r.out, hex);
 	result_free(&r);
 
 	/* And out again: 20 MiB of stdout, byte for byte. */
-	r = cli_in(data, len, ARGS("cat"));
-	ck_assert_int_eq(r.status, 0);
+	r = big_run(data, len, "cat");
 	ck_assert_uint_eq(r.out_len, len);
 	ck_assert(memcmp(r.out, data, len) == 0);
 	result_free(&r);
