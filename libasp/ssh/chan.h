@@ -20,7 +20,7 @@ typedef struct _LIBSSH2_CHANNEL LIBSSH2_CHANNEL; /* libssh2.h's own typedef */
 
 /*
  * Process-wide counts, read by the tests through asp__exec_stats: session
- * channels opened for commands (warm ones included), commands started on a
+ * channels opened (warm ones and SFTP's included), commands started on a
  * warm channel, warm channels found closed by the server before use,
  * requests sent once more on a new channel because a warm one closed under
  * them, warm channel confirmations taken as round-trip samples, and primed
