@@ -83,11 +83,14 @@ static int call_ok(const asp_call_options *o, asp_error *err)
 /*
  * Run one script. *status: its exit status (-1: a signal). out: its stdout
  * (all of it, up to max_out; more is ASP_EPROTO). The message of a failure
- * the caller names from *status comes from errout.
+ * the caller names from *status comes from errout. Every script but wait's
+ * ends on its own within a bounded time and runs as the library's own
+ * (asp__exec_own: no watchdog); a wait may last as long as its caller
+ * asks, and keeps the watchdog, so that it ends with its connection.
  */
 static int run(asp_sandbox *sb, asp_buf *script, const asp_call_options *call, const char *cwd,
-	       const char *const *env, size_t max_out, int *status, asp_buf *out, char *errout, size_t errcap,
-	       asp_error *err)
+	       const char *const *env, size_t max_out, int own, int *status, asp_buf *out, char *errout,
+	       size_t errcap, asp_error *err)
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	asp_exec_result *r = NULL;
@@ -102,7 +105,8 @@ static int run(asp_sandbox *sb, asp_buf *script, const asp_call_options *call, c
 	o.cwd = cwd;
 	o.env = env;
 	o.max_output = max_out;
-	rc = asp_exec(&r, sb, (const char *)script->data, &o, err);
+	rc = own ? asp__exec_own(&r, sb, (const char *)script->data, &o, err)
+		 : asp_exec(&r, sb, (const char *)script->data, &o, err);
 	if (rc)
 		return rc;
 	if (asp_exec_result_cancelled(r)) {
@@ -273,7 +277,7 @@ int asp_bg_start(char **id, asp_sandbox *sb, const char *command, const asp_bg_o
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, &o.call, o.cwd, o.env, 4096, &status, NULL, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, &o.call, o.cwd, o.env, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (rc)
 		return rc;
@@ -312,8 +316,8 @@ int asp_bg_read(unsigned char **out, size_t *out_len, asp_bg_status *st, asp_san
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, (size_t)limit + 256, &status, &answer, errtext, sizeof(errtext),
-		 err);
+	rc = run(sb, &script, opts, NULL, NULL, (size_t)limit + 256, 1, &status, &answer, errtext,
+		 sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (rc)
 		goto fail;
@@ -366,7 +370,7 @@ int asp_bg_wait(asp_bg_status *st, asp_sandbox *sb, const char *id, unsigned int
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, 4096, &status, &answer, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, opts, NULL, NULL, 4096, 0, &status, &answer, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (!rc && status)
 		rc = script_failed(status, id, "asp_bg_wait", errtext, err);
@@ -416,7 +420,7 @@ int asp_bg_signal(asp_sandbox *sb, const char *id, int sig, const asp_call_optio
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, 4096, &status, NULL, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, opts, NULL, NULL, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (!rc && status)
 		rc = script_failed(status, id, "asp_bg_signal", errtext, err);
@@ -437,7 +441,7 @@ int asp_bg_remove(asp_sandbox *sb, const char *id, const asp_call_options *opts,
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, 4096, &status, NULL, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, opts, NULL, NULL, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (!rc && status)
 		rc = script_failed(status, id, "asp_bg_remove", errtext, err);
@@ -503,7 +507,7 @@ int asp_bg_list_all(asp_bg_list **out, asp_sandbox *sb, const asp_call_options *
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, BG_LIST_MAX, &status, &answer, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, opts, NULL, NULL, BG_LIST_MAX, 1, &status, &answer, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (!rc && status)
 		rc = script_failed(status, "(all)", "asp_bg_list_all", errtext, err);

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "bg.h"
 #include "bulk.h"
 #include "chan.h"
 #include "common.h"
@@ -708,6 +709,7 @@ int asp_write(asp_sandbox *sb, const char *path, const void *data, size_t len,
 typedef struct exec_ctx {
 	const char *command, *cwd;
 	const asp_exec_options *o;
+	int own;
 	asp_exec_result *r;
 } exec_ctx;
 
@@ -715,11 +717,12 @@ static int do_exec(asp_conn *c, void *ctx, int *started, asp_error *err)
 {
 	exec_ctx *x = ctx;
 
-	return asp__exec_run(&x->r, c, x->command, x->cwd, x->o, started, err);
+	return asp__exec_run(&x->r, c, x->command, x->cwd, x->o, x->own, started, err);
 }
 
-int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
-	     const asp_exec_options *opts, asp_error *err)
+/* asp_exec; own: command is one of libasp's scripts (bg.c: asp__exec_own). */
+static int exec_call(asp_exec_result **out, asp_sandbox *sb, const char *command,
+		     const asp_exec_options *opts, int own, asp_error *err)
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	exec_ctx x;
@@ -746,6 +749,7 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	x.command = command;
 	x.cwd = cwd;
 	x.o = &o;
+	x.own = own;
 	x.r = NULL;
 	/*
 	 * call.timeout_ms 0: the handle's op_timeout_ms bounds the start only.
@@ -767,6 +771,18 @@ int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	if (!rc)
 		*out = x.r;
 	return rc;
+}
+
+int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
+	     const asp_exec_options *opts, asp_error *err)
+{
+	return exec_call(out, sb, command, opts, 0, err);
+}
+
+int asp__exec_own(asp_exec_result **out, asp_sandbox *sb, const char *script, const asp_exec_options *opts,
+		  asp_error *err)
+{
+	return exec_call(out, sb, script, opts, 1, err);
 }
 
 /* ------------------------------------------------------------ proc */

@@ -102,8 +102,12 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * kill script's $$ is its own pid (a subshell's $$ is the wrapper's). A
  * kill of the group (timeout, cancel) TERMs it, and it takes its sleep
  * along. The parent is read in the wrapper: zsh gives a subshell its own
- * PPID (and splits words only when told). Without /proc there is no watchdog. Costs two forks per command,
- * in the sandbox, beside the command.
+ * PPID (and splits words only when told: `setopt`, called only where
+ * $ZSH_VERSION is set, here and in every script, since in bash a command
+ * not found is a fork). Without /proc there is no watchdog. Costs two
+ * forks per command, in the sandbox, beside the command (5 to 7 ms of an
+ * exec on a 2-core machine): libasp's own scripts, which end on their
+ * own, run without it (asp__exec_script's own).
  *
  * It is the shell function _asp_wd, whose argument is the call's token
  * (the kill script finds the call's processes by it, as $_asp_t): the
@@ -122,7 +126,7 @@ static int put_watchdog_fn(asp_buf *out)
 {
 	if (asp__buf_puts(out, "_asp_wd() { _asp_q=$PPID; _asp_t=$1; [ -r /proc/$$/stat ] && ( ( "
 			  "trap 'kill $s 2>/dev/null; exit 0' TERM; "
-			  "{ setopt shwordsplit; } 2>/dev/null; "
+			  "[ -z \"${ZSH_VERSION-}\" ] || setopt shwordsplit 2>/dev/null; "
 			  "s=; w=$$; q=$_asp_q; while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
 			  "set -- ${l##*) }; [ \"$1\" = Z ] && exit 0; [ \"$2\" = \"$q\" ] || "
 			  "{ g=$3; export g _asp_t; exec sh -c ") ||
@@ -578,7 +582,7 @@ int asp__shfs_list_script(asp_buf *out, const char *path, size_t max)
 	if (asp__buf_puts(out, SHFS_NF SHFS_NEED("stat") SHFS_NEED("xargs")) || put_var(out, "p", path) ||
 	    asp__buf_puts(out, "cd -- \"$p\" 2>/dev/null || { [ -e \"$p\" ] || nf \"$p\"; "
 			  "[ -d \"$p\" ] || exit 103; exit 101; }; [ -r . ] || exit 101; "
-			  "{ setopt nullglob; } 2>/dev/null; set -- .* *; ") ||
+			  "[ -z \"${ZSH_VERSION-}\" ] || setopt nullglob 2>/dev/null; set -- .* *; ") ||
 	    asp__buf_printf(out, "[ $# -gt %llu ] && exit 106; ", (unsigned long long)max + 2) ||
 	    asp__buf_puts(out, "[ $# -eq 0 ] && { printf '\\0'; exit 0; }; printf '%s\\0' \"$@\"; "
 			  "printf '\\0'; printf '%s\\0' \"$@\" | xargs -0 stat -c '%f %s %Y %n' -- "
@@ -670,7 +674,7 @@ int asp__shfs_temps_script(asp_buf *out, const char *dir, size_t max)
 	/* Names as the listing gives them, only those shaped like a temp file; fs.c checks them exactly. */
 	if (put_var(out, "p", dir) ||
 	    asp__buf_puts(out, "cd -- \"$p\" 2>/dev/null || exit 0; date +%s || exit 0; "
-			  "{ setopt nullglob; } 2>/dev/null; set -- .*.asp-*.tmp; ") ||
+			  "[ -z \"${ZSH_VERSION-}\" ] || setopt nullglob 2>/dev/null; set -- .*.asp-*.tmp; ") ||
 	    asp__buf_printf(out, "[ $# -le %zu ] || exit 0; ", max) ||
 	    asp__buf_puts(out, "[ $# -eq 0 ] && { printf '\\0'; exit 0; }; printf '%s\\0' \"$@\"; "
 			  "printf '\\0'; printf '%s\\0' \"$@\" | xargs -0 stat -c '%f %s %Y %n' -- "
@@ -711,7 +715,7 @@ int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
  * bgends DIR: lo and hi, the first and last kept chunk's offset (empty: none
  * yet); no process started. bgsz DIR: those and tot, the bytes written.
  */
-#define BG_ENDS "{ setopt nullglob; } 2>/dev/null; " \
+#define BG_ENDS "[ -z \"${ZSH_VERSION-}\" ] || setopt nullglob 2>/dev/null; " \
 		"bgends() { lo=; hi=; for f in \"$1\"/o.*; do k=${f##*/o.}; case $k in ''|*[!0-9]*) continue;; esac; " \
 		"{ [ -z \"$lo\" ] || [ \"$k\" -lt \"$lo\" ]; } && lo=$k; " \
 		"{ [ -z \"$hi\" ] || [ \"$k\" -gt \"$hi\" ]; } && hi=$k; done; }; "
@@ -728,7 +732,9 @@ static int put_bg_dir(asp_buf *out, const char *id)
 /*
  * The launcher. The login shell makes the directory (0700, mkdir without
  * -p: an id that exists fails; ~/.asp and ~/.asp/bg 0700 when it makes
- * them; the command keeps the login's umask) and runs bash, whose `set -m` puts
+ * them; the command keeps the login's umask) and runs the launch text in
+ * itself when it is bash (a bash started costs 4 to 6 ms in a small
+ * sandbox), else in a bash it starts; bash's `set -m` puts
  * the supervisor in a process group of its own, and the supervisor's inner
  * `set -m` the command in another: a signal to the command's group reaches
  * neither the supervisor, which writes the status, nor the writer, which
@@ -751,19 +757,22 @@ int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const c
 		"while [ $((s - z)) -ge $b ]; do r=$(LC_ALL=C dd bs=$b count=$(((s - z) / b)) 2>&1 >> \"$f\"); "
 		"r=${r##*$'\\n'}; r=${r%% *}; case $r in ''|*[!0-9]*) r=$(($(wc -c < \"$f\") - z));; esac; "
 		"[ $r -gt 0 ] || { e=1; break; }; z=$((z + r)); done; q=$p; p=$n; n=$((n + z)); done; }; "
-		": > \"$d/end\" ) </dev/null >/dev/null 2>&1 & echo $! > \"$d/sup\"";
+		": > \"$d/end\" ) </dev/null >/dev/null 2>&1 3>&- & echo $! > \"$d/sup\"";
 	char num[32];
 
 	if (asp__buf_puts(out, "command -v bash >/dev/null 2>&1 || { echo 'no bash in the sandbox: "
 			  "background processes need it' >&2; exit 109; }; "
 			  "[ -d \"$HOME/.asp/bg\" ] || mkdir -p -m 700 -- \"$HOME/.asp\" \"$HOME/.asp/bg\"; "
 			  "d=$HOME/.asp/bg/") ||
-	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; bash -c ") ||
-	    asp__quote(out, launch) || asp__buf_puts(out, " asp-bg \"$d\" ") || asp__quote(out, name) ||
-	    asp__buf_puts(out, " ") || asp__quote(out, command))
+	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; set -- \"$d\" ") ||
+	    asp__quote(out, name) || asp__buf_puts(out, " ") || asp__quote(out, command))
 		return ASP_ENOMEM;
 	snprintf(num, sizeof(num), "%lld", start_ms);
-	return asp__buf_printf(out, " %s %llu", num, (unsigned long long)chunk) ? ASP_ENOMEM : 0;
+	if (asp__buf_printf(out, " %s %llu; l=", num, (unsigned long long)chunk) || asp__quote(out, launch) ||
+	    asp__buf_puts(out, "; if [ -n \"${BASH_VERSION-}\" ]; then eval \"$l\"; "
+			  "else bash -c \"$l\" asp-bg \"$@\" 3>&-; fi"))
+		return ASP_ENOMEM;
+	return 0;
 }
 
 /*

@@ -26,9 +26,11 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
  * env entries must be NAME=value with a valid NAME (ASP_EINVAL otherwise).
  * token: the call's "asp-call-<hex>", letters, digits and '-' only (the
  * kill script's pattern); every process of the call inherits it.
- * own: COMMAND is one of libasp's file scripts (asp__shfs_*_script), which
- * may `exit`: it runs in the wrapper's shell, and an EXIT trap writes the
- * end line.
+ * own: COMMAND is one of libasp's own scripts (asp__shfs_*_script, the
+ * bg scripts but a wait's), which may `exit`: it runs in the wrapper's
+ * shell, an EXIT trap writes the end line, and no watchdog is started (the
+ * script ends on its own; fd 3, the end line's, stays open in it: a
+ * process it leaves running closes it).
  * primed: the script goes to a primed shell (asp__prime_boot), which has
  * the watchdog's definition already; the script only calls it.
  */
@@ -188,9 +190,11 @@ int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n);
  * terminal; dash, BusyBox sh and zsh refuse it); the others run in any
  * POSIX login shell. id is checked by bg.c (letters, digits, '-', '_');
  * it is quoted all the same. Exit statuses: 0, or one of ASP_BG_X_*. A
- * script never ends in `exit 0` or `exec`: it runs off its end, so that
- * the wrapper prints its end line (else exec.c asks the sandbox whether
- * the command still runs, one more exec: check_cut).
+ * script never ends in `exit 0` or `exec`: it runs off its end. A wait's
+ * runs in asp_exec's wrapper, which prints its end line only then (else
+ * exec.c asks the sandbox whether the command still runs, one more exec:
+ * check_cut); the others run as libasp's own (bg.c), whose EXIT trap
+ * prints it.
  *
  * Records: read, wait, list print "STATE CODE OPEN START SIZE" (STATE r,
  * x or l: running, exited, lost; CODE the status or '-'; OPEN 1 while the

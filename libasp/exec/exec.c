@@ -998,9 +998,9 @@ static int exec_run(asp_exec_result **out, asp_conn *c, const char *command, con
 }
 
 int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
-		  const asp_exec_options *o, int *started, asp_error *err)
+		  const asp_exec_options *o, int own, int *started, asp_error *err)
 {
-	return exec_run(out, c, command, cwd, o, 0, started, err);
+	return exec_run(out, c, command, cwd, o, own, started, err);
 }
 
 /* ------------------------------------------------------------ a running command (proc.c) */

@@ -14,10 +14,12 @@
 /*
  * Run `command` in `cwd` (absolute) on connection c, filling a new result
  * in *out. *started becomes 1 once the request may have reached the server:
- * from then on a failure must not be retried.
+ * from then on a failure must not be retried. own: command is one of
+ * libasp's own scripts (quote.h: asp__exec_script), which runs without the
+ * watchdog and may end in `exit`.
  */
 int asp__exec_run(asp_exec_result **out, asp_conn *c, const char *command, const char *cwd,
-		  const asp_exec_options *o, int *started, asp_error *err);
+		  const asp_exec_options *o, int own, int *started, asp_error *err);
 
 /*
  * A running command with a handle (proc.c drives it): asp__exec_run cut in

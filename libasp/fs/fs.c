@@ -212,7 +212,7 @@ int asp__fs_remove_tree(asp_conn *c, const char *path, asp_cancel *cancel, uint6
 	o.call.cancel = cancel;
 	o.kill_after_ms = deadline > now ? (unsigned int)(deadline - now) : 1;
 	o.max_output = 4096;
-	rc = asp__exec_run(&r, c, (const char *)script.data, "/", &o, started, err);
+	rc = asp__exec_run(&r, c, (const char *)script.data, "/", &o, 0, started, err);
 	asp__buf_free(&script);
 	if (rc)
 		return rc;

@@ -6,8 +6,9 @@
  * of the handle that started it and found by a fresh one; hostile names
  * stored and listed verbatim with nothing run; the login shells dash,
  * BusyBox sh and zsh running the scripts other than the launcher.
- * The slow case: a process outliving a cut TCP connection (the watchdog's
- * poll waited out) and an sshd restart.
+ * A wait ends with the harness that waits (the other scripts run without
+ * the watchdog: they end on their own). The slow case: a process outliving
+ * a cut TCP connection (the watchdog's poll waited out) and an sshd restart.
  *
  * The fixture's sandbox is this machine, so the test sees the command's
  * processes with /proc. Other suites share the login user, and so its
@@ -15,10 +16,12 @@
  * removes what it started.
  */
 #include <check.h>
+#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "asp.h"
@@ -521,6 +524,81 @@ START_TEST(survives_cut_and_restart)
 }
 END_TEST
 
+/* A process whose command line holds both strings (the wrapper: sshd runs `SHELL -c WRAPPER`), or 0. */
+static pid_t find_cmdline(const char *a, const char *b)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t found = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while (!found && (de = readdir(d))) {
+		char path[300], buf[16384];
+		size_t n, i;
+		FILE *f;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = 0;
+		if (strstr(buf, a) && strstr(buf, b))
+			found = (pid_t)atoi(de->d_name);
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * The one script that may run as long as its caller asks, a wait, keeps
+ * the watchdog: the harness waiting is killed, and the wait's shell in
+ * the sandbox (seen running first) ends with the connection.
+ */
+START_TEST(wait_dies_with_harness)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	long long until;
+	pid_t h, w = 0;
+	char *id;
+	int st;
+
+	id = start(sb, "exec sleep 300", "waited on", 0);
+	h = fork();
+	ck_assert_int_ge(h, 0);
+	if (!h) {
+		asp_sandbox *hs = NULL;
+		asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+		asp_bg_status bs;
+
+		o.config_path = fx.config;
+		if (asp_open(&hs, &o, NULL) == 0)
+			asp_bg_wait(&bs, hs, id, ASP_BG_FOREVER, NULL, NULL);
+		_exit(3);
+	}
+	until = fx_now_ms() + 20000 * fx_slowdown();
+	while (!(w = find_cmdline(id, "sleep 0.25"))) {
+		ck_assert_msg(waitpid(h, &st, WNOHANG) == 0, "the waiting harness ended (status %d)", st);
+		ck_assert_msg(fx_now_ms() < until, "the wait's shell never appeared in the sandbox");
+		fx_sleep_ms(20);
+	}
+	ck_assert_msg(pid_alive(w), "the wait's shell %d is not running", w);
+	ck_assert_int_eq(kill(h, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(h, &st, 0), h);
+	ck_assert_msg(wait_gone(w, 20000 * fx_slowdown()), "the wait's shell %d outlived its harness", w);
+	ck_assert_int_eq(asp_bg_signal(sb, id, SIGKILL, NULL, NULL), 0);
+	wait_end(sb, id);
+	bg_remove_ok(sb, id);
+	asp_free(id);
+	asp_close(sb);
+}
+END_TEST
+
 /*
  * The scripts other than the launcher run in the login shell: dash, BusyBox
  * sh and zsh (the interop suite's users), with the launcher's bash beside.
@@ -595,6 +673,7 @@ Suite *suite_bg(void)
 	tcase_add_test(tc, bad_ids);
 	tcase_add_test(tc, hostile_names);
 	tcase_add_test(tc, survives_close);
+	tcase_add_test(tc, wait_dies_with_harness);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bg_shells");
 	tcase_set_timeout(tc, 120);
