@@ -1287,6 +1287,31 @@ START_TEST(rootless_exec_ingress)
 	ck_assert_ptr_nonnull(strstr(r.out, "nothing left"));
 	ck_assert_int_eq(stat(ws, &sb), 0);
 	ck_assert_uint_eq(sb.st_uid, pw->pw_uid); /* given back */
+
+	/*
+	 * --unprivileged, rootless: sshd is the agent inside the user namespace, the host key's
+	 * chown to its group is made there (podman unshare), and verify's checks of that mode pass.
+	 */
+	ck_assert_msg(user(&r, bin_u, "up", "--name", "rlu", "--workspace", ws, "--rootfs", rfs, "--runtime", "runc",
+			   "--ingress", "exec", "--unprivileged", "--json") == 0, "rootless up --unprivileged: %s",
+		      r.err);
+	user(&r, bin_u, "verify", "rlu", "--json");
+	status = r.status;
+	rep = cJSON_Parse(r.out);
+	ck_assert_msg(rep != NULL, "rootless verify --unprivileged: %s %s", r.out, r.err);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		const char *check = jstr(c, "check");
+		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"),
+			      "rootless --unprivileged: %s %s: %s", check, jstr(c, "status"), jstr(c, "evidence"));
+		if (!strcmp(check, "caps.bounding") || !strcmp(check, "hostkey.private"))
+			ck_assert_msg(strstr(jstr(c, "evidence"), "unprivileged:") != NULL, "%s: %s", check,
+				      jstr(c, "evidence"));
+	}
+	ck_assert_int_eq(status, want_fail[0] ? 1 : 0);
+	cJSON_Delete(rep);
+	ck_assert_msg(user(&r, bin_u, "down", "rlu") == 0, "rootless down --unprivileged: %s%s", r.out, r.err);
+	ck_assert_int_eq(stat(ws, &sb), 0);
+	ck_assert_uint_eq(sb.st_uid, pw->pw_uid); /* given back */
 	ck_assert_int_eq(user(&r, "podman", "ps", "--all", "--quiet"), 0);
 	ck_assert_msg(!r.out[0], "containers left: %s", r.out);
 	rootless_cleanup();

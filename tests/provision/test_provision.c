@@ -291,7 +291,8 @@ static int sb_exec(asp_sandbox *sb, const char *command, char *out, size_t n, un
  * the host account the sandbox user was allowed to be
  * (--allow-host-account-uid), or NULL: it is nobody on the host.
  */
-static void use_sandbox_as(const char *config, const char *ws_host, const struct passwd *account)
+/* unpriv: sshd runs as the agent (--unprivileged), which then reads the host key by design. */
+static void use_sandbox_mode(const char *config, const char *ws_host, const struct passwd *account, int unpriv)
 {
 	asp_sandbox *sb = open_config(config);
 	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
@@ -332,13 +333,19 @@ static void use_sandbox_as(const char *config, const char *ws_host, const struct
 		ck_assert_uint_ne(st.st_uid, getuid());
 	}
 	/* A root-only operation fails: the agent is not root and cannot become it. */
-	ck_assert_int_ne(sb_exec(sb, "cat /etc/asf/ssh_host_ed25519_key", out, sizeof(out), 10000, NULL), 0);
+	if (!unpriv)
+		ck_assert_int_ne(sb_exec(sb, "cat /etc/asf/ssh_host_ed25519_key", out, sizeof(out), 10000, NULL), 0);
 	asp_close(sb);
+}
+
+static void use_sandbox_as(const char *config, const char *ws_host, const struct passwd *account)
+{
+	use_sandbox_mode(config, ws_host, account, 0);
 }
 
 static void use_sandbox(const char *config, const char *ws_host)
 {
-	use_sandbox_as(config, ws_host, NULL);
+	use_sandbox_mode(config, ws_host, NULL, 0);
 }
 
 /* A TCP listener we own on addr; its port in *port. */
@@ -430,6 +437,8 @@ static long container_pid(const char *name)
 
 /* ------------------------------------------------------------------ tests */
 
+static int sshd_unprivileged(asp_sandbox *sb, char *why, size_t n);
+
 START_TEST(publish_end_to_end)
 {
 	char name[64], ws[256], proj[256], cfg[512], deep[512];
@@ -507,6 +516,9 @@ START_TEST(publish_end_to_end)
 	ck_assert_ptr_nonnull(strstr(out, "Network is unreachable"));
 	/* No resolver. */
 	ck_assert_int_ne(sb_exec(sb_, "getent hosts example.com", out, sizeof(out), 10000, NULL), 0);
+	/* The unprivileged probe (unprivileged_end_to_end) fails here: sshd is root, with capabilities. */
+	ck_assert_msg(!sshd_unprivileged(sb_, out, sizeof(out)), "root-mode sandbox passed the unprivileged probe");
+	fprintf(stderr, "publish_end_to_end (%s): the unprivileged probe fails as it must: %s\n", engine, out);
 	asp_close(sb_);
 
 	ck_assert_int_eq(asf(&r, "status", name), 0);
@@ -1638,8 +1650,9 @@ START_TEST(kube_manifest_structure)
 		    "--workspace-volume", "emptydir");
 		ck_assert_msg(r.status == 2 && strstr(r.err, "not with --workspace-volume"), "%d %s", r.status, r.err);
 		engine = "podman";
-		asf(&r, "up", "--name", name, "--workspace", ws, "--image", "x", "--unprivileged");
-		ck_assert_msg(r.status == 2 && strstr(r.err, "--unprivileged needs --backend kubernetes"), "%d %s",
+		/* The container backend takes --unprivileged (unprivileged_end_to_end), not a volume kind. */
+		asf(&r, "up", "--name", name, "--image", "x", "--unprivileged", "--workspace-volume", "emptydir");
+		ck_assert_msg(r.status == 2 && strstr(r.err, "--workspace-volume needs --backend kubernetes"), "%d %s",
 			      r.status, r.err);
 		engine = "kubectl";
 		asf(&r, "up", "--backend", "kubernetes", "--name", name, "--image", "x", "--workspace-volume",
@@ -2559,10 +2572,63 @@ static TCase *make_tcase(const char *name, void (*setup)(void), const TTest *con
 	return tc;
 }
 
+/*
+ * --unprivileged, container backend: sshd runs as the sandbox user with no
+ * capability in any set (the probe publish_end_to_end shows failing on a
+ * root-mode sandbox), reads its host key through the group (root:UID 0440),
+ * and serves libasp as before; verify's checks for the mode pass.
+ */
+START_TEST(unprivileged_end_to_end)
+{
+	char name[64], ws[256], cfg[512], out[4096], why[512], want[64], key[600];
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_error err = { 0 };
+	asp_sandbox *sb;
+	struct stat st;
+	run_out r;
+	cJSON *c;
+	unsigned int uid;
+
+	sandbox_name(name, sizeof(name), "unpriv");
+	make_dir(ws, sizeof(ws), "ws-unpriv");
+	snprintf(cfg, sizeof(cfg), "%s/unpriv.asp.json", top);
+	ck_assert_msg(asf(&r, "up", "--name", name, "--workspace", ws, SRC, "--runtime", "runc", "--unprivileged",
+			  "--memory", "512m", "--pids", "256", "--out", cfg, "--json") == 0, "up: %s", r.err);
+	c = parse_json(r.out);
+	ck_assert_str_eq(jstr(c, "phase"), "ready");
+	ck_assert(cJSON_IsTrue(cJSON_GetObjectItem(c, "unprivileged")));
+	ck_assert_int_eq(cJSON_GetArraySize(cJSON_GetObjectItem(c, "capabilities")), 0);
+	uid = (unsigned int)cJSON_GetNumberValue(cJSON_GetObjectItem(c, "uid"));
+	cJSON_Delete(c);
+	ck_assert_uint_ne(uid, 0);
+	snprintf(key, sizeof(key), "%s/%s/sshd/ssh_host_ed25519_key", state, name);
+	ck_assert_int_eq(stat(key, &st), 0);
+	ck_assert_msg((st.st_mode & 0777) == 0440 && st.st_uid == 0 && st.st_gid == uid, "host key %o %u:%u",
+		      st.st_mode & 0777, (unsigned int)st.st_uid, (unsigned int)st.st_gid);
+
+	use_sandbox_mode(cfg, ws, NULL, 1);
+	sb = open_config(cfg);
+	ck_assert_msg(sshd_unprivileged(sb, why, sizeof(why)), "unprivileged sandbox: %s", why);
+	ck_assert_int_eq(sb_exec(sb, "id -u; stat -c %u /proc/1", out, sizeof(out), 10000, NULL), 0);
+	snprintf(want, sizeof(want), "%u\n%u", uid, uid);
+	ck_assert_msg(!strcmp(out, want), "id -u, pid 1's owner: %s (want %u)", out, uid);
+	ck_assert_msg(asp_write(sb, "from-harness.txt", "written\n", 8, &wo, &err) == 0, "asp_write: %s",
+		      err.message);
+	ck_assert_int_eq(sb_exec(sb, "cat /workspace/from-harness.txt", out, sizeof(out), 10000, NULL), 0);
+	ck_assert_str_eq(out, "written");
+	asp_close(sb);
+	verify_passes(name, 18);
+	ck_assert_int_eq(asf(&r, "verify", name, "--json"), 0);
+	ck_assert_msg(strstr(r.out, "unprivileged: CapBnd of pid 1 0000000000000000") != NULL,
+		      "verify did not check the unprivileged mode: %.400s", r.out);
+	down_clean(name);
+}
+END_TEST
+
 /* The same tests for each engine. */
 static TCase *engine_tcase(const char *name, void (*setup)(void))
 {
-	static const TTest *all[17];
+	static const TTest *all[18];
 
 	all[0] = publish_end_to_end;
 	all[1] = exec_ingress_end_to_end;
@@ -2581,7 +2647,8 @@ static TCase *engine_tcase(const char *name, void (*setup)(void))
 	all[14] = uid_of_account_refused;
 	all[15] = own_image_end_to_end;
 	all[16] = own_image_refused;
-	return make_tcase(name, setup, all, 17);
+	all[17] = unprivileged_end_to_end;
+	return make_tcase(name, setup, all, 18);
 }
 
 /* --backend kubernetes: the manifest, and its Pod under podman kube play. */

@@ -206,10 +206,10 @@ static int validate_backend(up_ctx *c, asf_err *e)
 	if (!c->kube) {
 		if (!strcmp(asf_engine, "kubectl"))
 			return asf_fail(e, "--engine kubectl needs --backend kubernetes");
-		if (o->namespace_ || o->manifest || o->manifest_only || o->unprivileged || o->ws_volume)
+		if (o->namespace_ || o->manifest || o->manifest_only || o->ws_volume)
 			return asf_fail(e, "%s needs --backend kubernetes", o->manifest_only ? "manifest" :
 					o->namespace_ ? "--namespace" : o->manifest ? "--manifest" :
-					o->unprivileged ? "--unprivileged" : "--workspace-volume");
+					"--workspace-volume");
 		if (c->deadline_s && engine_docker())
 			return asf_fail(e, "--deadline: docker has no container timeout; use --engine podman "
 					   "(podman create --timeout) or --backend kubernetes");
@@ -643,6 +643,31 @@ static int make_files(up_ctx *c, asf_err *e)
 }
 
 /*
+ * --unprivileged (container backend; kube.c does the same for its Secret):
+ * sshd runs as the sandbox user and reads its host key through the group,
+ * root:UID 0440, so no other user can. Rootless, UID is one only inside
+ * Podman's user namespace: the chown is made there.
+ */
+static int hostkey_for_user(const up_ctx *c, asf_err *e)
+{
+	char path[4400], ids[32];
+	asf_out o;
+
+	str_fmt(path, sizeof(path), "%s/sshd/ssh_host_ed25519_key", c->dir);
+	if (c->rootless) {
+		str_fmt(ids, sizeof(ids), "0:%u", c->uid);
+		if (podman(&o, e, "unshare", "chown", "-h", ids, path, (char *)NULL))
+			return -1;
+		out_free(&o);
+	} else if (chown(path, 0, c->uid)) {
+		return asf_fail(e, "chown 0:%u %s: %s", c->uid, path, strerror(errno));
+	}
+	if (chmod(path, 0440))
+		return asf_fail(e, "chmod 0440 %s: %s", path, strerror(errno));
+	return 0;
+}
+
+/*
  * sshd_config, written once the network is known: with --egress allow, every
  * session of the sandbox user gets the proxy in its environment (SetEnv).
  */
@@ -770,9 +795,14 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	argv_add(a, c->ctr);
 	/* Least privilege: docs/SECURITY.md says why each of these is here. */
 	argv_add(a, "--cap-drop=ALL");
-	argv_add(a, "--cap-add=CAP_SETGID"); /* ASF_CAPS, one each: docker does not split commas */
-	argv_add(a, "--cap-add=CAP_SETUID");
-	argv_add(a, "--cap-add=CAP_SYS_CHROOT");
+	if (o->unprivileged) {
+		/* sshd is the sandbox user: it serves only itself, and needs no capability. */
+		argv_addf(a, "--user=%u:%u", c->uid, c->uid);
+	} else {
+		argv_add(a, "--cap-add=CAP_SETGID"); /* ASF_CAPS, one each: docker does not split commas */
+		argv_add(a, "--cap-add=CAP_SETUID");
+		argv_add(a, "--cap-add=CAP_SYS_CHROOT");
+	}
 	argv_add(a, "--security-opt=no-new-privileges");
 	argv_add(a, "--read-only");
 	if (!engine_docker())
@@ -832,7 +862,8 @@ static void create_argv(asf_argv *a, const up_ctx *c, long *nofile, long *nproc)
 	} else {
 		/* A user's image: never pulled; its entrypoint, user and volumes do not apply. */
 		argv_add(a, "--pull=never");
-		argv_add(a, "--user=0:0");
+		if (!o->unprivileged)
+			argv_add(a, "--user=0:0");
 		if (!engine_docker())
 			argv_add(a, "--image-volume=ignore");
 		argv_add(a, "--entrypoint");
@@ -1242,13 +1273,13 @@ static cJSON *initial_state(const up_ctx *c, long nofile, long nproc)
 		cJSON_AddStringToObject(st, "manifest", c->manifest);
 		cJSON_AddStringToObject(st, "workspace_volume", c->ws_kind == ASF_WS_EMPTYDIR ? "emptydir" :
 					c->ws_kind == ASF_WS_PVC ? "pvc" : "hostpath");
-		cJSON_AddBoolToObject(st, "unprivileged", o->unprivileged);
 	} else {
 		cJSON_AddStringToObject(st, "container", c->ctr);
 	}
 	if (!c->exec_ingress && !c->kube)
 		cJSON_AddStringToObject(st, "network", c->ctr);
 	cJSON_AddStringToObject(st, "runtime", o->runtime ? o->runtime : "");
+	cJSON_AddBoolToObject(st, "unprivileged", o->unprivileged);
 	cJSON_AddStringToObject(st, "ingress", c->exec_ingress ? "exec" : c->service ? "service" : "publish");
 	cJSON_AddStringToObject(st, "egress", c->allow ? "allow" : "none");
 	if (c->allow)
@@ -1455,7 +1486,8 @@ static int build(up_ctx *c, asf_err *e)
 	if (mkdir_mode(path, 0755, e))
 		goto fail;
 	str_fmt(path, sizeof(path), "%s/etc", c->dir);
-	if (mkdir_mode(path, 0755, e) || make_files(c, e))
+	if (mkdir_mode(path, 0755, e) || make_files(c, e) ||
+	    (!c->kube && c->o->unprivileged && hostkey_for_user(c, e)))
 		goto fail;
 	if (!c->kube && c->img.kit) {
 		/* The host's sshd for the image (image.c); the container's command changes with it. */
