@@ -475,7 +475,7 @@ static pid_t parent_of(pid_t pid)
 	return (pid_t)ppid;
 }
 
-pid_t find_process_under(const char *needle, pid_t ancestor)
+static pid_t find_matching(const char *needle, const char *also, pid_t ancestor)
 {
 	DIR *d = opendir("/proc");
 	struct dirent *e;
@@ -499,7 +499,7 @@ pid_t find_process_under(const char *needle, pid_t ancestor)
 		for (i = 0; i < len; i++)
 			if (!text[i])
 				text[i] = ' ';
-		if (strstr(text, needle) && pid_alive(pid))
+		if (strstr(text, needle) && (!also || strstr(text, also)) && pid_alive(pid))
 			found = pid;
 		free(text);
 	}
@@ -507,9 +507,19 @@ pid_t find_process_under(const char *needle, pid_t ancestor)
 	return found;
 }
 
+pid_t find_process_under(const char *needle, pid_t ancestor)
+{
+	return find_matching(needle, NULL, ancestor);
+}
+
 pid_t find_process(const char *needle)
 {
-	return find_process_under(needle, 0);
+	return find_matching(needle, NULL, 0);
+}
+
+pid_t find_process_with(const char *needle, const char *also)
+{
+	return find_matching(needle, also, 0);
 }
 
 void suite_sshd_start(fx_sshd *fx)

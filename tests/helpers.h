@@ -67,6 +67,8 @@ int wait_gone(pid_t pid, long ms);
 
 /* A process (not this one) whose command line holds needle; 0 when none. */
 pid_t find_process(const char *needle);
+/* The same, holding both needle and also. */
+pid_t find_process_with(const char *needle, const char *also);
 /* The same, among the descendants of ancestor only (a suite's own sshd: other suites run beside
  * it); ancestor 0: any process. */
 pid_t find_process_under(const char *needle, pid_t ancestor);

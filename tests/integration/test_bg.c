@@ -16,7 +16,6 @@
  * removes what it started.
  */
 #include <check.h>
-#include <dirent.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -524,37 +523,6 @@ START_TEST(survives_cut_and_restart)
 }
 END_TEST
 
-/* A process whose command line holds both strings (the wrapper: sshd runs `SHELL -c WRAPPER`), or 0. */
-static pid_t find_cmdline(const char *a, const char *b)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *de;
-	pid_t found = 0;
-
-	ck_assert_ptr_nonnull(d);
-	while (!found && (de = readdir(d))) {
-		char path[300], buf[16384];
-		size_t n, i;
-		FILE *f;
-
-		if (de->d_name[0] < '1' || de->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
-		if (!(f = fopen(path, "r")))
-			continue;
-		n = fread(buf, 1, sizeof(buf) - 1, f);
-		fclose(f);
-		for (i = 0; i < n; i++)
-			if (!buf[i])
-				buf[i] = ' ';
-		buf[n] = 0;
-		if (strstr(buf, a) && strstr(buf, b))
-			found = (pid_t)atoi(de->d_name);
-	}
-	closedir(d);
-	return found;
-}
-
 /*
  * The one script that may run as long as its caller asks, a wait, keeps
  * the watchdog: the harness waiting is killed, and the wait's shell in
@@ -582,7 +550,7 @@ START_TEST(wait_dies_with_harness)
 		_exit(3);
 	}
 	until = fx_now_ms() + 20000 * fx_slowdown();
-	while (!(w = find_cmdline(id, "sleep 0.25"))) {
+	while (!(w = find_process_with(id, "sleep 0.25"))) {
 		ck_assert_msg(waitpid(h, &st, WNOHANG) == 0, "the waiting harness ended (status %d)", st);
 		ck_assert_msg(fx_now_ms() < until, "the wait's shell never appeared in the sandbox");
 		fx_sleep_ms(20);

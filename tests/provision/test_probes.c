@@ -1185,6 +1185,34 @@ static int strict(void)
 	return getenv("ASF_REQUIRE_PODMAN") && !strcmp(getenv("ASF_REQUIRE_PODMAN"), "1");
 }
 
+/*
+ * verify NAME as the rootless user: every check passes but those listed in
+ * want_fail (cgroup v1: limits); unpriv: the checks of --unprivileged ran.
+ */
+static void rootless_verify(const char *bin_u, const char *name, const char *want_fail, int unpriv)
+{
+	const cJSON *c;
+	cJSON *rep;
+	run_out r;
+
+	user(&r, bin_u, "verify", name, "--json");
+	rep = cJSON_Parse(r.out);
+	ck_assert_msg(rep != NULL, "rootless verify %s: %s %s", name, r.out, r.err);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
+		const char *check = jstr(c, "check");
+		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"),
+			      "rootless %s: %s %s: %s", name, check, jstr(c, "status"), jstr(c, "evidence"));
+		if (!strcmp(check, "limits") && want_fail[0])
+			ck_assert_ptr_nonnull(strstr(jstr(c, "evidence"), "cgroup v1"));
+		if (unpriv && (!strcmp(check, "caps.bounding") || !strcmp(check, "hostkey.private")))
+			ck_assert_msg(strstr(jstr(c, "evidence"), "unprivileged:") != NULL, "%s: %s", check,
+				      jstr(c, "evidence"));
+	}
+	ck_assert_int_eq(r.status, want_fail[0] ? 1 : 0);
+	ck_assert_int_ge(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "checks")), 20);
+	cJSON_Delete(rep);
+}
+
 START_TEST(rootless_exec_ingress)
 {
 	char bin_u[300], mk[300], rfs[300], ws[300], xdg[64], want_fail[32];
@@ -1196,7 +1224,6 @@ START_TEST(rootless_exec_ingress)
 	const cJSON *c;
 	size_t i;
 	long pid;
-	int status;
 
 	for (i = 0; i < sizeof(need) / sizeof(need[0]); i++)
 		if (access(need[i], X_OK)) {
@@ -1248,20 +1275,7 @@ START_TEST(rootless_exec_ingress)
 	/* cgroup v1 (this host): Podman cannot enforce limits rootless, and verify says so. */
 	snprintf(want_fail, sizeof(want_fail), "%s",
 		 access("/sys/fs/cgroup/cgroup.controllers", F_OK) ? "limits" : "");
-	user(&r, bin_u, "verify", "rl", "--json");
-	status = r.status;
-	rep = cJSON_Parse(r.out);
-	ck_assert_msg(rep != NULL, "rootless verify: %s %s", r.out, r.err);
-	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
-		const char *check = jstr(c, "check");
-		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"),
-			      "rootless: %s %s: %s", check, jstr(c, "status"), jstr(c, "evidence"));
-		if (!strcmp(check, "limits") && want_fail[0])
-			ck_assert_ptr_nonnull(strstr(jstr(c, "evidence"), "cgroup v1"));
-	}
-	ck_assert_int_eq(status, want_fail[0] ? 1 : 0);
-	ck_assert_int_ge(cJSON_GetArraySize(cJSON_GetObjectItem(rep, "checks")), 20);
-	cJSON_Delete(rep);
+	rootless_verify(bin_u, "rl", want_fail, 0);
 
 	/* A probe shown to fail rootless too: the firewall, removed through the user namespace. */
 	ck_assert_int_eq(user(&r, "podman", "inspect", "--format", "{{.State.Pid}}", "asf-rl"), 0);
@@ -1295,20 +1309,7 @@ START_TEST(rootless_exec_ingress)
 	ck_assert_msg(user(&r, bin_u, "up", "--name", "rlu", "--workspace", ws, "--rootfs", rfs, "--runtime", "runc",
 			   "--ingress", "exec", "--unprivileged", "--json") == 0, "rootless up --unprivileged: %s",
 		      r.err);
-	user(&r, bin_u, "verify", "rlu", "--json");
-	status = r.status;
-	rep = cJSON_Parse(r.out);
-	ck_assert_msg(rep != NULL, "rootless verify --unprivileged: %s %s", r.out, r.err);
-	cJSON_ArrayForEach(c, cJSON_GetObjectItem(rep, "checks")) {
-		const char *check = jstr(c, "check");
-		ck_assert_msg(!strcmp(jstr(c, "status"), listed(want_fail, check) ? "fail" : "pass"),
-			      "rootless --unprivileged: %s %s: %s", check, jstr(c, "status"), jstr(c, "evidence"));
-		if (!strcmp(check, "caps.bounding") || !strcmp(check, "hostkey.private"))
-			ck_assert_msg(strstr(jstr(c, "evidence"), "unprivileged:") != NULL, "%s: %s", check,
-				      jstr(c, "evidence"));
-	}
-	ck_assert_int_eq(status, want_fail[0] ? 1 : 0);
-	cJSON_Delete(rep);
+	rootless_verify(bin_u, "rlu", want_fail, 1);
 	ck_assert_msg(user(&r, bin_u, "down", "rlu") == 0, "rootless down --unprivileged: %s%s", r.out, r.err);
 	ck_assert_int_eq(stat(ws, &sb), 0);
 	ck_assert_uint_eq(sb.st_uid, pw->pw_uid); /* given back */
