@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "quote.h"
+#include "sandbox.h"
 
 #define BG_NAME_MAX 4096u
 #define BG_KEEP_DEFAULT ((uint64_t)1 << 20)

@@ -11,7 +11,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "bg.h"
 #include "bulk.h"
 #include "chan.h"
 #include "common.h"
@@ -25,6 +24,7 @@
 #include "pool.h"
 #include "proc.h"
 #include "quote.h"
+#include "sandbox.h"
 #include "sftp.h"
 
 #define MAX_ORPHANS 64
