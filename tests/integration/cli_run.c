@@ -253,6 +253,22 @@ result finish(proc *p, const void *in, size_t in_len, long timeout_ms)
 			}
 		}
 	}
+	if (out_open || err_open) {
+		/*
+		 * The hang detector fired: what the process was doing (before its
+		 * pipes close, which would end it), for the
+		 * log (asp-exec's large transfers have hung this way twice under
+		 * ASan on a loaded machine, never reproduced). No gdb: no stacks.
+		 */
+		char cmd[160];
+		fprintf(stderr, "hang detector: pid %d still running after %ld ms (x%lld), %zu bytes of stdout "
+			"read, %zu of %zu of stdin written; its threads:\n", (int)p->pid, timeout_ms,
+			fx_slowdown(), r.out_len, off, in_len);
+		snprintf(cmd, sizeof(cmd), "command -v gdb >/dev/null && timeout 60 gdb -p %d -batch -nx "
+			 "-ex 'thread apply all bt' 2>&1 | tail -n 300 >&2", (int)p->pid);
+		if (system(cmd) == -1)
+			fprintf(stderr, "hang detector: no shell for gdb\n");
+	}
 	if (p->in >= 0)
 		close(p->in);
 	close(p->out);

@@ -112,7 +112,8 @@ START_TEST(test_read_streams_in_ranges)
 	ck_assert_ptr_nonnull(local);
 	ck_assert_uint_eq(len, 20000000);
 	r = CLI("--read", "big.bin");
-	ck_assert_msg(r.status == 0, "read: %s", r.err);
+	ck_assert_msg(r.status == 0, "asp-exec%s --read of 20 MB: status %d (-1: the hang detector killed it), "
+		      "%zu bytes of stdout; stderr: %s", use_master ? "" : " --no-master", r.status, r.out_len, r.err);
 	ck_assert_uint_eq(r.out_len, len);
 	ck_assert(memcmp(r.out, local, len) == 0);
 	result_free(&r);
