@@ -255,10 +255,10 @@ result finish(proc *p, const void *in, size_t in_len, long timeout_ms)
 	}
 	if (out_open || err_open) {
 		/*
-		 * The hang detector fired: what the process was doing (before its
-		 * pipes close, which would end it), for the
-		 * log (asp-exec's large transfers have hung this way twice under
-		 * ASan on a loaded machine, never reproduced). No gdb: no stacks.
+		 * The hang detector fired: log what the process is doing, before
+		 * its pipes close (which would end it). asp-exec's large transfers
+		 * hung this way twice under ASan on a loaded machine, never
+		 * reproduced. Without gdb there are no stacks, only this line.
 		 */
 		char cmd[160];
 		fprintf(stderr, "hang detector: pid %d still running after %ld ms (x%lld), %zu bytes of stdout "
