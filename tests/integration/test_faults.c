@@ -360,6 +360,20 @@ START_TEST(test_cancel_during_blackholed_connect)
 }
 END_TEST
 
+/* Cancel once the proxy holds a second connection: the call is waiting mid key exchange. */
+static void *trigger_when_held(void *arg)
+{
+	fx_proxy_stats st = { 0 };
+
+	for (int i = 0; i < 6000; i++) {
+		if (fx_proxy_stats_get(&E.px, &st) == 0 && st.held >= 2)
+			break;
+		fx_sleep_ms(10);
+	}
+	asp_cancel_trigger(arg);
+	return NULL;
+}
+
 /*
  * A handshake given up in the middle of the key exchange leaves nothing of
  * libssh2 behind. libssh2 1.10 frees its curve25519 key pair when the
@@ -367,7 +381,7 @@ END_TEST
  * session still held. The proxy holds every connection once the client has
  * sent its KEXINIT and its key-exchange init, so the client is waiting for
  * the server's reply when it gives up: first at the connect timeout, then on
- * a cancel.
+ * a cancel sent once the proxy holds the connection.
  */
 START_TEST(test_connect_given_up_mid_key_exchange_leaves_nothing)
 {
@@ -397,7 +411,7 @@ START_TEST(test_connect_given_up_mid_key_exchange_leaves_nothing)
 	ASSERT_OK(rc, err, "env_open");
 	ck_assert_int_eq(asp_cancel_new(&cancel, &err), 0);
 	eo.call.cancel = cancel;
-	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, cancel), 0);
+	ck_assert_int_eq(pthread_create(&th, NULL, trigger_when_held, cancel), 0);
 	rc = asp_exec(&r, E.sb, "echo hi", &eo, &err);
 	pthread_join(th, NULL);
 	asp_cancel_free(cancel);

@@ -100,7 +100,7 @@ START_TEST(test_cut_check_stops_a_live_group)
 	ck_assert_int_gt(pid, 0);
 	setpgid(pid, pid);
 	ck_assert_int_eq(kill(pid, 0), 0); /* alive before the check */
-	ck_assert_int_eq(asp__cut_check_script(&b, pid, "asp-call-00", 1000), 0);
+	ck_assert_int_eq(asp__cut_check_script(&b, pid, "asp-call-test", 1000), 0);
 	run_sh((const char *)b.data, 2, out, sizeof(out));
 	ck_assert_str_eq(out, "running\n");
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -120,7 +120,7 @@ START_TEST(test_cut_check_says_gone)
 		_exit(0);
 	ck_assert_int_gt(pid, 0);
 	ck_assert_int_eq(waitpid(pid, NULL, 0), pid); /* reaped: the pid names nothing now */
-	ck_assert_int_eq(asp__cut_check_script(&b, pid, "asp-call-00", 1000), 0);
+	ck_assert_int_eq(asp__cut_check_script(&b, pid, "asp-call-test", 1000), 0);
 	run_sh((const char *)b.data, 2, out, sizeof(out));
 	ck_assert_str_eq(out, "gone\n");
 	asp__buf_free(&b);
@@ -215,7 +215,15 @@ static pid_t start_sleeper(int own_session, const char *token)
 
 START_TEST(test_kill_script_reaches_escaped_in_every_shell)
 {
-	for (size_t k = 0; k < NSHELLS; k++) {
+	/* With grep (one per pass searches the environments), and without: a PATH of sleep alone. */
+	char nogrep[] = "/tmp/asp-nogrep-XXXXXX", sleep_link[64];
+
+	ck_assert_ptr_nonnull(mkdtemp(nogrep));
+	snprintf(sleep_link, sizeof(sleep_link), "%s/sleep", nogrep);
+	ck_assert_int_eq(symlink("/bin/sleep", sleep_link), 0);
+	for (size_t run = 0; run < 2 * NSHELLS; run++) {
+		size_t k = run % NSHELLS;
+		int with_grep = run < NSHELLS;
 		char token[40];
 		asp_buf b = { 0 };
 		pid_t group, escaped, bystander;
@@ -224,7 +232,7 @@ START_TEST(test_kill_script_reaches_escaped_in_every_shell)
 
 		if (access(shells[k][0], X_OK) != 0)
 			ck_abort_msg("%s is missing: the kill script must be tried in it", shells[k][0]);
-		snprintf(token, sizeof(token), "asp-call-%02zu%08x", k, (unsigned)getpid());
+		snprintf(token, sizeof(token), "asp-call-unit%02zu%08x", k, (unsigned)getpid());
 		group = start_sleeper(0, NULL);
 		escaped = start_sleeper(1, token);
 		bystander = start_sleeper(1, NULL);
@@ -247,6 +255,8 @@ START_TEST(test_kill_script_reaches_escaped_in_every_shell)
 			usleep(10000);
 		}
 		ck_assert_int_eq(kill(escaped, 0), 0); /* alive before the script */
+		if (!with_grep)
+			ck_assert_int_eq(asp__buf_printf(&b, "PATH=%s; ", nogrep), 0);
 		ck_assert_int_eq(asp__kill_script(&b, group, token, 1000), 0);
 		r = run_in(k, (const char *)b.data, NULL, 0);
 		free(r.out);
@@ -254,12 +264,15 @@ START_TEST(test_kill_script_reaches_escaped_in_every_shell)
 		ck_assert_int_eq(waitpid(group, &st, 0), group);
 		ck_assert_msg(WIFSIGNALED(st), "%s: the group survived", shells[k][0]);
 		ck_assert_int_eq(waitpid(escaped, &st, 0), escaped);
-		ck_assert_msg(WIFSIGNALED(st), "%s: the escaped process survived", shells[k][0]);
+		ck_assert_msg(WIFSIGNALED(st), "%s%s: the escaped process survived", shells[k][0],
+			      with_grep ? "" : " without grep");
 		ck_assert_int_eq(waitpid(bystander, &st, WNOHANG), 0); /* untouched */
 		kill(bystander, SIGKILL);
 		ck_assert_int_eq(waitpid(bystander, &st, 0), bystander);
 		asp__buf_free(&b);
 	}
+	unlink(sleep_link);
+	rmdir(nogrep);
 }
 END_TEST
 
@@ -279,7 +292,7 @@ START_TEST(test_kill_script_inside_the_group_in_every_shell)
 		if (access(shells[k][0], X_OK) != 0)
 			ck_abort_msg("%s is missing: the kill script must be tried in it", shells[k][0]);
 		member = start_sleeper(0, NULL);
-		ck_assert_int_eq(asp__kill_script(&b, member, "asp-call-00", 1000), 0);
+		ck_assert_int_eq(asp__kill_script(&b, member, "asp-call-test", 1000), 0);
 		if ((killer = fork()) == 0) {
 			setpgid(0, member);
 			if (shells[k][2])
