@@ -198,6 +198,21 @@ int decode_status(int st)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/*
+ * The room a buffer of len bytes (and its '\0') has: powers of two from 4 KiB.
+ * It grows by doubling: ASan's realloc always copies, and growing by each
+ * read's size took minutes for a 20 MB stdout (the "hangs" of the large
+ * transfers' tests under ASan were this reader, not asp-exec).
+ */
+static size_t room(size_t need)
+{
+	size_t c = 4096;
+
+	while (c < need)
+		c *= 2;
+	return c;
+}
+
 static void append(int fd, char **buf, size_t *len, int *open_)
 {
 	char chunk[65536];
@@ -209,7 +224,9 @@ static void append(int fd, char **buf, size_t *len, int *open_)
 		*open_ = 0;
 		return;
 	}
-	*buf = realloc(*buf, *len + (size_t)n + 1);
+	/* A new result's buffer is 1 byte; after that, room(len + 1). */
+	if (*len == 0 || room(*len + 1) < *len + (size_t)n + 1)
+		*buf = realloc(*buf, room(*len + (size_t)n + 1));
 	ck_assert_ptr_nonnull(*buf);
 	memcpy(*buf + *len, chunk, (size_t)n);
 	*len += (size_t)n;
@@ -256,9 +273,8 @@ result finish(proc *p, const void *in, size_t in_len, long timeout_ms)
 	if (out_open || err_open) {
 		/*
 		 * The hang detector fired: log what the process is doing, before
-		 * its pipes close (which would end it). asp-exec's large transfers
-		 * hung this way twice under ASan on a loaded machine, never
-		 * reproduced. Without gdb there are no stacks, only this line.
+		 * its pipes close (which would end it). Without gdb there are no
+		 * stacks, only this line.
 		 */
 		char cmd[160];
 		fprintf(stderr, "hang detector: pid %d still running after %ld ms (x%lld), %zu bytes of stdout "
