@@ -261,9 +261,9 @@ static int kill_text(asp_buf *out, const char *g, const char *token, unsigned in
 	 * re-parenting). Members are stopped as they are found, so that none
 	 * forks past the walk; the walk repeats until a pass finds no one new.
 	 * The environments are searched by one grep per pass where there is
-	 * one: a shell's read takes a byte per system call, over a second a
-	 * pass where 500 processes are readable (a root sandbox, a test
-	 * machine); without grep, by the shell.
+	 * one: a shell's read takes a byte per system call, 0.7 s a pass
+	 * where 470 processes are readable (a root sandbox, a test machine);
+	 * without grep, by the shell.
 	 * Then TERM (and CONT) to the group and every member, the grace period
 	 * while a member is alive (not a zombie: a container's PID 1 may reap
 	 * nothing), then KILL. Pid 1 and the script itself are never members,
