@@ -82,54 +82,30 @@ static int call_ok(const asp_call_options *o, asp_error *err)
 }
 
 /*
- * Run one script. *status: its exit status (-1: a signal). out: its stdout
- * (all of it, up to max_out; more is ASP_EPROTO). The message of a failure
- * the caller names from *status comes from errout. Every script but wait's
- * ends on its own within a bounded time and runs as the library's own
- * (asp__exec_own: no watchdog); a wait may last as long as its caller
- * asks, and keeps the watchdog, so that it ends with its connection.
+ * Run one call: `request` on the connection's bg helper, else `script` by
+ * exec (sandbox.c: asp__bg_run). *status: its exit status (-1: a signal).
+ * out: its stdout (all of it, up to max_out; more is ASP_EPROTO). The
+ * message of a failure the caller names from *status comes from errout.
+ * Every script but wait's ends on its own within a bounded time and runs
+ * as the library's own (own: no watchdog); a wait may last as long as its
+ * caller asks, and keeps the watchdog, so that it ends with its
+ * connection (and never goes to the helper, which it would hold).
  */
-static int run(asp_sandbox *sb, asp_buf *script, const asp_call_options *call, const char *cwd,
-	       const char *const *env, size_t max_out, int own, int *status, asp_buf *out, char *errout,
-	       size_t errcap, asp_error *err)
+static int run(asp_sandbox *sb, asp_buf *script, asp_buf *request, const asp_call_options *call,
+	       size_t max_out, int own, int *status, asp_buf *out, char *errout, size_t errcap, asp_error *err)
 {
-	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
-	asp_exec_result *r = NULL;
-	const unsigned char *data;
-	size_t len;
+	asp_bg_run r = { 0 };
+	asp_buf sink = { 0 };
 	int rc;
 
-	if (call) {
-		o.call.cancel = call->cancel;
-		o.call.timeout_ms = call->timeout_ms;
-	}
-	o.cwd = cwd;
-	o.env = env;
-	o.max_output = max_out;
-	rc = own ? asp__exec_own(&r, sb, (const char *)script->data, &o, err)
-		 : asp_exec(&r, sb, (const char *)script->data, &o, err);
-	if (rc)
-		return rc;
-	if (asp_exec_result_cancelled(r)) {
-		asp_exec_result_free(r);
-		return asp__error(err, ASP_ECANCELLED, "background process call cancelled");
-	}
-	*status = asp_exec_result_exit_code(r);
-	data = asp_exec_result_output(r, ASP_STDERR, &len);
-	if (errout)
-		asp__show_text(errout, errcap, data, len);
-	data = asp_exec_result_output(r, ASP_STDOUT, &len);
-	if (asp_exec_result_truncated(r, ASP_STDOUT)) {
-		asp_exec_result_free(r);
-		return asp__error(err, ASP_EPROTO, "background process call: the sandbox's answer is over %zu bytes",
-				  max_out);
-	}
-	if (out && asp__buf_put(out, data, len)) {
-		asp_exec_result_free(r);
-		return asp__error(err, ASP_ENOMEM, "out of memory");
-	}
-	asp_exec_result_free(r);
-	return 0;
+	r.script = (const char *)script->data;
+	r.own = own;
+	r.request = request;
+	r.call = call;
+	r.max_out = max_out;
+	rc = asp__bg_run(sb, &r, status, out ? out : &sink, errout, errcap, err);
+	asp__buf_free(&sink);
+	return rc;
 }
 
 /* The failure a script's exit status names. */
@@ -243,8 +219,11 @@ int asp_bg_start(char **id, asp_sandbox *sb, const char *command, const asp_bg_o
 	asp_bg_options o = ASP_BG_OPTIONS_INIT;
 	unsigned char rnd[8];
 	char idbuf[24], errtext[256];
-	asp_buf script = { 0 };
+	asp_buf script = { 0 }, request = { 0 }, sink = { 0 };
+	asp_bg_run r = { 0 };
+	char *cwd = NULL;
 	uint64_t keep;
+	long long ms;
 	int rc, status = 0;
 	size_t i;
 
@@ -273,17 +252,39 @@ int asp_bg_start(char **id, asp_sandbox *sb, const char *command, const asp_bg_o
 	memcpy(idbuf, "bg-", 3);
 	for (i = 0; i < sizeof(rnd); i++)
 		snprintf(idbuf + 3 + 2 * i, 3, "%02x", rnd[i]);
-	if (asp__bg_start_script(&script, idbuf, o.name ? o.name : "", command, wall_ms(), keep / 2)) {
-		asp__buf_free(&script);
-		return asp__error(err, ASP_ENOMEM, "out of memory");
+	if ((rc = asp__sandbox_cwd(sb, o.cwd, &cwd, err)))
+		return rc;
+	ms = wall_ms();
+	if (asp__bg_start_script(&script, idbuf, o.name ? o.name : "", command, ms, keep / 2)) {
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+		goto out;
 	}
+	if ((rc = asp__bg_start_request(&request, cwd, o.env, idbuf, o.name ? o.name : "", command, ms, keep / 2,
+					err)))
+		goto out;
+	r.script = (const char *)script.data;
+	r.own = 1;
+	r.request = &request;
+	r.start = 1;
+	r.call = &o.call;
+	r.cwd = cwd;
+	r.env = o.env;
+	r.max_out = 4096;
 	errtext[0] = 0;
-	rc = run(sb, &script, &o.call, o.cwd, o.env, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
+	if ((rc = asp__bg_run(sb, &r, &status, &sink, errtext, sizeof(errtext), err)))
+		goto out;
+	if (status == 126) /* the helper's start: cd failed (the exec route says so itself) */
+		rc = asp__error(err, ASP_ENOENT, "asp_bg_start: working directory %s does not exist or is not a "
+				"directory", cwd);
+	else if (status)
+		rc = script_failed(status, idbuf, "asp_bg_start", errtext, err);
+out:
 	asp__buf_free(&script);
+	asp__buf_free(&request);
+	asp__buf_free(&sink);
+	asp__free(cwd);
 	if (rc)
 		return rc;
-	if (status)
-		return script_failed(status, idbuf, "asp_bg_start", errtext, err);
 	if (!(*id = asp__strdup(idbuf)))
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	return 0;
@@ -294,7 +295,7 @@ int asp_bg_start(char **id, asp_sandbox *sb, const char *command, const asp_bg_o
 int asp_bg_read(unsigned char **out, size_t *out_len, asp_bg_status *st, asp_sandbox *sb, const char *id,
 		uint64_t offset, uint64_t limit, const asp_call_options *opts, asp_error *err)
 {
-	asp_buf script = { 0 }, answer = { 0 };
+	asp_buf script = { 0 }, request = { 0 }, answer = { 0 };
 	char errtext[256];
 	unsigned char *nl;
 	char *p;
@@ -312,14 +313,16 @@ int asp_bg_read(unsigned char **out, size_t *out_len, asp_bg_status *st, asp_san
 	if (limit > BG_READ_MAX)
 		return asp__error(err, ASP_EINVAL, "asp_bg_read: limit %llu is over %llu bytes",
 				  (unsigned long long)limit, (unsigned long long)BG_READ_MAX);
-	if (asp__bg_read_script(&script, id, offset, limit)) {
+	if (asp__bg_read_script(&script, id, offset, limit) || asp__bg_read_request(&request, id, offset, limit)) {
 		asp__buf_free(&script);
+		asp__buf_free(&request);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, (size_t)limit + 256, 1, &status, &answer, errtext,
-		 sizeof(errtext), err);
+	rc = run(sb, &script, &request, opts, (size_t)limit + 256, 1, &status, &answer, errtext, sizeof(errtext),
+		 err);
 	asp__buf_free(&script);
+	asp__buf_free(&request);
 	if (rc)
 		goto fail;
 	if (status) {
@@ -345,6 +348,9 @@ int asp_bg_read(unsigned char **out, size_t *out_len, asp_bg_status *st, asp_san
 	}
 	memmove(answer.data, answer.data + head, answer.len - head);
 	answer.len -= head;
+	/* The record's size may lag the kept bytes while the command runs (quote.c, bgrd). */
+	if (answer.len && at + answer.len > st->output_size)
+		st->output_size = at + answer.len;
 	answer.data[answer.len] = 0;
 	*out = asp__buf_detach(&answer, out_len);
 	return 0;
@@ -371,7 +377,7 @@ int asp_bg_wait(asp_bg_status *st, asp_sandbox *sb, const char *id, unsigned int
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, 4096, 0, &status, &answer, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, NULL, opts, 4096, 0, &status, &answer, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
 	if (!rc && status)
 		rc = script_failed(status, id, "asp_bg_wait", errtext, err);
@@ -402,7 +408,7 @@ static const struct {
 
 int asp_bg_signal(asp_sandbox *sb, const char *id, int sig, const asp_call_options *opts, asp_error *err)
 {
-	asp_buf script = { 0 };
+	asp_buf script = { 0 }, request = { 0 };
 	const char *name = NULL;
 	char errtext[256];
 	int rc, status = 0;
@@ -416,13 +422,15 @@ int asp_bg_signal(asp_sandbox *sb, const char *id, int sig, const asp_call_optio
 			name = bg_signals[i].name;
 	if (!name)
 		return asp__error(err, ASP_EINVAL, "asp_bg_signal: signal %d has no name to send it by", sig);
-	if (asp__bg_signal_script(&script, id, name)) {
+	if (asp__bg_signal_script(&script, id, name) || asp__bg_signal_request(&request, id, name)) {
 		asp__buf_free(&script);
+		asp__buf_free(&request);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, &request, opts, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
+	asp__buf_free(&request);
 	if (!rc && status)
 		rc = script_failed(status, id, "asp_bg_signal", errtext, err);
 	return rc;
@@ -430,20 +438,22 @@ int asp_bg_signal(asp_sandbox *sb, const char *id, int sig, const asp_call_optio
 
 int asp_bg_remove(asp_sandbox *sb, const char *id, const asp_call_options *opts, asp_error *err)
 {
-	asp_buf script = { 0 };
+	asp_buf script = { 0 }, request = { 0 };
 	char errtext[256];
 	int rc, status = 0;
 
 	ASP_ASSERT_ARG(sb);
 	if ((rc = check_id(id, err)) || (rc = call_ok(opts, err)))
 		return rc;
-	if (asp__bg_remove_script(&script, id)) {
+	if (asp__bg_remove_script(&script, id) || asp__bg_remove_request(&request, id)) {
 		asp__buf_free(&script);
+		asp__buf_free(&request);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, &request, opts, 4096, 1, &status, NULL, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
+	asp__buf_free(&request);
 	if (!rc && status)
 		rc = script_failed(status, id, "asp_bg_remove", errtext, err);
 	return rc;
@@ -492,7 +502,7 @@ static int take_entry(char **p, char *end, asp_bg_entry *e)
 
 int asp_bg_list_all(asp_bg_list **out, asp_sandbox *sb, const asp_call_options *opts, asp_error *err)
 {
-	asp_buf script = { 0 }, answer = { 0 };
+	asp_buf script = { 0 }, request = { 0 }, answer = { 0 };
 	asp_bg_list *l = NULL;
 	char errtext[256];
 	char *p, *end;
@@ -503,13 +513,15 @@ int asp_bg_list_all(asp_bg_list **out, asp_sandbox *sb, const asp_call_options *
 	*out = NULL;
 	if ((rc = call_ok(opts, err)))
 		return rc;
-	if (asp__bg_list_script(&script)) {
+	if (asp__bg_list_script(&script) || asp__bg_list_request(&request)) {
 		asp__buf_free(&script);
+		asp__buf_free(&request);
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	}
 	errtext[0] = 0;
-	rc = run(sb, &script, opts, NULL, NULL, BG_LIST_MAX, 1, &status, &answer, errtext, sizeof(errtext), err);
+	rc = run(sb, &script, &request, opts, BG_LIST_MAX, 1, &status, &answer, errtext, sizeof(errtext), err);
 	asp__buf_free(&script);
+	asp__buf_free(&request);
 	if (!rc && status)
 		rc = script_failed(status, "(all)", "asp_bg_list_all", errtext, err);
 	if (rc)

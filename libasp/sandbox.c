@@ -18,6 +18,7 @@
 #include "conn.h"
 #include "exec.h"
 #include "fs.h"
+#include "helper.h"
 #include "hostkey.h"
 #include "identity.h"
 #include "log.h"
@@ -40,6 +41,7 @@ struct asp_sandbox {
 	_Atomic int no_sftp;         /* params.no_sftp points here */
 	_Atomic uint64_t calls_ended; /* calls that have ended, and calls running (with_conn): */
 	_Atomic unsigned int calls_running; /* whether a primed shell is still fresh (chan.c) */
+	_Atomic uint64_t changes;    /* calls ended that were not bg calls: whether a bg helper is fresh */
 	asp_pool *pool;
 	unsigned int max_connections;
 	unsigned int op_timeout_ms;  /* default overall deadline of a call */
@@ -252,6 +254,7 @@ int asp_open(asp_sandbox **out, const asp_open_options *opts, asp_error *err)
 	sb->params.file_transport = o.file_transport;
 	atomic_init(&sb->no_sftp, 0);
 	atomic_init(&sb->calls_ended, 0);
+	atomic_init(&sb->changes, 0);
 	atomic_init(&sb->calls_running, 0);
 	sb->params.no_sftp = &sb->no_sftp;
 	sb->params.log = &sb->log;
@@ -440,6 +443,7 @@ typedef struct call {
 	uint64_t deadline;
 	unsigned int timeout_ms;
 	const char *what, *path; /* for the trace: the call's name and its (resolved) path, or NULL */
+	int inert;               /* a bg call: changes nothing a session's start reads (helper.c) */
 } call;
 
 static call call_start(const asp_sandbox *sb, asp_cancel *cancel, unsigned int timeout_ms)
@@ -448,6 +452,7 @@ static call call_start(const asp_sandbox *sb, asp_cancel *cancel, unsigned int t
 
 	cl.cancel = cancel;
 	cl.what = cl.path = NULL;
+	cl.inert = 0;
 	cl.timeout_ms = timeout_ms ? timeout_ms : sb->op_timeout_ms;
 	cl.deadline = asp__now_ms() + cl.timeout_ms;
 	return cl;
@@ -476,7 +481,7 @@ static int explain_timeout(const call *cl, int rc, asp_error *err)
 int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_options *opts,
 		     asp_error *err)
 {
-	call cl = { NULL, 0, 0, NULL, NULL };
+	call cl = { NULL, 0, 0, NULL, NULL, 0 };
 	int rc;
 
 	ASP_ASSERT_ARG(sb);
@@ -491,10 +496,13 @@ int asp_sandbox_warm(asp_sandbox *sb, unsigned int connections, const asp_call_o
 }
 
 /* A call on c ended: counted before a shell is primed for the next one (chan.c). */
-static void call_end(asp_sandbox *sb, asp_conn *c)
+static void call_end(asp_sandbox *sb, asp_conn *c, const call *cl)
 {
 	uint64_t gen = atomic_fetch_add(&sb->calls_ended, 1) + 1;
 	unsigned int others = atomic_fetch_sub(&sb->calls_running, 1) - 1;
+
+	if (!cl->inert)
+		atomic_fetch_add(&sb->changes, 1);
 
 	asp__chan_call_end(c, gen, others == 0);
 }
@@ -563,7 +571,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 			clean_leftovers(sb, c);
 			if (asp__conn_dead(c)) {
 				asp__conn_end_op(c);
-				call_end(sb, c);
+				call_end(sb, c, cl);
 				asp__pool_put(sb->pool, c);
 				attempt--;
 				continue;
@@ -574,7 +582,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		trace_call(sb, cl, t0, asp__conn_routes_take(c), rc, !rc || !asp__conn_dead(c) ? 0
 			   : started && !idempotent ? -1 : attempt == 0 && rc != ASP_ECANCELLED ? 1 : 0, err);
 		asp__conn_end_op(c);
-		call_end(sb, c);
+		call_end(sb, c, cl);
 		dead = asp__conn_dead(c);
 		if (!dead)
 			asp__sftp_idle(c); /* an idle connection holds no transfer buffers */
@@ -720,9 +728,9 @@ static int do_exec(asp_conn *c, void *ctx, int *started, asp_error *err)
 	return asp__exec_run(&x->r, c, x->command, x->cwd, x->o, x->own, started, err);
 }
 
-/* asp_exec; own: command is one of libasp's scripts (bg.c: asp__exec_own). */
+/* asp_exec; own: command is one of libasp's scripts; inert: a bg call's (asp__bg_run). */
 static int exec_call(asp_exec_result **out, asp_sandbox *sb, const char *command,
-		     const asp_exec_options *opts, int own, asp_error *err)
+		     const asp_exec_options *opts, int own, int inert, asp_error *err)
 {
 	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
 	exec_ctx x;
@@ -758,6 +766,7 @@ static int exec_call(asp_exec_result **out, asp_sandbox *sb, const char *command
 	 */
 	cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
 	cl.what = "exec", cl.path = cwd;
+	cl.inert = inert;
 	rc = with_conn(sb, &cl, do_exec, &x, 0, err);
 	if (!rc)
 		asp__log(&sb->log, ASP_LOG_DEBUG, "exec: exit status %d, signal %d%s%s, %llu bytes of stdout, %llu of "
@@ -776,13 +785,99 @@ static int exec_call(asp_exec_result **out, asp_sandbox *sb, const char *command
 int asp_exec(asp_exec_result **out, asp_sandbox *sb, const char *command,
 	     const asp_exec_options *opts, asp_error *err)
 {
-	return exec_call(out, sb, command, opts, 0, err);
+	return exec_call(out, sb, command, opts, 0, 0, err);
 }
 
-int asp__exec_own(asp_exec_result **out, asp_sandbox *sb, const char *script, const asp_exec_options *opts,
-		  asp_error *err)
+/* ------------------------------------------------------------ background-process calls */
+
+int asp__sandbox_cwd(asp_sandbox *sb, const char *cwd, char **abs, asp_error *err)
 {
-	return exec_call(out, sb, script, opts, 1, err);
+	return resolve(sb, cwd ? cwd : sb->cfg->workspace, abs, "background process cwd", err);
+}
+
+typedef struct helper_ctx {
+	asp_sandbox *sb;
+	const asp_bg_run *r;
+	int *status;
+	asp_buf *out;
+	char *errout;
+	size_t errcap;
+	int result; /* 0, or ASP__HELPER_NONE / ASP__HELPER_LOST: the exec route's turn */
+} helper_ctx;
+
+static int do_helper(asp_conn *c, void *ctx, int *started, asp_error *err)
+{
+	helper_ctx *x = ctx;
+	int rc;
+
+	x->out->len = 0;
+	x->result = 0;
+	rc = asp__helper_call(c, x->r->request, atomic_load(&x->sb->changes), x->r->start, x->r->max_out,
+			      x->status, x->out, x->errout, x->errcap, started, err);
+	if (rc == ASP__HELPER_NONE || rc == ASP__HELPER_LOST) {
+		x->result = rc;
+		return 0;
+	}
+	return rc;
+}
+
+int asp__bg_run(asp_sandbox *sb, const asp_bg_run *r, int *status, asp_buf *out, char *errout, size_t errcap,
+		asp_error *err)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_result *res = NULL;
+	const unsigned char *data;
+	size_t len;
+	int rc;
+
+	*status = 0;
+	if (errout && errcap)
+		errout[0] = 0;
+	if (r->request) {
+		helper_ctx x = { sb, r, status, out, errout, errcap, 0 };
+		call cl;
+
+		/* r->call is checked by bg.c (an embedded one may say version 0). */
+		cl = call_start(sb, r->call ? r->call->cancel : NULL, r->call ? r->call->timeout_ms : 0);
+		cl.what = "background-process call";
+		cl.inert = 1;
+		/* A start that may have run is not repeated; the others may be. */
+		if ((rc = with_conn(sb, &cl, do_helper, &x, !r->start, err)))
+			return rc;
+		if (!x.result)
+			return 0;
+		out->len = 0;
+		if (x.result == ASP__HELPER_LOST && r->start)
+			return asp__error(err, ASP_ECONNLOST, "the sandbox's background-process helper ended before "
+					  "it answered: the process may have started");
+	}
+	/* The exec route: no helper here, or it ended under a call that may run again. */
+	if (r->call) {
+		o.call.cancel = r->call->cancel;
+		o.call.timeout_ms = r->call->timeout_ms;
+	}
+	o.cwd = r->cwd;
+	o.env = r->env;
+	o.max_output = r->max_out;
+	if ((rc = exec_call(&res, sb, r->script, &o, r->own, 1, err)))
+		return rc;
+	if (asp_exec_result_cancelled(res)) {
+		asp_exec_result_free(res);
+		return asp__error(err, ASP_ECANCELLED, "background process call cancelled");
+	}
+	*status = asp_exec_result_exit_code(res);
+	data = asp_exec_result_output(res, ASP_STDERR, &len);
+	if (errout && errcap)
+		asp__show_text(errout, errcap, data, len);
+	data = asp_exec_result_output(res, ASP_STDOUT, &len);
+	if (asp_exec_result_truncated(res, ASP_STDOUT)) {
+		asp_exec_result_free(res);
+		return asp__error(err, ASP_EPROTO, "background process call: the sandbox's answer is over %zu bytes",
+				  r->max_out);
+	}
+	rc = asp__buf_put(out, data, len) ? asp__error(err, ASP_ENOMEM, "out of memory") : 0;
+	asp_exec_result_free(res);
+	return rc;
 }
 
 /* ------------------------------------------------------------ proc */

@@ -12,7 +12,7 @@ python3-paramiko nftables iproute2 valgrind procps util-linux
 podman runc ripgrep clang libclang-rt-dev
 dropbear-bin tinysshd ucspi-tcp busybox dash zsh fish
 docker.io tinyproxy squid uidmap slirp4netns passt fuse-overlayfs catatonit
-gnuplot-nox tmux bsdutils
+gnuplot-nox tmux bsdutils bash-builtins
 git curl ca-certificates less patch xz-utils bzip2
 python3-pip python3-setuptools python3-wheel python3-venv
 dpkg-dev debhelper dh-python python3-all fakeroot lintian debootstrap"

@@ -721,24 +721,37 @@ int asp__shfs_lstat_many_script(asp_buf *out, char *const *paths, size_t n)
 		 "[ -n \"$e\" ] && st=x; }; "
 /*
  * bgends DIR: lo and hi, the first and last kept chunk's offset (empty: none
- * yet); no process started. bgsz DIR: those and tot, the bytes written.
+ * yet); no process started. bgtot DIR: tot from the size file, which the
+ * writer rewrites after each dd (never more than the chunks hold; it lags
+ * them while a dd still waits for more reads of a trickle); 1 while it has
+ * none or is rewriting it. bgsz DIR, after bgst: lo, hi and tot, the bytes
+ * written: once the output is complete the size file's, else the newest
+ * chunk's size counted (`wc`, a process: 2 to 5 ms in a small sandbox).
  */
 #define BG_ENDS "[ -z \"${ZSH_VERSION-}\" ] || setopt nullglob 2>/dev/null; " \
 		"bgends() { lo=; hi=; for f in \"$1\"/o.*; do k=${f##*/o.}; case $k in ''|*[!0-9]*) continue;; esac; " \
 		"{ [ -z \"$lo\" ] || [ \"$k\" -lt \"$lo\" ]; } && lo=$k; " \
 		"{ [ -z \"$hi\" ] || [ \"$k\" -gt \"$hi\" ]; } && hi=$k; done; }; "
-#define BG_SIZE BG_ENDS "bgsz() { bgends \"$1\"; z=; " \
+#define BG_SIZE BG_ENDS "bgtot() { tot=; { read -r tot < \"$1/size\"; } 2>/dev/null; " \
+		"case $tot in ''|*[!0-9]*) return 1;; esac; }; " \
+		"bgsz() { bgends \"$1\"; [ \"$w\" = 0 ] && bgtot \"$1\" && return 0; z=; " \
 		"[ -n \"$hi\" ] && z=$(wc -c 2>/dev/null < \"$1/o.$hi\"); tot=$((${hi:-0} + ${z:-0})); }; "
 #define BG_RECORD "\"$st\" \"${e:--}\" \"$w\" \"${lo:-0}\" \"$tot\""
 
-static int put_bg_dir(asp_buf *out, const char *id)
-{
-	return asp__buf_puts(out, "d=$HOME/.asp/bg/") || asp__quote(out, id) ||
-	       asp__buf_puts(out, "; [ -d \"$d\" ] || exit 100; ") ? ASP_ENOMEM : 0;
-}
+/*
+ * The bg functions, POSIX sh: the exec route's scripts define the one they
+ * call, the helper (asp__helper_boot) defines them all once. Each takes the
+ * id as $1 (checked by bg.c: letters, digits, '-', '_'; safe unquoted in
+ * the path) and returns 0 or an ASP_BG_X_* status, never `exit`s: the
+ * helper runs it in its own shell (a subshell is a fork, 2 to 3 ms in a
+ * small sandbox). On the exec route the call is the script's last command,
+ * so its status is the script's.
+ */
+#define BG_DIR "bgd() { d=$HOME/.asp/bg/$1; [ -d \"$d\" ] || return 100; }; "
 
 /*
- * The launcher. The login shell makes the directory (0700, mkdir without
+ * The launch text, run by bash with "$@" = DIR NAME CMD START CHUNK. The
+ * login shell (or the helper) makes the directory (0700, mkdir without
  * -p: an id that exists fails; ~/.asp and ~/.asp/bg 0700 when it makes
  * them; the command keeps the login's umask) and runs the launch text in
  * itself when it is bash (a bash started costs 4 to 6 ms in a small
@@ -750,33 +763,38 @@ static int put_bg_dir(asp_buf *out, const char *id)
  * rest to files or the pipe): the launch call ends when bash has forked.
  * HUP is ignored, as nohup does; the command runs as `bash -c`, so none of
  * the launcher's variables reach it, and ASP_CALL (the launch call's
- * token, which its kill script matches) is not passed on.
+ * token, which its kill script matches) is not passed on. A sixth
+ * argument is shell text the command's subshell runs first (the helper's
+ * cd and exports, which the exec route's wrapper did already).
  */
+static const char bg_launch[] =
+	"bgl() { d=$1; c=$3; s=$5; printf %s \"$2\" > \"$d/name\" && printf %s \"$3\" > \"$d/cmd\" && "
+	"printf %s \"$4\" > \"$d/start\" || return 108; unset ASP_CALL; set -m; "
+	"( trap '' HUP; { set -m; ( eval \"${6-}\"; exec bash -c \" $c\" ) </dev/null 2>&1 & "
+	"echo $! > \"$d/pid\"; "
+	"wait $!; echo $? > \"$d/status\"; } 2>/dev/null | "
+	"{ b=$((s / 64)); [ $b -ge 1 ] || b=1; [ $b -le 65536 ] || b=65536; q=; p=; n=0; e=; "
+	"while [ -z \"$e\" ]; do [ -z \"$q\" ] || rm -f -- \"$d/o.$q\"; f=$d/o.$n; : > \"$f\"; z=0; "
+	"while [ $((s - z)) -ge $b ]; do r=$(LC_ALL=C dd bs=$b count=$(((s - z) / b)) 2>&1 >> \"$f\"); "
+	"r=${r##*$'\\n'}; r=${r%% *}; case $r in ''|*[!0-9]*) r=$(($(wc -c < \"$f\") - z));; esac; "
+	"[ $r -gt 0 ] || { e=1; break; }; z=$((z + r)); echo $((n + z)) > \"$d/size\"; done; "
+	"q=$p; p=$n; n=$((n + z)); done; }; "
+	": > \"$d/end\" ) </dev/null >/dev/null 2>&1 3>&- & echo $! > \"$d/sup\"; set +m; }; bgl \"$@\"";
+
+#define BG_MKDIRS "[ -d \"$HOME/.asp/bg\" ] || mkdir -p -m 700 -- \"$HOME/.asp\" \"$HOME/.asp/bg\"; "
+
 int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const char *command,
 			 long long start_ms, uint64_t chunk)
 {
-	static const char launch[] =
-		"d=$1; c=$3; s=$5; printf %s \"$2\" > \"$d/name\" && printf %s \"$3\" > \"$d/cmd\" && "
-		"printf %s \"$4\" > \"$d/start\" || exit 108; unset ASP_CALL; set -m; "
-		"( trap '' HUP; { set -m; ( exec bash -c \" $c\" ) </dev/null 2>&1 & echo $! > \"$d/pid\"; "
-		"wait $!; echo $? > \"$d/status\"; } 2>/dev/null | "
-		"{ b=$((s / 64)); [ $b -ge 1 ] || b=1; [ $b -le 65536 ] || b=65536; q=; p=; n=0; e=; "
-		"while [ -z \"$e\" ]; do [ -z \"$q\" ] || rm -f -- \"$d/o.$q\"; f=$d/o.$n; : > \"$f\"; z=0; "
-		"while [ $((s - z)) -ge $b ]; do r=$(LC_ALL=C dd bs=$b count=$(((s - z) / b)) 2>&1 >> \"$f\"); "
-		"r=${r##*$'\\n'}; r=${r%% *}; case $r in ''|*[!0-9]*) r=$(($(wc -c < \"$f\") - z));; esac; "
-		"[ $r -gt 0 ] || { e=1; break; }; z=$((z + r)); done; q=$p; p=$n; n=$((n + z)); done; }; "
-		": > \"$d/end\" ) </dev/null >/dev/null 2>&1 3>&- & echo $! > \"$d/sup\"";
 	char num[32];
 
 	if (asp__buf_puts(out, "command -v bash >/dev/null 2>&1 || { echo 'no bash in the sandbox: "
-			  "background processes need it' >&2; exit 109; }; "
-			  "[ -d \"$HOME/.asp/bg\" ] || mkdir -p -m 700 -- \"$HOME/.asp\" \"$HOME/.asp/bg\"; "
-			  "d=$HOME/.asp/bg/") ||
+			  "background processes need it' >&2; exit 109; }; " BG_MKDIRS "d=$HOME/.asp/bg/") ||
 	    asp__quote(out, id) || asp__buf_puts(out, "; mkdir -m 700 -- \"$d\" || exit 104; set -- \"$d\" ") ||
 	    asp__quote(out, name) || asp__buf_puts(out, " ") || asp__quote(out, command))
 		return ASP_ENOMEM;
 	snprintf(num, sizeof(num), "%lld", start_ms);
-	if (asp__buf_printf(out, " %s %llu; l=", num, (unsigned long long)chunk) || asp__quote(out, launch) ||
+	if (asp__buf_printf(out, " %s %llu; l=", num, (unsigned long long)chunk) || asp__quote(out, bg_launch) ||
 	    asp__buf_puts(out, "; if [ -n \"${BASH_VERSION-}\" ]; then eval \"$l\"; "
 			  "else bash -c \"$l\" asp-bg \"$@\" 3>&-; fi"))
 		return ASP_ENOMEM;
@@ -788,34 +806,46 @@ int asp__bg_start_script(asp_buf *out, const char *id, const char *name, const c
  * complete comes with all of it. Both kept chunks are opened before
  * anything is read (a chunk removed meanwhile: look again), so the bytes
  * sent are contiguous even when the writer moves on. Each process started
- * costs the call time (a few ms each on a busy sandbox): the newest
- * chunk's size is taken once, from the descriptor read, and `bgsl FROM
- * COUNT` skips `tail` when the bytes begin at the chunk's start (a read
- * from where the last one ended, at a chunk's first byte, or from 0).
+ * costs the call time (2 to 5 ms each in a small sandbox): the bytes are
+ * not counted first, `head -c` stops at the newest chunk's end, and `bgsl
+ * FROM COUNT` skips `tail` when the bytes begin at the chunk's start (a
+ * read from where the last one ended, at a chunk's first byte, or from 0).
+ * The record's SIZE is the size file's (bgtot), which may lag the chunks
+ * while the command runs: the reader takes the larger of it and the end of
+ * the bytes it got (bg.c). An offset past the end is moved to the end once
+ * the output is complete (the size is exact then). bgrd ID OFFSET LIMIT.
  */
+#define BG_READ_FN \
+	"bgsl() { if [ $1 -le 1 ]; then head -c $2; else tail -c +$1 | head -c $2; fi; }; " \
+	"bgrd() { bgd \"$1\" || return; bgst \"$d\"; x=$2; n=$3; t=0; " \
+	"while :; do bgends \"$d\"; [ -n \"$lo\" ] || { tot=0; printf '0 %s %s %s %s %s\\n' " BG_RECORD \
+	"; break; }; " \
+	"{ bgtot \"$d\" || tot=$hi; [ $tot -lt $hi ] && tot=$hi; [ $x -lt $lo ] && x=$lo; " \
+	"[ $w = 0 ] && [ $x -gt $tot ] && x=$tot; " \
+	"printf '%s %s %s %s %s %s\\n' \"$x\" " BG_RECORD "; m=$n; " \
+	"if [ $x -lt $hi ]; then a=$((hi - x)); [ $a -gt $m ] && a=$m; " \
+	"bgsl $((x - lo + 1)) $a <&4; m=$((m - a)); x=$hi; fi; " \
+	"[ $m -gt 0 ] && bgsl $((x - hi + 1)) $m <&5; break; } " \
+	"2>/dev/null 4<\"$d/o.$lo\" 5<\"$d/o.$hi\"; " \
+	"t=$((t + 1)); [ $t -lt 20 ] || return 108; done; }; "
+
 int asp__bg_read_script(asp_buf *out, const char *id, uint64_t offset, uint64_t limit)
 {
-	if (put_bg_dir(out, id) || asp__buf_puts(out, BG_STATE BG_ENDS "bgst \"$d\"; ") ||
-	    asp__buf_puts(out, "bgsl() { if [ $1 -le 1 ]; then head -c $2; else tail -c +$1 | head -c $2; fi; }; ") ||
-	    asp__buf_printf(out, "x=%llu; n=%llu; t=0; ", (unsigned long long)offset, (unsigned long long)limit) ||
-	    asp__buf_puts(out, "while :; do bgends \"$d\"; [ -n \"$lo\" ] || { tot=0; printf '0 %s %s %s %s %s\\n' "
-			  BG_RECORD "; break; }; "
-			  "{ z=$(wc -c <&6); tot=$((hi + z)); [ $x -lt $lo ] && x=$lo; [ $x -gt $tot ] && x=$tot; "
-			  "printf '%s %s %s %s %s %s\\n' \"$x\" " BG_RECORD "; m=$((tot - x)); [ $m -gt $n ] && m=$n; "
-			  "if [ $x -lt $hi ] && [ $m -gt 0 ]; then a=$((hi - x)); [ $a -gt $m ] && a=$m; "
-			  "bgsl $((x - lo + 1)) $a <&4; m=$((m - a)); x=$hi; fi; "
-			  "[ $m -gt 0 ] && bgsl $((x - hi + 1)) $m <&5; break; } "
-			  "2>/dev/null 4<\"$d/o.$lo\" 5<\"$d/o.$hi\" 6<\"$d/o.$hi\"; "
-			  "t=$((t + 1)); [ $t -lt 20 ] || exit 108; done"))
-		return ASP_ENOMEM;
-	return 0;
+	return asp__buf_puts(out, BG_DIR BG_STATE BG_SIZE BG_READ_FN) ||
+	       asp__bg_read_request(out, id, offset, limit) ? ASP_ENOMEM : 0;
+}
+
+int asp__bg_read_request(asp_buf *out, const char *id, uint64_t offset, uint64_t limit)
+{
+	return asp__buf_printf(out, "bgrd %s %llu %llu", id, (unsigned long long)offset,
+			       (unsigned long long)limit) ? ASP_ENOMEM : 0;
 }
 
 /* Polls: every 50 ms for two seconds, then every 250 ms (a sleep is a process started). */
 int asp__bg_wait_script(asp_buf *out, const char *id, unsigned int timeout_ms)
 {
-	if (put_bg_dir(out, id) ||
-	    asp__buf_puts(out, BG_STATE BG_SIZE "i=0; t=0; while bgst \"$d\"; [ $st = r ]; do ") ||
+	if (asp__buf_printf(out, BG_DIR BG_STATE BG_SIZE "bgd %s || exit 100; ", id) ||
+	    asp__buf_puts(out, "i=0; t=0; while bgst \"$d\"; [ $st = r ]; do ") ||
 	    (timeout_ms != UINT_MAX && asp__buf_printf(out, "[ $t -ge %u ] && break; ", timeout_ms)) ||
 	    asp__buf_puts(out, "if [ $i -lt 40 ]; then sleep 0.05; t=$((t + 50)); else sleep 0.25; t=$((t + 250)); fi; "
 			  "i=$((i + 1)); done; bgsz \"$d\"; printf '%s %s %s %s %s\\n' " BG_RECORD))
@@ -823,38 +853,146 @@ int asp__bg_wait_script(asp_buf *out, const char *id, unsigned int timeout_ms)
 	return 0;
 }
 
+/* Only directories shaped like an id (bg.c's rule); name and command verbatim, NUL-ended. */
+#define BG_LIST_FN \
+	"bgls() { for lf in \"$HOME\"/.asp/bg/*; do i=${lf##*/}; " \
+	"case $i in ''|[!A-Za-z0-9]*|*[!A-Za-z0-9_-]*) continue;; esac; " \
+	"[ -d \"$lf\" ] || continue; bgst \"$lf\"; bgsz \"$lf\"; s=; g=; " \
+	"{ read -r s < \"$lf/start\"; read -r g < \"$lf/pid\"; } 2>/dev/null; " \
+	"printf '%s %s %s %s %s %s %s %s\\n' \"$i\" \"${s:-0}\" \"${g:-0}\" " BG_RECORD "; " \
+	"cat -- \"$lf/name\" 2>/dev/null; printf '\\0'; " \
+	"cat -- \"$lf/cmd\" 2>/dev/null; printf '\\0'; done; }; "
+
 int asp__bg_list_script(asp_buf *out)
 {
-	/* Only directories shaped like an id (bg.c's rule); name and command verbatim, NUL-ended. */
-	return asp__buf_puts(out, BG_STATE BG_SIZE "if cd -- \"$HOME/.asp/bg\" 2>/dev/null; then "
-			     "for i in *; do case $i in ''|[!A-Za-z0-9]*|*[!A-Za-z0-9_-]*) continue;; esac; "
-			     "[ -d \"$i\" ] || continue; bgst \"$i\"; bgsz \"$i\"; s=; g=; "
-			     "{ read -r s < \"$i/start\"; read -r g < \"$i/pid\"; } 2>/dev/null; "
-			     "printf '%s %s %s %s %s %s %s %s\\n' \"$i\" \"${s:-0}\" \"${g:-0}\" " BG_RECORD "; "
-			     "cat -- \"$i/name\" 2>/dev/null; printf '\\0'; "
-			     "cat -- \"$i/cmd\" 2>/dev/null; printf '\\0'; "
-			     "done; fi") ? ASP_ENOMEM : 0;
+	return asp__buf_puts(out, BG_STATE BG_SIZE BG_LIST_FN "bgls") ? ASP_ENOMEM : 0;
+}
+
+int asp__bg_list_request(asp_buf *out)
+{
+	return asp__buf_puts(out, "bgls") ? ASP_ENOMEM : 0;
 }
 
 /*
  * The command's whole process group. Right after a start the pid file may
  * not be written yet: wait for it (up to 2 s). dash wants `--` before a
- * negative pid, BusyBox refuses it: both spellings.
+ * negative pid, BusyBox refuses it: both spellings. bgsig ID SIGNAME.
  */
+#define BG_SIGNAL_FN \
+	"bgsig() { bgd \"$1\" || return; i=0; while ! [ -s \"$d/pid\" ]; do [ -s \"$d/status\" ] && break; " \
+	"[ $i -ge 200 ] && return 105; sleep 0.01; i=$((i + 1)); done; " \
+	"[ -s \"$d/pid\" ] && read -r g < \"$d/pid\" && " \
+	"{ kill -s \"$2\" -- \"-$g\" 2>/dev/null || kill -s \"$2\" \"-$g\" 2>/dev/null; }; :; }; "
+
 int asp__bg_signal_script(asp_buf *out, const char *id, const char *signame)
 {
-	if (put_bg_dir(out, id) ||
-	    asp__buf_puts(out, "i=0; while ! [ -s \"$d/pid\" ]; do [ -s \"$d/status\" ] && break; "
-			  "[ $i -ge 200 ] && exit 105; sleep 0.01; i=$((i + 1)); done; "
-			  "[ -s \"$d/pid\" ] && read -r g < \"$d/pid\" && { ") ||
-	    asp__buf_printf(out, "kill -s %s -- \"-$g\" 2>/dev/null || kill -s %s \"-$g\" 2>/dev/null; }; :",
-			    signame, signame))
-		return ASP_ENOMEM;
-	return 0;
+	return asp__buf_puts(out, BG_DIR BG_SIGNAL_FN) || asp__bg_signal_request(out, id, signame) ? ASP_ENOMEM
+												      : 0;
 }
+
+int asp__bg_signal_request(asp_buf *out, const char *id, const char *signame)
+{
+	return asp__buf_printf(out, "bgsig %s %s", id, signame) ? ASP_ENOMEM : 0;
+}
+
+#define BG_REMOVE_FN "bgrm() { bgd \"$1\" || return; bgst \"$d\"; [ $st = r ] && return 101; rm -rf -- \"$d\"; }; "
 
 int asp__bg_remove_script(asp_buf *out, const char *id)
 {
-	return put_bg_dir(out, id) || asp__buf_puts(out, BG_STATE "bgst \"$d\"; [ $st = r ] && exit 101; "
-						    "rm -rf -- \"$d\"") ? ASP_ENOMEM : 0;
+	return asp__buf_puts(out, BG_DIR BG_STATE BG_REMOVE_FN) || asp__bg_remove_request(out, id) ? ASP_ENOMEM
+												   : 0;
+}
+
+int asp__bg_remove_request(asp_buf *out, const char *id)
+{
+	return asp__buf_printf(out, "bgrm %s", id) ? ASP_ENOMEM : 0;
+}
+
+/* ------------------------------------------------------------ the helper */
+
+/*
+ * bgs ID NAME CMD START CHUNK PRE CWD: the start, in the helper's bash
+ * (the launch text is $_asp_l there). CWD is checked here, so that a
+ * missing one fails the call (126), and entered by PRE in the command's
+ * subshell, with the caller's exports: the helper's own shell keeps its
+ * directory and environment for the next request.
+ */
+#define BG_START_FN \
+	"bgs() { [ -d \"$7\" ] && [ -x \"$7\" ] || return 126; " BG_MKDIRS \
+	"d=$HOME/.asp/bg/$1; mkdir -m 700 -- \"$d\" || return 104; shift; " \
+	"set -- \"$d\" \"$@\"; eval \"$_asp_l\"; }; "
+
+int asp__bg_start_request(asp_buf *out, const char *cwd, const char *const *env, const char *id,
+			  const char *name, const char *command, long long start_ms, uint64_t chunk,
+			  asp_error *err)
+{
+	asp_buf pre = { 0 };
+	size_t i;
+	int rc = 0;
+
+	if (asp__buf_puts(&pre, "cd -- ") || asp__quote(&pre, cwd) || asp__buf_puts(&pre, " || exit 126; "))
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	for (i = 0; !rc && env && env[i]; i++)
+		rc = put_env(&pre, env[i], i, err);
+	if (!rc && (asp__buf_printf(out, "bgs %s ", id) || asp__quote(out, name) || asp__buf_puts(out, " ") ||
+		    asp__quote(out, command) ||
+		    asp__buf_printf(out, " %lld %llu ", start_ms, (unsigned long long)chunk) ||
+		    asp__quote(out, (const char *)pre.data) || asp__buf_puts(out, " ") || asp__quote(out, cwd)))
+		rc = asp__error(err, ASP_ENOMEM, "out of memory");
+	asp__buf_free(&pre);
+	return rc;
+}
+
+/*
+ * The helper's program (bash), after the login shell checked for bash and
+ * dropped what the wrapper drops. Its stderr goes nowhere; a request's goes
+ * to a file under ~/.asp, read back only when the request failed. Each
+ * request runs in the helper's own shell (the bg functions return, never
+ * exit: a subshell would be a fork), with stdin /dev/null so that it never
+ * reads the next request. Where the sandbox has bash's loadable builtins
+ * (Debian: bash-builtins), mkdir, rm and sleep are builtins in the helper:
+ * no process started for them (a start's mkdir: 5 to 8 ms in a small
+ * sandbox). Only the helper's shell has them; the commands it starts do not.
+ */
+/*
+ * The helper's bgsl, in bash: the first 16 KiB of the bytes, and a skip of
+ * up to 64 KiB before them, by the shell's read (which reads a regular
+ * file in blocks and seeks back to what it took), with no process
+ * started; `head` and `tail` beyond. read -d '' -n K stops at a NUL (taken,
+ * not stored), after K bytes (LC_ALL=C: a character is a byte) or at the
+ * end; a stop short of K that is not the end was a NUL, which is written
+ * back. bgcp COUNT copies, bgsk COUNT skips (1: the file ended first).
+ */
+#define HELPER_BGSL \
+	"bgcp() { local LC_ALL=C IFS= p k=$1 c=16384; [ $k -lt $c ] && c=$k; k=$((k - c)); " \
+	"while [ $c -gt 0 ]; do if ! read -r -d '' -n $c p; then printf %s \"$p\"; return 0; fi; " \
+	"printf %s \"$p\"; c=$((c - ${#p})); if [ $c -gt 0 ]; then printf '\\0'; c=$((c - 1)); fi; done; " \
+	"[ $k -le 0 ] || head -c $k; }; " \
+	"bgsk() { local LC_ALL=C IFS= p c=$1; while [ $c -gt 0 ]; do read -r -d '' -n $c p || return 1; " \
+	"c=$((c - ${#p})); [ $c -gt 0 ] && c=$((c - 1)); done; return 0; }; " \
+	"bgsl() { if [ $1 -le 1 ]; then bgcp $2; elif [ $1 -le 65537 ]; then bgsk $(($1 - 1)) && bgcp $2; " \
+	"else tail -c +$1 | head -c $2; fi; }; "
+
+#define HELPER_PROGRAM \
+	"exec 2>/dev/null; for _asp_b in mkdir rm sleep; do enable -f \"$_asp_b\" \"$_asp_b\"; done; " \
+	BG_DIR BG_STATE BG_SIZE BG_READ_FN BG_LIST_FN BG_SIGNAL_FN BG_REMOVE_FN BG_START_FN HELPER_BGSL \
+	"[ -d \"$HOME/.asp\" ] || mkdir -m 700 -- \"$HOME/.asp\"; _asp_e=$HOME/.asp/helper-$$.err; " \
+	"trap 'rm -f -- \"$_asp_e\"' EXIT; trap exit HUP PIPE TERM; printf '%s\\n' \"$1\"; " \
+	"while IFS= read -r -d '' _asp_q; do _asp_t=${_asp_q%% *}; _asp_q=${_asp_q#* }; " \
+	"eval \"$_asp_q\" </dev/null 2>\"$_asp_e\"; _asp_s=$?; _asp_m=; " \
+	"if [ $_asp_s != 0 ]; then _asp_m=$(head -c 200 -- \"$_asp_e\"); _asp_m=${_asp_m//[$'\\n\\r']/ }; fi; " \
+	"printf '%s %s %s\\n' \"$_asp_t\" \"$_asp_s\" \"$_asp_m\"; done"
+
+int asp__helper_boot(asp_buf *out, const char *hello)
+{
+	asp_buf prog = { 0 };
+	int rc;
+
+	rc = asp__buf_puts(&prog, "_asp_l=") || asp__quote(&prog, bg_launch) ||
+	     asp__buf_puts(&prog, "; " HELPER_PROGRAM) ||
+	     asp__buf_puts(out, "unset SSH_CLIENT SSH_CONNECTION SSH_TTY SSH_ORIGINAL_COMMAND ASP_CALL; "
+			   "command -v bash >/dev/null 2>&1 || exit 109; exec bash -c ") ||
+	     asp__quote(out, (const char *)prog.data) || asp__buf_printf(out, " asp-helper %s", hello);
+	asp__buf_free(&prog);
+	return rc ? ASP_ENOMEM : 0;
 }

@@ -221,4 +221,31 @@ int asp__bg_list_script(asp_buf *out);
 int asp__bg_signal_script(asp_buf *out, const char *id, const char *signame);
 int asp__bg_remove_script(asp_buf *out, const char *id);
 
+/*
+ * The bg helper (libasp/exec/helper.c): one bash per connection that has
+ * every bg function above defined once and runs requests read from its
+ * stdin. asp__helper_boot is its exec request: the login shell drops what
+ * the wrapper drops (SSH_CLIENT, ...), checks for bash (exit 109, having
+ * printed nothing, when there is none) and becomes `bash -c PROGRAM`,
+ * which prints the line `hello` (a token of the caller's, letters, digits
+ * and '-') once its functions are defined, then loops: a request is
+ * "END-TOKEN SHELL-TEXT" ended by a NUL byte; the text runs in a subshell
+ * with stdin /dev/null, its stdout is the answer, and the line
+ * "END-TOKEN STATUS MESSAGE" follows it (MESSAGE: the start of its stderr,
+ * one line, when STATUS is not 0). EOF on stdin ends the helper.
+ * The *_request builders make the SHELL-TEXT for each bg call; the
+ * *_script ones above are the same call with its functions defined first,
+ * for the exec route. A start's request does what the exec wrapper does
+ * first (cd CWD, exit 126 when it cannot; export each env entry; env is
+ * checked as there, ASP_EINVAL).
+ */
+int asp__helper_boot(asp_buf *out, const char *hello);
+int asp__bg_start_request(asp_buf *out, const char *cwd, const char *const *env, const char *id,
+			  const char *name, const char *command, long long start_ms, uint64_t chunk,
+			  asp_error *err);
+int asp__bg_read_request(asp_buf *out, const char *id, uint64_t offset, uint64_t limit);
+int asp__bg_list_request(asp_buf *out);
+int asp__bg_signal_request(asp_buf *out, const char *id, const char *signame);
+int asp__bg_remove_request(asp_buf *out, const char *id);
+
 #endif

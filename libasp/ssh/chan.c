@@ -214,6 +214,14 @@ int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_C
 			ASP_TEST_COUNT(stat_opens);
 			continue;
 		}
+		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->chan.helper) {
+			/* Still refused: the bg helper holds a session the server's limit wants for commands. */
+			asp__chan_free(c, c->chan.helper);
+			c->chan.helper = NULL;
+			c->chan.helper_off = 1;
+			ASP_TEST_COUNT(stat_opens);
+			continue;
+		}
 		if (rc != LIBSSH2_ERROR_EAGAIN)
 			return asp__ssh_error(c, rc, err, what);
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
@@ -223,7 +231,7 @@ int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_C
 }
 
 /* A channel for a command: the warm one when it is still open, else a new one. */
-static int chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err)
+int asp__chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err)
 {
 	int rc;
 
@@ -316,10 +324,16 @@ static void shell_reap(asp_conn *c)
 static void shell_retire(asp_conn *c)
 {
 	LIBSSH2_CHANNEL *ch = c->chan.shell;
-	int rc;
 
 	c->chan.shell = NULL;
 	ASP_TEST_COUNT(stat_primed_unused);
+	asp__chan_retire(c, ch);
+}
+
+void asp__chan_retire(asp_conn *c, LIBSSH2_CHANNEL *ch)
+{
+	int rc;
+
 	if (c->chan.spent) {
 		asp__chan_free(c, c->chan.spent);
 		c->chan.spent = NULL;
@@ -472,7 +486,7 @@ int asp__chan_start_with(asp_conn *c, const asp_buf *script, asp_chan_hook befor
 	*out = NULL;
 	for (attempt = 0; attempt < 2; attempt++) {
 		sent = 0;
-		if ((rc = chan_take(c, out, &warm, err)))
+		if ((rc = asp__chan_take(c, out, &warm, err)))
 			return rc;
 		if (before && (rc = before(c, *out, ctx, err)) && rc != ASP__CHAN_NOT_ANSWERED) {
 			asp__chan_free(c, *out);

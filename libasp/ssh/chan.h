@@ -100,6 +100,11 @@ LIBSSH2_CHANNEL *asp__chan_kill_open_step(asp_conn *c, int *begun, int *failed);
  * few times, a little later: OpenSSH frees a closed channel's session only
  * once it has handled the close. `what` names the open in an error.
  */
+/*
+ * A channel for a command: the warm one when it is still open (*warm 1),
+ * else a new one (asp__chan_open).
+ */
+int asp__chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err);
 int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_CHANNEL **out, asp_error *err);
 
 /* Close ch and wait for the server's close. */
@@ -107,5 +112,11 @@ int asp__chan_close(asp_conn *c, LIBSSH2_CHANNEL *ch, asp_error *err);
 
 /* Free ch (NULL: nothing), waiting a little for libssh2 to send what it must. */
 void asp__chan_free(asp_conn *c, LIBSSH2_CHANNEL *ch);
+/*
+ * Tell the program on ch to end (EOF on its stdin) without waiting: ch is
+ * freed once the server has closed it (at a call's end, or when a channel
+ * open needs its session).
+ */
+void asp__chan_retire(asp_conn *c, LIBSSH2_CHANNEL *ch);
 
 #endif

@@ -84,6 +84,14 @@ typedef struct asp_chan_state {
 	uint64_t shell_gen;       /* calls of the handle ended when the shell was primed */
 	uint64_t call_gen;        /* calls of the handle ended when the current call began */
 	uint64_t last_end_ms;     /* when the last call on this connection ended, or 0 */
+	/* The bg helper (exec/helper.c): a long-lived bash for background-process calls. */
+	LIBSSH2_CHANNEL *helper;  /* its exec request out (helper_ready 0) or answered (1); or NULL */
+	int helper_ready;
+	int helper_hello;         /* its hello line seen: it reads requests */
+	int helper_off;           /* no helper on this connection (refused, no bash, session limit) */
+	int helper_lost;          /* helpers in a row that ended before their hello */
+	uint64_t helper_gen;      /* the handle's change count (sandbox.c) when it started */
+	char helper_tok[40];      /* its hello line's token */
 } asp_chan_state;
 
 /* The link before each block libssh2 allocates (session.c). */

@@ -25,6 +25,7 @@
 
 #include "asp.h"
 #include "exec.h"
+#include "helper.h"
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
@@ -266,6 +267,170 @@ START_TEST(one_exec_per_call)
 	ck_assert_int_eq(rc, ASP_ENOENT);
 	asp_free(id);
 	asp_close(sb);
+}
+END_TEST
+
+/*
+ * The bg helper (libasp/exec/helper.c): one bash per connection serves
+ * start, read, list, signal and remove as short requests. Counted: every
+ * such call goes to it, with no new helper while nothing else ran; a call
+ * that is not a bg call (an exec) makes the next start use a new helper
+ * (the command must see what a session started now sees); a helper killed
+ * in the sandbox is replaced, and the call still answers; the helper ends
+ * with its handle.
+ */
+static asp_helper_stats helper_now(void)
+{
+	asp_helper_stats h;
+
+	asp__helper_stats(&h);
+	return h;
+}
+
+/* The helper serving sb's one connection: the process beside this exec's shell whose command says so. */
+static pid_t helper_pid(asp_sandbox *sb)
+{
+	asp_exec_result *r = run(sb, "for f in /proc/[0-9]*; do p=${f#/proc/}; "
+				     "{ [ \"$p\" != $$ ] && grep -qs asp-helper \"$f/cmdline\"; } || continue; "
+				     "while read -r k v; do "
+				     "[ \"$k\" = PPid: ] && [ \"$v\" = \"$PPID\" ] && echo \"$p\"; "
+				     "done < \"$f/status\"; done");
+	size_t len;
+	const char *out = (const char *)asp_exec_result_output(r, ASP_STDOUT, &len);
+	pid_t p = (pid_t)atoi(out);
+
+	ck_assert_msg(p > 0 && !strchr(out, ' ') && strchr(out, '\n') == out + len - 1,
+		      "not one bg helper beside the exec's shell: \"%s\"", out);
+	asp_exec_result_free(r);
+	return p;
+}
+
+START_TEST(helper_serves_calls)
+{
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb;
+	asp_helper_stats h0, h;
+	asp_bg_status st;
+	asp_error e = { 0 };
+	asp_bg_list *l = NULL;
+	unsigned char *b = NULL;
+	size_t len = 0;
+	char *id, *id2;
+	pid_t hp;
+	int rc;
+
+	test_open_options(&oo);
+	oo.config_path = fx.config;
+	oo.max_connections = 1; /* one connection: one helper, beside every exec */
+	sb = sb_open_opts(&oo);
+	ck_assert_int_eq(asp_bg_list_all(&l, sb, NULL, &e), 0);
+	asp_bg_list_free(l);
+	h0 = helper_now();
+	id = start(sb, "echo one; exec sleep 300", "one", 0);
+	do {
+		asp_free(b);
+		rc = asp_bg_read(&b, &len, &st, sb, id, 0, 0, NULL, &e);
+		ck_assert_msg(rc == 0, "asp_bg_read: %s", e.message);
+	} while (!len);
+	assert_bytes("output", b, len, "one\n", 4);
+	asp_free(b);
+	ck_assert_int_eq(asp_bg_list_all(&l, sb, NULL, &e), 0);
+	ck_assert_ptr_nonnull(find(l, id));
+	asp_bg_list_free(l);
+	ck_assert_int_eq(asp_bg_signal(sb, id, SIGKILL, NULL, &e), 0);
+	h = helper_now();
+	ck_assert_msg(h.boots == h0.boots && h.calls >= h0.calls + 4 && h.none == h0.none,
+		      "start, reads, list and signal: %lu helpers started, %lu calls, %lu without one",
+		      h.boots - h0.boots, h.calls - h0.calls, h.none - h0.none);
+	st = wait_end(sb, id); /* a wait goes by exec: it may last */
+	ck_assert_int_eq(st.signal, SIGKILL);
+	bg_remove_ok(sb, id);
+
+	/* An exec ran: the next start gets a new helper, and the calls after it use that one. */
+	hp = helper_pid(sb);
+	ck_assert_msg(pid_alive(hp), "the helper %d is not running", (int)hp);
+	h0 = helper_now();
+	id2 = start(sb, "exec sleep 300", "two", 0);
+	ck_assert_int_eq(asp_bg_signal(sb, id2, SIGKILL, NULL, &e), 0);
+	h = helper_now();
+	ck_assert_msg(h.retired == h0.retired + 1 && h.boots == h0.boots + 1,
+		      "a start after an exec: %lu helpers retired, %lu started, %lu calls without one",
+		      h.retired - h0.retired, h.boots - h0.boots, h.none - h0.none);
+	ck_assert_msg(wait_gone(hp, 10000 * fx_slowdown()), "the retired helper %d still runs", (int)hp);
+	wait_end(sb, id2);
+
+	/* Killed in the sandbox: the next call starts another and answers. */
+	hp = helper_pid(sb);
+	ck_assert_msg(pid_alive(hp), "the helper %d is not running", (int)hp);
+	ck_assert_int_eq(kill(hp, SIGKILL), 0);
+	ck_assert_msg(wait_gone(hp, 10000 * fx_slowdown()), "the helper %d outlived SIGKILL", (int)hp);
+	h0 = helper_now();
+	bg_remove_ok(sb, id2);
+	check_err(__LINE__, asp_bg_read(&b, &len, &st, sb, id2, 0, 0, NULL, &e), &e, ASP_ENOENT, id2);
+	h = helper_now();
+	ck_assert_msg(h.boots == h0.boots + 1 && h.calls >= h0.calls + 2, "after the kill: %lu helpers started, "
+		      "%lu calls", h.boots - h0.boots, h.calls - h0.calls);
+	/* It ends with its handle. */
+	hp = helper_pid(sb);
+	asp_close(sb);
+	ck_assert_msg(wait_gone(hp, 10000 * fx_slowdown()), "the helper %d outlived asp_close", (int)hp);
+	asp_free(id);
+	asp_free(id2);
+}
+END_TEST
+
+/*
+ * Bytes of every value (NULs too) read back from offsets in the first and
+ * the second kept chunk, at the helper's edges (its shell copies the
+ * first 16 KiB and skips up to 64 KiB; head and tail beyond), and the
+ * same through the exec route (a login shell that is not bash: dash).
+ */
+START_TEST(binary_output_at_offsets)
+{
+	static const uint64_t at[][2] = { { 0, 1 }, { 0, 100 }, { 1, 16384 }, { 5, 70000 }, { 16384, 1 },
+					  { 65536, 10 }, { 65537, 5 }, { 70000, 100 }, { 99990, 20 },
+					  { 150000, 200000 }, { 299990, 100 }, { 0, 1 << 20 } };
+	asp_sandbox *sb = sb_open(fx.config);
+	unsigned char *src, *b = NULL;
+	asp_bg_status st;
+	asp_error e = { 0 };
+	char cmd[4400], path[4300];
+	size_t slen, len, i;
+	uint64_t kept;
+	char *id, *out;
+
+	asp__helper_test_off(_i);
+	src = random_bytes(300000, 29);
+	snprintf(path, sizeof(path), "%s/bg-src.bin", fx.workspace);
+	put_opts(sb, path, src, 300000, NULL);
+	snprintf(cmd, sizeof(cmd), "cat %s", path);
+	id = start(sb, cmd, "bytes", 200000); /* chunks of up to 100000: the first dropped, two kept */
+	out = read_all(sb, id, 0, &st, &slen);
+	ck_assert_uint_eq(st.output_size, 300000);
+	kept = st.output_start;
+	ck_assert_msg(kept >= 100000 && kept < 200000, "the first byte kept: %llu", (unsigned long long)kept);
+	ck_assert_uint_eq(slen, 300000 - kept);
+	assert_bytes("all kept", out, slen, src + kept, slen);
+	asp_free(out);
+	for (i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		uint64_t from = at[i][0] < kept ? kept : at[i][0];
+		uint64_t want = at[i][1] < 300000 - from ? at[i][1] : 300000 - from;
+		int rc = asp_bg_read(&b, &len, &st, sb, id, at[i][0], at[i][1], NULL, &e);
+
+		ck_assert_msg(rc == 0, "asp_bg_read %llu %llu: %s", (unsigned long long)at[i][0],
+			      (unsigned long long)at[i][1], e.message);
+		ck_assert_msg(st.offset == from && len == want, "read %llu+%llu: %zu bytes from %llu, want %llu "
+			      "from %llu", (unsigned long long)at[i][0], (unsigned long long)at[i][1], len,
+			      (unsigned long long)st.offset, (unsigned long long)want, (unsigned long long)from);
+		assert_bytes("the bytes", b, len, src + from, want);
+		asp_free(b);
+		b = NULL;
+	}
+	bg_remove_ok(sb, id);
+	asp_free(id);
+	free(src);
+	asp_close(sb);
+	asp__helper_test_off(0);
 }
 END_TEST
 
@@ -576,7 +741,7 @@ static const char *const shell_users[] = { "asp-sh-dash", "asp-sh-busybox", "asp
 START_TEST(login_shells)
 {
 	fx_sshd own = { 0 };
-	const char *user = shell_users[_i];
+	const char *user = shell_users[_i % 3];
 	char extra[64], want[64];
 	const asp_bg_entry *en;
 	asp_bg_status st;
@@ -586,6 +751,8 @@ START_TEST(login_shells)
 	char *id, *out;
 	pid_t p;
 
+	/* The helper (bash, whatever the login shell), then the exec route's POSIX scripts in each. */
+	asp__helper_test_off(_i >= 3);
 	snprintf(extra, sizeof(extra), "AllowUsers %s\n", user);
 	ck_assert_int_eq(fx_sshd_start_with(&own, extra), 0);
 	snprintf(own.user, sizeof(own.user), "%s", user);
@@ -622,6 +789,7 @@ START_TEST(login_shells)
 	asp_free(id);
 	asp_close(sb);
 	fx_sshd_stop(&own);
+	asp__helper_test_off(0);
 }
 END_TEST
 
@@ -635,6 +803,8 @@ Suite *suite_bg(void)
 	tcase_add_test(tc, start_read_list);
 	tcase_add_test(tc, exit_code_and_first_output);
 	tcase_add_test(tc, one_exec_per_call);
+	tcase_add_test(tc, helper_serves_calls);
+	tcase_add_loop_test(tc, binary_output_at_offsets, 0, 2);
 	tcase_add_test(tc, output_bound);
 	tcase_add_test(tc, signal_kills_group);
 	tcase_add_test(tc, wait_timeout_and_remove);
@@ -645,7 +815,7 @@ Suite *suite_bg(void)
 	suite_add_tcase(s, tc);
 	tc = tcase_create("bg_shells");
 	tcase_set_timeout(tc, 120);
-	tcase_add_loop_test(tc, login_shells, 0, (int)(sizeof(shell_users) / sizeof(shell_users[0])));
+	tcase_add_loop_test(tc, login_shells, 0, 2 * (int)(sizeof(shell_users) / sizeof(shell_users[0])));
 	suite_add_tcase(s, tc);
 	tc = slow_case(s, "bg_slow", FIXTURE_UNCHECKED, suite_setup, suite_teardown, 120);
 	tcase_add_test(tc, survives_cut_and_restart);

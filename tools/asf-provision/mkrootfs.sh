@@ -11,7 +11,9 @@
 #           with: coreutils (nohup, ...), procps (ps, pkill), util-linux
 #           (setsid), python3, git, tmux, ripgrep, curl with the CA
 #           certificates, less, patch, tar, gzip, xz, bzip2, findutils,
-#           diffutils, and the terminal descriptions (TERM) tmux needs.
+#           diffutils, the terminal descriptions (TERM) tmux needs, and
+#           bash's loadable builtins (libasp's bg helper makes directories
+#           and removes files with them, no process started).
 #           Each package must be installed on this host (the script names
 #           the ones that are not).
 #
@@ -104,7 +106,7 @@ done
 # their programs and Python's extension modules load.
 AGENT_PACKAGES="coreutils procps util-linux findutils diffutils grep sed tar gzip xz-utils bzip2
 less patch python3 python3-minimal python3.11 python3.11-minimal libpython3.11-minimal
-libpython3.11-stdlib git tmux ripgrep curl ca-certificates ncurses-base"
+libpython3.11-stdlib git tmux ripgrep curl ca-certificates ncurses-base bash-builtins"
 if [ "$profile" = agent ]; then
 	missing=
 	for p in $AGENT_PACKAGES; do
