@@ -867,7 +867,8 @@ typedef struct asp_bg_status {
 	int output_open;   /* non-zero while more output may come: the command, or a process
 			    * that holds its output, still runs */
 	uint64_t output_start; /* offset of the first output byte still kept */
-	uint64_t output_size;  /* bytes of output written so far, kept or dropped */
+	uint64_t output_size;  /* bytes of output written so far, kept or dropped (asp_bg_read,
+				* while the command runs: at least the end of the bytes returned) */
 	uint64_t offset;       /* asp_bg_read: the offset of the first byte returned */
 	uint64_t spare[4];
 } asp_bg_status;
