@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "helper.h"
 #include "fixture/servers.h"
 #include "helpers.h"
 
@@ -248,6 +249,43 @@ static void forced_sftp(const row *r)
 	asp_close(sb);
 }
 
+/*
+ * A background process through the bg helper (its first request rides
+ * behind its exec request, before the server answers it): started, its
+ * output read, signalled, waited for, removed, with no call falling back
+ * to the exec route.
+ */
+static void core_bg(asp_sandbox *sb, const row *r)
+{
+	asp_helper_stats h0, h;
+	asp_bg_status st;
+	asp_error e = { 0 };
+	unsigned char *b = NULL;
+	long long until = fx_now_ms() + 20000;
+	size_t len = 0;
+	char *id = NULL;
+
+	asp__helper_stats(&h0);
+	ASSERT_OK(asp_bg_start(&id, sb, "echo hi; exec sleep 300", NULL, &e), e, "asp_bg_start");
+	while (!len) {
+		asp_free(b);
+		b = NULL;
+		ASSERT_OK(asp_bg_read(&b, &len, &st, sb, id, 0, 0, NULL, &e), e, "asp_bg_read");
+		ck_assert_msg(len || fx_now_ms() < until, "%s: no output from the background process", r->name);
+	}
+	assert_bytes("its output", b, len, "hi\n", 3);
+	asp_free(b);
+	ASSERT_OK(asp_bg_signal(sb, id, SIGKILL, NULL, &e), e, "asp_bg_signal");
+	ASSERT_OK(asp_bg_wait(&st, sb, id, 20000, NULL, &e), e, "asp_bg_wait");
+	ck_assert_int_eq(st.signal, SIGKILL);
+	ASSERT_OK(asp_bg_remove(sb, id, NULL, &e), e, "asp_bg_remove");
+	asp__helper_stats(&h);
+	ck_assert_msg(h.boots > h0.boots && h.none == h0.none && h.lost == h0.lost,
+		      "%s: %lu helpers started, %lu calls without one, %lu lost", r->name, h.boots - h0.boots,
+		      h.none - h0.none, h.lost - h0.lost);
+	asp_free(id);
+}
+
 START_TEST(test_core)
 {
 	const row *r = &rows[_i];
@@ -260,6 +298,7 @@ START_TEST(test_core)
 	assert_transport(sb, r);
 	core_timeout(sb);
 	core_cancel(sb);
+	core_bg(sb, r);
 	asp_close(sb);
 	if (!r->sftp)
 		forced_sftp(r);
