@@ -434,6 +434,56 @@ START_TEST(binary_output_at_offsets)
 }
 END_TEST
 
+/*
+ * cwd and env reach the command (the helper enters and exports them in the
+ * command's subshell, the exec route's wrapper in its shell), nothing of
+ * libasp's own does, and a missing cwd fails the start with nothing
+ * started; by the helper (_i 0) and by the exec route (_i 1).
+ */
+START_TEST(cwd_and_env)
+{
+	const char *env[] = { "A=1", "B=it's $(touch injected)", NULL };
+	asp_bg_options o = ASP_BG_OPTIONS_INIT;
+	asp_sandbox *sb;
+	asp_bg_status st;
+	asp_bg_list *l;
+	asp_error e = { 0 };
+	char want[4400], sub[4200];
+	size_t len, n;
+	char *id = NULL, *out;
+
+	asp__helper_test_off(_i);
+	sb = sb_open(fx.config);
+	snprintf(sub, sizeof(sub), "%s/bg-cwd-%d", fx.workspace, _i);
+	mkdir_ok(sb, sub, 0755, 0);
+	o.cwd = sub + strlen(fx.workspace) + 1;
+	o.env = env;
+	ck_assert_int_eq(asp_bg_start(&id, sb, "pwd; echo \"$A $B\"; env | grep -c '^_asp\\|^ASP_CALL=\\|^SSH_CLIENT='",
+				      &o, &e), 0);
+	out = read_all(sb, id, 0, &st, &len);
+	snprintf(want, sizeof(want), "%s\n1 it's $(touch injected)\n0\n", sub);
+	assert_bytes("pwd, env, and nothing of libasp's", out, len, want, strlen(want));
+	asp_free(out);
+	bg_remove_ok(sb, id);
+	asp_free(id);
+	assert_not_injected(fx.workspace, "injected");
+
+	o.cwd = "bg-no-such-dir";
+	id = NULL;
+	check_err(__LINE__, asp_bg_start(&id, sb, "echo ran > bg-ran-cwd", &o, &e), &e, ASP_ENOENT,
+		  "bg-no-such-dir");
+	ck_assert_ptr_null(id);
+	l = bg_list_ok(sb);
+	for (n = 0; n < asp_bg_list_count(l); n++)
+		ck_assert_msg(strcmp(asp_bg_list_get(l, n)->command, "echo ran > bg-ran-cwd"),
+			      "the start with a missing cwd left %s", asp_bg_list_get(l, n)->id);
+	asp_bg_list_free(l);
+	remove_ok(sb, sub, 1);
+	asp_close(sb);
+	asp__helper_test_off(0);
+}
+END_TEST
+
 START_TEST(exit_code_and_first_output)
 {
 	asp_sandbox *sb = sb_open(fx.config);
@@ -805,6 +855,7 @@ Suite *suite_bg(void)
 	tcase_add_test(tc, one_exec_per_call);
 	tcase_add_test(tc, helper_serves_calls);
 	tcase_add_loop_test(tc, binary_output_at_offsets, 0, 2);
+	tcase_add_loop_test(tc, cwd_and_env, 0, 2);
 	tcase_add_test(tc, output_bound);
 	tcase_add_test(tc, signal_kills_group);
 	tcase_add_test(tc, wait_timeout_and_remove);
