@@ -273,10 +273,11 @@ int asp_bg_start(char **id, asp_sandbox *sb, const char *command, const asp_bg_o
 	errtext[0] = 0;
 	if ((rc = asp__bg_run(sb, &r, &status, &sink, errtext, sizeof(errtext), err)))
 		goto out;
-	if (status == 126) /* the helper's start: cd failed (the exec route says so itself) */
+	if (status == 126) { /* the helper's start: cd failed (the exec route says so itself) */
+		char shown[ASP_PATH_SHOW_MAX + 4];
 		rc = asp__error(err, ASP_ENOENT, "asp_bg_start: working directory %s does not exist or is not a "
-				"directory", cwd);
-	else if (status)
+				"directory", asp__path_show(shown, cwd));
+	} else if (status)
 		rc = script_failed(status, idbuf, "asp_bg_start", errtext, err);
 out:
 	asp__buf_free(&script);

@@ -832,12 +832,17 @@ int asp__bg_run(asp_sandbox *sb, const asp_bg_run *r, int *status, asp_buf *out,
 	*status = 0;
 	if (errout && errcap)
 		errout[0] = 0;
+	if (r->call) {
+		o.call.cancel = r->call->cancel;
+		o.call.timeout_ms = r->call->timeout_ms;
+	}
 	if (r->request) {
 		helper_ctx x = { sb, r, status, out, errout, errcap, 0 };
+		uint64_t now;
 		call cl;
 
 		/* r->call is checked by bg.c (an embedded one may say version 0). */
-		cl = call_start(sb, r->call ? r->call->cancel : NULL, r->call ? r->call->timeout_ms : 0);
+		cl = call_start(sb, o.call.cancel, o.call.timeout_ms);
 		cl.what = "background-process call";
 		cl.inert = 1;
 		/* A start that may have run is not repeated; the others may be. */
@@ -849,12 +854,12 @@ int asp__bg_run(asp_sandbox *sb, const asp_bg_run *r, int *status, asp_buf *out,
 		if (x.result == ASP__HELPER_LOST && r->start)
 			return asp__error(err, ASP_ECONNLOST, "the sandbox's background-process helper ended before "
 					  "it answered: the process may have started");
+		/* The exec route gets what is left of the caller's deadline, not a new one. */
+		now = asp__now_ms();
+		if (o.call.timeout_ms)
+			o.call.timeout_ms = now < cl.deadline ? (unsigned int)(cl.deadline - now) : 1;
 	}
 	/* The exec route: no helper here, or it ended under a call that may run again. */
-	if (r->call) {
-		o.call.cancel = r->call->cancel;
-		o.call.timeout_ms = r->call->timeout_ms;
-	}
 	o.cwd = r->cwd;
 	o.env = r->env;
 	o.max_output = r->max_out;
