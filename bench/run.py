@@ -121,6 +121,13 @@ def _pdeathsig():
     _libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG: die with the driver
 
 
+def _sshd_preexec():
+    _pdeathsig()
+    # PR_SET_CHILD_SUBREAPER (kept across exec): a process that leaves its session (a daemon's
+    # double fork) is reaped by this sshd, so its CPU counts in the sshd's (Sshd.cpu_s).
+    _libc.prctl(36, 1)
+
+
 def descendants(pid):
     parent = {}
     for d in os.listdir("/proc"):
@@ -199,7 +206,7 @@ class Sshd:
                               capture_output=True).returncode == 0:
                 argv += ["-o", "PerSourcePenalties=no"]
             self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, preexec_fn=_pdeathsig)
+                                         stderr=subprocess.DEVNULL, preexec_fn=_sshd_preexec)
             deadline = time.time() + 5
             while time.time() < deadline and self.proc.poll() is None:
                 try:
@@ -210,6 +217,12 @@ class Sshd:
                     time.sleep(0.02)
             self.stop()
         raise SystemExit("bench: sshd did not start; see %s" % self.log)
+
+    def cpu_s(self):
+        """CPU seconds of this sshd and its reaped descendants: every connection's, once it ended."""
+        with open("/proc/%d/stat" % self.proc.pid) as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        return sum(int(x) for x in st[11:15]) / os.sysconf("SC_CLK_TCK")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
@@ -614,8 +627,18 @@ class Runner:
                 for n in s["many_n"]:
                     servers = max(1, -(-n // MANY_PER_SERVER))
                     lst = e.handle_configs(n, servers, tag="many")
-                    ports = ",".join(str(x.port) for x in e.servers[1:1 + servers])
+                    used = e.servers[1:1 + servers]
+                    ports = ",".join(str(x.port) for x in used)
+                    cpu0 = sum(x.cpu_s() for x in used)
                     self.run(peer, w, dict(c, workload="many", n=n, configs=lst, ports=ports))
+                    # The sandbox side's CPU: each sshd's ended connections, once reaped.
+                    deadline = time.time() + 30
+                    while time.time() < deadline and any(descendants(x.proc.pid) for x in used):
+                        time.sleep(0.1)
+                    sandbox = sum(x.cpu_s() for x in used) - cpu0
+                    for d in self.results:
+                        if d.get("op") == "many" and d.get("n") == n and d["program"] == peer.name:
+                            d.setdefault("sandbox_cpu_s", sandbox)
                     e.clean_workspace()
             elif w == "scale":
                 for n in s["scale_n"]:
@@ -865,7 +888,7 @@ class Report:
     def many_rows(self):
         """(peer, n, wall s, peak RSS MiB, peak threads, CPU s, phases) of the "many" workload."""
         return sorted(((d["peer"], d["n"], d["wall_s"], d["proc_maxrss_kb"] / 1024, d["peak_threads"],
-                        d["cpu_s"], d["phases"]) for d in self.pick("many", "many")),
+                        d["cpu_s"], d["phases"], d.get("sandbox_cpu_s")) for d in self.pick("many", "many")),
                       key=lambda r: (r[1], order_key(r[0])))
 
     def sec_many(self):
@@ -874,14 +897,16 @@ class Report:
             return ""
         base = {r[1]: r for r in rows if r[0] == "asyncssh"}
         out = []
-        for p, n, wall, rss, thr, cpu, ph in rows:
+        for p, n, wall, rss, thr, cpu, ph, scpu in rows:
             b = base.get(n)
             out.append([p, n, fmt(wall), ratio(wall, b[2]) if b else "–", fmt(rss, 1),
-                        ratio(rss, b[3]) if b else "–", thr, fmt(cpu), ratio(cpu, b[5]) if b else "–"] +
+                        ratio(rss, b[3]) if b else "–", thr, fmt(cpu), ratio(cpu, b[5]) if b else "–",
+                        fmt(scpu) if scpu is not None else "–",
+                        ratio(scpu, b[7]) if b and scpu is not None and b[7] else "–"] +
                        ["%s / %s" % (fmt(ph[k][0] / 1e3), fmt(ph[k][1] / 1e3))
                         for k in ("open", "exec", "write", "read", "close")])
         return table(["peer", "N", "wall s", "÷ asyncssh", "peak RSS MiB", "÷ asyncssh", "peak threads",
-                      "client CPU s", "÷ asyncssh", "open s (median / max)", "exec s", "write s", "read s",
+                      "client CPU s", "÷ asyncssh", "sandbox CPU s", "÷ asyncssh", "open s (median / max)", "exec s", "write s", "read s",
                       "close s"], out)
 
     def sec_cli(self):
