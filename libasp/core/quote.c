@@ -109,6 +109,16 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * exec on a 2-core machine): libasp's own scripts, which end on their
  * own, run without it (asp__exec_script's own).
  *
+ * Between polls it waits on its tick: under bash, `read -t` on a FIFO,
+ * ~/.asp/tick (made by the first watchdog that misses it; nothing writes
+ * to it), which starts no process. Other shells lack a fractional
+ * `read -t` and fork a `sleep`, as does bash when the read did not time
+ * out (no FIFO there, or something wrote to it): a half-second wait either
+ * way, never a busy loop. `sleep` per poll was about 40 ms of a 2-core
+ * sandbox's CPU per `sleep 1` command under load (bench "many", N=100). A
+ * TERM ends a bash watchdog at once (no trap: bash would run it only after
+ * the read); the sleeping one traps TERM to take its sleep along.
+ *
  * It is the shell function _asp_wd, whose argument is the call's token
  * (the kill script finds the call's processes by it, as $_asp_t): the
  * wrapper defines it, calls it and unsets it, except in a primed shell,
@@ -125,13 +135,18 @@ static int kill_quoted(asp_buf *out, const char *token);
 static int put_watchdog_fn(asp_buf *out)
 {
 	if (asp__buf_puts(out, "_asp_wd() { _asp_q=$PPID; _asp_t=$1; [ -r /proc/$$/stat ] && ( ( "
-			  "trap 'kill $s 2>/dev/null; exit 0' TERM; "
 			  "[ -z \"${ZSH_VERSION-}\" ] || setopt shwordsplit 2>/dev/null; "
-			  "s=; w=$$; q=$_asp_q; while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
+			  "s=; w=$$; q=$_asp_q; t=; [ -n \"${BASH_VERSION-}\" ] && [ -n \"${HOME-}\" ] && "
+			  "{ t=$HOME/.asp/tick; [ -p \"$t\" ] || "
+			  "{ mkdir -p -m 700 \"$HOME/.asp\" && mkfifo -m 600 \"$t\"; } 2>/dev/null; }; "
+			  "[ -p \"$t\" ] || trap 'kill $s 2>/dev/null; exit 0' TERM; "
+			  "while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
 			  "set -- ${l##*) }; [ \"$1\" = Z ] && exit 0; [ \"$2\" = \"$q\" ] || "
 			  "{ g=$3; export g _asp_t; exec sh -c ") ||
 	    kill_quoted(out, "\"$_asp_t\"") ||
-	    asp__buf_puts(out, "; }; sleep " WATCHDOG_POLL " & s=$!; wait $s; done ) & ) </dev/null >/dev/null 2>&1 & "
+	    asp__buf_puts(out, "; }; { [ -p \"$t\" ] && read -r -t " WATCHDOG_POLL " l <> \"$t\"; } 2>/dev/null; "
+			  "[ $? -gt 128 ] || { sleep " WATCHDOG_POLL " & s=$!; wait $s; }; "
+			  "done ) & ) </dev/null >/dev/null 2>&1 & "
 			  "unset _asp_q _asp_t; }; "))
 		return ASP_ENOMEM;
 	return 0;

@@ -12,8 +12,16 @@
  * of its processes leads), and OpenSSH with the login shells dash, BusyBox
  * sh and zsh; and the command in a primed shell (which got the watchdog
  * with its exec request) under OpenSSH and each of those shells.
+ *
+ * Between two polls the watchdog waits on its tick (a FIFO, ~/.asp/tick,
+ * read with bash's `read -t`), which starts no process; other shells, or
+ * a tick that is not a FIFO, sleep as before. The tick rows count the
+ * `sleep 0.5` processes in a running command's session: none under bash,
+ * some under dash and with a broken tick (which shows the count sees
+ * them), and a broken tick still kills on connection loss.
  */
 #include <check.h>
+#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -222,6 +230,132 @@ START_TEST(wait_returns)
 }
 END_TEST
 
+/* Processes "sleep 0.5" in session sid: the watchdog's waits when it has no tick. */
+static int poll_sleeps_in(pid_t sid)
+{
+	static const char want[] = "sleep\0" "0.5";
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d))) {
+		char path[300], buf[512], *rp;
+		long session = 0;
+		size_t len;
+		FILE *f;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		len = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[len] = '\0';
+		/* "PID (comm) STATE PPID PGRP SESSION ..." */
+		if (!(rp = strrchr(buf, ')')) || sscanf(rp + 1, " %*c %*d %*d %ld", &session) != 1 || session != sid)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		len = fread(buf, 1, sizeof(buf), f);
+		fclose(f);
+		if (len == sizeof(want) && !memcmp(buf, want, sizeof(want)))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * Run `sleep 3` (with a handle) and count, for 1.5 s, the samples in which
+ * its session had a watchdog `sleep 0.5`; the command writes its $$ (the
+ * session's leader under OpenSSH) first.
+ */
+static int watchdog_sleep_samples(void)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_exec_result *r = NULL;
+	asp_proc *p = NULL;
+	asp_error e = { 0 };
+	char path[4200];
+	long long end;
+	int sid = 0, seen = 0;
+
+	snprintf(path, sizeof(path), "%s/tick-sid", fx.workspace);
+	unlink(path);
+	ck_assert_msg(asp_proc_start(&p, sb, "echo $$ > tick-sid.tmp; mv tick-sid.tmp tick-sid; sleep 3", NULL,
+				     &e) == 0, "%s", e.message);
+	for (end = fx_now_ms() + 20000 * fx_slowdown(); !sid && fx_now_ms() < end; fx_sleep_ms(20)) {
+		FILE *f = fopen(path, "r");
+
+		if (f && fscanf(f, "%d", &sid) != 1)
+			sid = 0;
+		if (f)
+			fclose(f);
+	}
+	ck_assert_msg(sid > 1 && pid_alive(sid), "the command did not report its pid");
+	for (end = fx_now_ms() + 1500; fx_now_ms() < end; fx_sleep_ms(20))
+		seen += poll_sleeps_in(sid) > 0;
+	ck_assert_msg(pid_alive(sid), "the command ended before the count did");
+	ck_assert_int_eq(asp_proc_wait(&r, p, -1, &e), 0);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_close(sb);
+	return seen;
+}
+
+/* Under bash the watchdog waits on its tick: no process between polls. */
+START_TEST(tick_bash_starts_nothing)
+{
+	asp_sandbox *sb;
+	int seen;
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	/* The first watchdog makes the tick when it is missing (in the background): one call first. */
+	sb = sb_open(fx.config);
+	expect_stdout(sb, "true", "");
+	asp_close(sb);
+	seen = watchdog_sleep_samples();
+	ck_assert_msg(seen == 0, "the watchdog started `sleep 0.5` in %d samples under bash", seen);
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+/* dash has no `read -t`: the watchdog sleeps, and the count sees it. */
+START_TEST(tick_dash_sleeps)
+{
+	char extra[64];
+	int seen;
+
+	snprintf(extra, sizeof(extra), "AllowUsers %s\n", shell_users[0]);
+	ck_assert_int_eq(fx_sshd_start_with(&fx, extra), 0);
+	snprintf(fx.user, sizeof(fx.user), "%s", shell_users[0]);
+	ck_assert_int_eq(fx_run("chown %s: '%s'", fx.user, fx.workspace), 0);
+	ck_assert_int_eq(fx_write_config(&fx, fx.config, NULL), 0);
+	seen = watchdog_sleep_samples();
+	ck_assert_msg(seen > 0, "no `sleep 0.5` seen in the session of a command under dash");
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
+/* A tick that is not a FIFO (a regular file in its place): sleeps again, and still kills. */
+START_TEST(tick_broken_still_kills)
+{
+	int seen;
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && rm -f $d/tick && echo x > $d/tick && chown -R %s: $d",
+				fx.user, fx.user), 0);
+	seen = watchdog_sleep_samples();
+	harness_killed();
+	ck_assert_int_eq(fx_run("rm -f ~%s/.asp/tick", fx.user), 0); /* the next watchdog makes the FIFO */
+	ck_assert_msg(seen > 0, "no `sleep 0.5` seen with a broken tick");
+	fx_sshd_stop(&fx);
+}
+END_TEST
+
 Suite *suite_lifecycle(void)
 {
 	Suite *s = suite_create("lifecycle");
@@ -235,6 +369,9 @@ Suite *suite_lifecycle(void)
 	tcase_add_test(tc, openssh_primed_harness_killed);
 	tcase_add_loop_test(tc, shell_primed_harness_killed, 0,
 			    (int)(sizeof(shell_users) / sizeof(shell_users[0])));
+	tcase_add_test(tc, tick_bash_starts_nothing);
+	tcase_add_test(tc, tick_dash_sleeps);
+	tcase_add_test(tc, tick_broken_still_kills);
 	suite_add_tcase(s, tc);
 	return s;
 }
