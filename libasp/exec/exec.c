@@ -179,6 +179,7 @@ struct asp_run {
 	unsigned char hold[48]; /* stdout tail that may begin an end line */
 	size_t hold_len;
 	long pgid;              /* 0 until the wrapper reports it */
+	uint64_t t_answer;      /* when the exec request was answered (not a primed shell): 0, or ms */
 	int nocwd;
 	/* stdin */
 	size_t stdin_off;
@@ -316,6 +317,8 @@ static int take_stdout(run *x, const unsigned char *d, size_t n, asp_error *err)
 	else
 		x->pgid = strtol((char *)m + ml + 1, NULL, 10);
 	x->header_done = 1;
+	if (x->t_answer)
+		asp__route_start_note(&x->c->shell_start, asp__now_ms() - x->t_answer);
 	used = (size_t)(nl + 1 - x->pre.data);
 	return pass_stdout(x, x->pre.data + used, x->pre.len - used, err);
 }
@@ -973,6 +976,7 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 		if ((rc = asp__chan_start_with(c, x->inl.len ? &x->inl : &x->script, pty ? pty_request : NULL,
 					       (void *)pty, &x->ch, started, err)))
 			return run_end(NULL, x, rc, err);
+		x->t_answer = asp__now_ms(); /* the shell starts now: its start is timed (take_stdout) */
 	}
 	/*
 	 * Started: from here the command's kill timer and cancel rule, and the

@@ -37,7 +37,9 @@ void asp__route_prior_shell(int on)
 {
 	prior_shell = on;
 }
+#define ASP_TEST_FAR_RTT_MS 1000u /* the round trip small writes guess by under asp__route_prior_shell */
 #else
+#define ASP_TEST_FAR_RTT_MS 0u
 #define force_inline 0
 #define force_files 0
 #define prior_shell 0
@@ -66,8 +68,33 @@ int asp__route_files_faster(const asp_conn *c, size_t write_len)
 		return 0;
 	if (force_files)
 		return 1;
-	return asp__route_pick(&c->cost_write, prior_shell || c->rtt_ms >= ASP_EXEC_FILES_RTT_MS
-				? ASP_COST_SHELL : ASP_COST_SFTP) == ASP_COST_SHELL;
+	return asp__route_pick(&c->cost_write, asp__route_prior(prior_shell ? ASP_TEST_FAR_RTT_MS : c->rtt_ms,
+								&c->shell_start)) == ASP_COST_SHELL;
+}
+
+void asp__route_start_note(asp_start_cost *sc, uint64_t ms)
+{
+	uint32_t v = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
+	int64_t d = (int64_t)v - (int64_t)sc->ewma_ms;
+
+	sc->ewma_ms = sc->samples ? (uint32_t)((int64_t)sc->ewma_ms + d / (1 << ASP_ROUTE_EWMA_SHIFT)) : v;
+	if (sc->samples < UINT32_MAX)
+		sc->samples++;
+}
+
+/*
+ * Measured under load (bench/run.py's "many" workload, 100 sandboxes on
+ * the 2-core machine at once): every loopback round trip took 10 ms or
+ * more, so every first write took the shell route and paid a login shell
+ * and `mv` in a sandbox whose CPU was the bottleneck (about 40 ms of its
+ * CPU per write, against SFTP's few syscalls); a shell's start measured
+ * there was several round trips.
+ */
+int asp__route_prior(unsigned int rtt_ms, const asp_start_cost *sc)
+{
+	if (rtt_ms < ASP_EXEC_FILES_RTT_MS || (sc->samples && sc->ewma_ms >= rtt_ms))
+		return ASP_COST_SFTP;
+	return ASP_COST_SHELL;
 }
 
 /* The route the next call would take but for probes: the cheaper measured, or the only one measured. */
@@ -138,7 +165,7 @@ int asp__route_reads_faster(const asp_conn *c)
 		return 0;
 	if (force_files)
 		return 1;
-	return asp__route_pick(&c->cost_read, c->rtt_ms >= ASP_EXEC_FILES_RTT_MS &&
+	return asp__route_pick(&c->cost_read, asp__route_prior(c->rtt_ms, &c->shell_start) == ASP_COST_SHELL &&
 				c->file_transport == ASP_FILES_SFTP && !asp__sftp_guess(c, &g)
 				? ASP_COST_SHELL : ASP_COST_SFTP) == ASP_COST_SHELL;
 }

@@ -29,10 +29,24 @@ void asp__route_note(asp_route_costs *rc, int route, uint64_t us);
 /* A call by `route` was taken but is no sample (it paid a one-off start): only the probe count moves. */
 void asp__route_taken(asp_route_costs *rc, int route);
 
+/* A shell started in ms (exec.c, a command's wrapper not primed ahead): the average moves. Pure. */
+void asp__route_start_note(asp_start_cost *sc, uint64_t ms);
+
+/*
+ * The guess for a small file call while neither route has been measured
+ * on the connection: the shell command saves a round trip over SFTP and
+ * pays a shell's start in the sandbox. So the shell when the round trip is
+ * long (rtt_ms >= ASP_EXEC_FILES_RTT_MS) unless a shell's start has been
+ * measured at a round trip or more (a busy or CPU-limited sandbox, where a
+ * loopback round trip also looks long). Pure.
+ */
+int asp__route_prior(unsigned int rtt_ms, const asp_start_cost *sc);
+
 /*
  * 1 when an atomic write of write_len bytes is faster as a shell command on
- * the warm channel than over SFTP on c: the file transport is auto and the
- * round trip is long.
+ * the warm channel than over SFTP on c: the file transport is auto, and
+ * the route measured cheaper on c (asp__route_pick), or asp__route_prior's
+ * guess.
  */
 int asp__route_files_faster(const asp_conn *c, size_t write_len);
 
@@ -57,7 +71,8 @@ int asp__route_stdin_inline(const asp_conn *c);
 /* Tests only: take the shell-command file route whatever the round trip (1) or not (0). */
 void asp__route_force_files(int on);
 
-/* Tests only: small writes guess the shell route until routes are measured (1), or as the round trip says (0). */
+/* Tests only: small writes guess as on a link of 1 s round trip until routes are measured (1), or as the
+ * connection's round trip says (0). */
 void asp__route_prior_shell(int on);
 
 /* Tests only: put small stdin_data in the exec request whatever the round trip (1) or not (0). */

@@ -26,4 +26,16 @@ typedef struct asp_route_costs {
 	uint32_t since_other;     /* calls since the other route than the cheaper one was taken */
 } asp_route_costs;
 
+/*
+ * What starting a shell has cost on one connection: from the answer to a
+ * command's exec request to the wrapper's first line (sshd's fork, the
+ * login shell and its startup files: the processes every shell-command
+ * route pays before its own programs). An average as above, in ms; all zero
+ * before the first sample.
+ */
+typedef struct asp_start_cost {
+	uint32_t ewma_ms;
+	uint32_t samples;
+} asp_start_cost;
+
 #endif

@@ -138,6 +138,7 @@ struct asp_conn {
 	 */
 	unsigned int rtt_ms;
 	unsigned int rtt_samples;
+	asp_start_cost shell_start; /* a shell's start here (route.c: asp__route_shell_started) */
 	/*
 	 * What small atomic writes and small reads have cost here by SFTP and
 	 * by a shell command: which route the next one takes (route.c), noted

@@ -891,26 +891,34 @@ static void route_log_fn(asp_log_level level, const char *msg, void *userdata)
 #define ROUTE_WRITES 16
 
 /*
+ * sshd_config text that makes every command's shell start dear: bash
+ * imports an exported function `cd` that sleeps `secs` first, and the
+ * wrapper and the shell route's scripts begin with a cd. ($BASH_ENV would
+ * not do: bash run by sshd reads ~/.bashrc instead.) SFTP pays nothing.
+ */
+static void dear_starts(char *out, size_t size, const char *secs)
+{
+	snprintf(out, size, "SetEnv \"BASH_FUNC_cd%%%%=() { sleep %s; builtin cd \\\"$@\\\"; }\"\n", secs);
+}
+
+/*
  * Small writes follow what each route costs on the connection: with every
- * process start in the sandbox made dear (bash, the login shell, sources
- * $BASH_ENV, which sleeps 0.3 s, before each command; SFTP pays it once,
- * when its server starts) writes that began on the shell route (guessed,
- * as on a long round trip) move to SFTP and stay there but for a probe.
+ * shell start in the sandbox made dear (0.3 s: dear_starts) writes that
+ * began on the shell route (guessed, as on a long round trip) move to SFTP
+ * and stay there but for a probe.
  */
 START_TEST(test_warm_route_follows_cost_dear_starts)
 {
 	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	route_log rl = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	char extra[600], env[400], name[32], last[8];
+	char extra[600], name[32], last[8];
 	asp_sandbox *sb = NULL;
 	asp_error e = { 0 };
 	size_t shell = 0;
 	int i, rc;
 
 	memset(&fx, 0, sizeof(fx));
-	snprintf(env, sizeof(env), "/tmp/asp-dear-env.%d.sh", (int)getpid());
-	ck_assert_int_eq(fx_run("printf 'sleep 0.3\\n' > %s && chmod 644 %s", env, env), 0);
-	snprintf(extra, sizeof(extra), "SetEnv BASH_ENV=%s\n", env);
+	dear_starts(extra, sizeof(extra), "0.3");
 	server_up(extra);
 	o.config_path = fx.config;
 	o.log_fn = route_log_fn;
@@ -925,7 +933,6 @@ START_TEST(test_warm_route_follows_cost_dear_starts)
 	}
 	asp__route_prior_shell(0);
 	asp_close(sb);
-	unlink(env);
 	rl.taken[rl.n] = '\0';
 	fprintf(stderr, "warm: routes of %d small writes, process starts dear: %s\n", ROUTE_WRITES, rl.taken);
 	ck_assert_msg(rl.n == ROUTE_WRITES, "%zu writes in the trace, not %d", rl.n, ROUTE_WRITES);
@@ -937,6 +944,54 @@ START_TEST(test_warm_route_follows_cost_dear_starts)
 	ck_assert_msg(!strcmp(last, "ffffff"), "the last 6 writes were not all over SFTP: %s", rl.taken);
 	ck_assert_msg(shell <= ASP_ROUTE_PROBE_FIRST * 2 + 1, "%zu of %d writes by shell: %s", shell,
 		      ROUTE_WRITES, rl.taken);
+}
+END_TEST
+
+/*
+ * A fresh connection's first small write, guessed as on a far link (1 s
+ * round trip), weighs the shell's start its commands measured: where a
+ * shell's start is dearer than that round trip (1.2 s: dear_starts) the
+ * write goes over SFTP after one command; on the plain server it
+ * takes the shell route after one command. Without a command first both
+ * take the shell route (test_warm_route_follows_cost_dear_starts).
+ */
+static char first_write_after_exec(const char *extra)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	route_log rl = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	int rc;
+
+	memset(&fx, 0, sizeof(fx));
+	server_up(extra);
+	o.config_path = fx.config;
+	o.log_fn = route_log_fn;
+	o.log_userdata = &rl;
+	test_open_options(&o);
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
+	expect_stdout(sb, "echo started", "started\n");
+	asp__route_prior_shell(1);
+	put(sb, "guess.txt", "4 KiB or less\n");
+	asp__route_prior_shell(0);
+	asp_close(sb);
+	fx_sshd_stop(&fx);
+	ck_assert_msg(rl.n == 1, "%zu writes in the trace, not 1", rl.n);
+	return rl.taken[0];
+}
+
+START_TEST(test_warm_route_guess_weighs_shell_start)
+{
+	char extra[600], dear, plain;
+
+	dear_starts(extra, sizeof(extra), "1.2");
+	dear = first_write_after_exec(extra);
+	plain = first_write_after_exec(NULL);
+	ck_assert_msg(dear == 'f', "shell starts of 1.2 s, far link guessed: the first write went '%c', not over SFTP",
+		      dear);
+	ck_assert_msg(plain == 's', "quick shell starts, far link guessed: the first write went '%c', not by shell",
+		      plain);
 }
 END_TEST
 
@@ -959,6 +1014,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_stdin_inline);
 	tcase_add_test(tc, test_warm_small_files_over_exec);
 	tcase_add_test(tc, test_warm_route_follows_cost_dear_starts);
+	tcase_add_test(tc, test_warm_route_guess_weighs_shell_start);
 	tcase_add_test(tc, test_warm_rtt_is_the_least_sample);
 	tcase_add_test(tc, test_warm_confirmations_are_rtt_samples);
 	tcase_add_test(tc, test_warm_read_one_flight);

@@ -122,6 +122,36 @@ START_TEST(test_route_ewma)
 }
 END_TEST
 
+/*
+ * The guess before any file call is measured: the shell on a long round
+ * trip, unless a shell's start measured a round trip or more (a busy
+ * sandbox on loopback looks like a far link).
+ */
+START_TEST(test_route_prior_weighs_shell_start)
+{
+	asp_start_cost sc;
+
+	memset(&sc, 0, sizeof(sc));
+	ck_assert_int_eq(asp__route_prior(2, &sc), ASP_COST_SFTP);   /* near, nothing measured */
+	ck_assert_int_eq(asp__route_prior(50, &sc), ASP_COST_SHELL); /* far, nothing measured */
+	asp__route_start_note(&sc, 6);                               /* a quick shell: far stays shell */
+	ck_assert_uint_eq(sc.ewma_ms, 6);
+	ck_assert_int_eq(asp__route_prior(50, &sc), ASP_COST_SHELL);
+	ck_assert_int_eq(asp__route_prior(5, &sc), ASP_COST_SFTP);
+	memset(&sc, 0, sizeof(sc));
+	asp__route_start_note(&sc, 80);                              /* a busy sandbox */
+	ck_assert_int_eq(asp__route_prior(20, &sc), ASP_COST_SFTP);
+	ck_assert_int_eq(asp__route_prior(80, &sc), ASP_COST_SFTP);  /* a start of a round trip saves nothing */
+	ck_assert_int_eq(asp__route_prior(100, &sc), ASP_COST_SHELL);
+	/* The average follows the sandbox: a quarter of the way per sample. */
+	asp__route_start_note(&sc, 0);
+	ck_assert_uint_eq(sc.ewma_ms, 60);
+	asp__route_start_note(&sc, UINT64_MAX);
+	ck_assert_uint_ge(sc.ewma_ms, 60);
+	ck_assert_uint_eq(sc.samples, 3);
+}
+END_TEST
+
 Suite *suite_route(void)
 {
 	Suite *s = suite_create("route");
@@ -133,6 +163,7 @@ Suite *suite_route(void)
 	tcase_add_test(tc, test_route_far_link_goes_shell);
 	tcase_add_test(tc, test_route_follows_a_change);
 	tcase_add_test(tc, test_route_ewma);
+	tcase_add_test(tc, test_route_prior_weighs_shell_start);
 	suite_add_tcase(s, tc);
 	return s;
 }
