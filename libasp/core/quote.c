@@ -95,19 +95,22 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * changes. A subshell reads the wrapper's /proc/PID/stat every half second
  * ("(comm) STATE PPID PGRP"): parent changed, it runs the kill script on the
  * wrapper's group; wrapper gone or a zombie (the command ended), it leaves
- * within a poll. It is not the wrapper's child (a double fork, both in the
- * background: the wrapper waits for neither): a command's `wait` must not
- * wait for it. It holds none of the channel's descriptors
+ * within a poll. A command's `wait` must not wait for it: under bash it is
+ * the wrapper's background job, disowned (one fork; bash's `wait` waits
+ * for its jobs only); elsewhere it is not the wrapper's child (a double
+ * fork, both in the background: the wrapper waits for neither; dash and
+ * BusyBox sh have no `disown`). It holds none of the channel's descriptors
  * (sshd waits for those to close), and it becomes `sh -c KILL` so that the
  * kill script's $$ is its own pid (a subshell's $$ is the wrapper's). A
  * kill of the group (timeout, cancel) TERMs it, and it takes its sleep
  * along. The parent is read in the wrapper: zsh gives a subshell its own
  * PPID (and splits words only when told: `setopt`, called only where
  * $ZSH_VERSION is set, here and in every script, since in bash a command
- * not found is a fork). Without /proc there is no watchdog. Costs two
- * forks per command, in the sandbox, beside the command (5 to 7 ms of an
- * exec on a 2-core machine): libasp's own scripts, which end on their
- * own, run without it (asp__exec_script's own).
+ * not found is a fork). Without /proc there is no watchdog. Costs a fork
+ * per command under bash, two elsewhere, in the sandbox, beside the
+ * command (two were 5 to 7 ms of an exec on a 2-core machine): libasp's
+ * own scripts, which end on their own, run without it (asp__exec_script's
+ * own).
  *
  * Between polls it waits on its tick: under bash, `read -t` on a FIFO,
  * ~/.asp/tick (made by the first watchdog that misses it; nothing writes
@@ -120,8 +123,9 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * the read); the sleeping one traps TERM to take its sleep along.
  *
  * It is the shell function _asp_wd, whose argument is the call's token
- * (the kill script finds the call's processes by it, as $_asp_t): the
- * wrapper defines it, calls it and unsets it, except in a primed shell,
+ * (the kill script finds the call's processes by it, as $_asp_t), and
+ * _asp_wl, its loop: the wrapper defines them, calls _asp_wd and unsets
+ * both, except in a primed shell,
  * whose exec request (asp__prime_boot) defined it already. A primed shell
  * reads its script a byte at a time, and the watchdog is most of a
  * wrapper's text: sent once with the exec request, it costs the call
@@ -134,7 +138,7 @@ static int kill_quoted(asp_buf *out, const char *token);
 
 static int put_watchdog_fn(asp_buf *out)
 {
-	if (asp__buf_puts(out, "_asp_wd() { _asp_q=$PPID; _asp_t=$1; [ -r /proc/$$/stat ] && ( ( "
+	if (asp__buf_puts(out, "_asp_wl() { "
 			  "[ -z \"${ZSH_VERSION-}\" ] || setopt shwordsplit 2>/dev/null; "
 			  "s=; w=$$; q=$_asp_q; t=; [ -n \"${BASH_VERSION-}\" ] && [ -n \"${HOME-}\" ] && "
 			  "{ t=$HOME/.asp/tick; [ -p \"$t\" ] || "
@@ -146,8 +150,10 @@ static int put_watchdog_fn(asp_buf *out)
 	    kill_quoted(out, "\"$_asp_t\"") ||
 	    asp__buf_puts(out, "; }; { [ -p \"$t\" ] && read -r -t " WATCHDOG_POLL " l <> \"$t\"; } 2>/dev/null; "
 			  "[ $? -gt 128 ] || { sleep " WATCHDOG_POLL " & s=$!; wait $s; }; "
-			  "done ) & ) </dev/null >/dev/null 2>&1 & "
-			  "unset _asp_q _asp_t; }; "))
+			  "done; }; "
+			  "_asp_wd() { _asp_q=$PPID; _asp_t=$1; [ -r /proc/$$/stat ] && "
+			  "if [ -n \"${BASH_VERSION-}\" ]; then _asp_wl </dev/null >/dev/null 2>&1 & disown $!; "
+			  "else ( _asp_wl & ) </dev/null >/dev/null 2>&1 & fi; unset _asp_q _asp_t; }; "))
 		return ASP_ENOMEM;
 	return 0;
 }
@@ -156,7 +162,7 @@ static int put_watchdog_fn(asp_buf *out)
 static int put_watchdog(asp_buf *out, const char *token, int primed)
 {
 	if ((!primed && put_watchdog_fn(out)) ||
-	    asp__buf_printf(out, "_asp_wd %s; unset -f _asp_wd; ", token))
+	    asp__buf_printf(out, "_asp_wd %s; unset -f _asp_wd _asp_wl; ", token))
 		return ASP_ENOMEM;
 	return 0;
 }
