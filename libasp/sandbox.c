@@ -503,7 +503,7 @@ static void call_end(asp_sandbox *sb, asp_conn *c, const call *cl)
 
 	if (!cl->inert)
 		atomic_fetch_add(&sb->changes, 1);
-	asp__chan_call_end(c, gen, others == 0);
+	asp__chan_call_end(c, gen, others == 0, cl->what && !strcmp(cl->what, "exec"));
 }
 
 /*

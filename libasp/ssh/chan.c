@@ -256,8 +256,8 @@ int asp__chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err
  * startup files, the wrapper runs (9 to 11 ms on the benchmark's virtual
  * machine, 0.2 round trips at 50 ms). A caller that pauses between calls
  * (an agent: the model thinks between tool calls) can have that done
- * during the pause. When a call that came after a pause ends and no other
- * call of the handle runs, the warm channel gets its exec request at once,
+ * during the pause. When a command that came after a pause ends and no
+ * other call of the handle runs, the warm channel gets its exec request at once,
  * asp__prime_boot(): the login shell starts and waits for a script on stdin
  * (quote.h), and a new warm channel is opened behind it. The next command
  * sends its wrapper, framed, as data: one round trip and what the command
@@ -270,7 +270,11 @@ int asp__chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err
  * and a stale one is told to end, never used. So one call after another
  * from one caller runs on shells that saw everything before them; calls
  * made in a burst (no pause) do not prime at all, and run on the warm
- * channel as before.
+ * channel as before. A file call does not prime either: one after a pause
+ * is as often followed by another file call (a write, then its read back)
+ * or by the handle's close, and the shell it primed was a login shell's
+ * start for nothing (bench "many" with 16 threads: one per sandbox, about
+ * 10% of the sandbox side's CPU).
  *
  * Never twice: a primed shell found closed (ChannelTimeout, a kill in the
  * sandbox) before any byte of the script was sent ran nothing, and the
@@ -388,7 +392,7 @@ void asp__chan_call_begin(asp_conn *c, uint64_t gen)
 		    asp__now_ms() - c->chan.last_end_ms >= (uint64_t)c->rtt_ms + prime_pause_ms;
 }
 
-void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
+void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command)
 {
 	LIBSSH2_CHANNEL *ch;
 	size_t len;
@@ -401,7 +405,7 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone)
 	shell_reap(c);
 	if (c->chan.shell)
 		shell_retire(c); /* primed before this call ended: stale */
-	if (!boot || !alone || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening ||
+	if (!boot || !alone || !command || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening ||
 	    !(ch = c->chan.warm) || (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		return;
 	c->chan.warm = NULL;

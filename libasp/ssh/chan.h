@@ -48,11 +48,12 @@ int asp__chan_settle(asp_conn *c, asp_error *err);
 /*
  * A call of the handle begins on c (gen: how many of the handle's calls had
  * ended when it began), and ends (gen: that count with it; alone: no other
- * call of the handle runs). When the call came after a pause and ran
- * alone, its end primes a shell for the next command on c.
+ * call of the handle runs; command: it ran a command, not a file call).
+ * When a command came after a pause and ran alone, its end primes a shell
+ * for the next command on c.
  */
 void asp__chan_call_begin(asp_conn *c, uint64_t gen);
-void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone);
+void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command);
 
 #ifdef ASP_TEST_HOOKS
 /* Tests only: what counts as a pause before a call, in ms past the round trip (0: the default). */

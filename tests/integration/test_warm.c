@@ -744,6 +744,34 @@ static uint64_t probe(asp_sandbox *sb)
  * makes the primed shell stale: the next command runs on a shell started
  * after that call. Calls without a pause prime nothing.
  */
+/* A file call after a pause primes nothing; a command after the same pause does. */
+START_TEST(test_warm_file_call_primes_nothing)
+{
+	asp_exec_stats s0, s1;
+	asp_sandbox *sb;
+	unsigned char *back = NULL;
+	size_t len = 0;
+	asp_error e = { 0 };
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	ck_assert_int_eq(asp_write(sb, "unprimed.txt", "x", 1, NULL, &e), ASP_OK);
+	run_true(sb);
+	fx_sleep_ms(300);
+	s0 = stats();
+	ck_assert_int_eq(asp_read(&back, &len, sb, "unprimed.txt", 0, ASP_READ_ALL, NULL, &e), ASP_OK);
+	asp_free(back);
+	s1 = stats();
+	ck_assert_msg(s1.primed == s0.primed, "a read after a pause primed %lu shells", s1.primed - s0.primed);
+	fx_sleep_ms(300);
+	run_true(sb);
+	s1 = stats();
+	ck_assert_msg(s1.primed == s0.primed + 1, "a command after the same pause primed %lu shells",
+		      s1.primed - s0.primed);
+	asp_close(sb);
+}
+END_TEST
+
 START_TEST(test_warm_primed_shell_after_pause)
 {
 	asp_exec_stats s0, s1;
@@ -1020,6 +1048,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_read_one_flight);
 	tcase_add_test(tc, test_warm_read_wrong_guess);
 	tcase_add_test(tc, test_warm_primed_shell_after_pause);
+	tcase_add_test(tc, test_warm_file_call_primes_nothing);
 	tcase_add_test(tc, test_warm_primed_shell_killed);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "warm-slow", FIXTURE_CHECKED, setup, teardown, 60);
