@@ -405,8 +405,9 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command)
 	shell_reap(c);
 	if (c->chan.shell)
 		shell_retire(c); /* primed before this call ended: stale */
-	if (!boot || !alone || !command || !c->chan.paused || c->chan.shell_off || c->shell_bad || c->chan.warm_opening ||
-	    !(ch = c->chan.warm) || (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+	if (!boot || !alone || !command || !c->chan.paused || c->chan.shell_off || c->shell_bad ||
+	    c->chan.warm_opening || !(ch = c->chan.warm) ||
+	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		return;
 	c->chan.warm = NULL;
 	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, boot, (unsigned int)len)) ==
