@@ -929,6 +929,25 @@ static void dear_starts(char *out, size_t size, const char *secs)
 	snprintf(out, size, "SetEnv \"BASH_FUNC_cd%%%%=() { sleep %s; builtin cd \\\"$@\\\"; }\"\n", secs);
 }
 
+/* A fresh server with `extra` in its sshd_config, and a handle to it whose trace goes to rl. */
+static asp_sandbox *open_traced(const char *extra, route_log *rl)
+{
+	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb = NULL;
+	asp_error e = { 0 };
+	int rc;
+
+	memset(&fx, 0, sizeof(fx));
+	server_up(extra);
+	o.config_path = fx.config;
+	o.log_fn = route_log_fn;
+	o.log_userdata = rl;
+	test_open_options(&o);
+	rc = asp_open(&sb, &o, &e);
+	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
+	return sb;
+}
+
 /*
  * Small writes follow what each route costs on the connection: with every
  * shell start in the sandbox made dear (0.3 s: dear_starts) writes that
@@ -937,23 +956,14 @@ static void dear_starts(char *out, size_t size, const char *secs)
  */
 START_TEST(test_warm_route_follows_cost_dear_starts)
 {
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	route_log rl = { .mu = PTHREAD_MUTEX_INITIALIZER };
 	char extra[600], name[32], last[8];
-	asp_sandbox *sb = NULL;
-	asp_error e = { 0 };
+	asp_sandbox *sb;
 	size_t shell = 0;
-	int i, rc;
+	int i;
 
-	memset(&fx, 0, sizeof(fx));
 	dear_starts(extra, sizeof(extra), "0.3");
-	server_up(extra);
-	o.config_path = fx.config;
-	o.log_fn = route_log_fn;
-	o.log_userdata = &rl;
-	test_open_options(&o);
-	rc = asp_open(&sb, &o, &e);
-	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
+	sb = open_traced(extra, &rl);
 	asp__route_prior_shell(1);
 	for (i = 0; i < ROUTE_WRITES; i++) {
 		snprintf(name, sizeof(name), "dear-%d.txt", i);
@@ -985,20 +995,9 @@ END_TEST
  */
 static char first_write_after_exec(const char *extra)
 {
-	asp_open_options o = ASP_OPEN_OPTIONS_INIT;
 	route_log rl = { .mu = PTHREAD_MUTEX_INITIALIZER };
-	asp_sandbox *sb = NULL;
-	asp_error e = { 0 };
-	int rc;
+	asp_sandbox *sb = open_traced(extra, &rl);
 
-	memset(&fx, 0, sizeof(fx));
-	server_up(extra);
-	o.config_path = fx.config;
-	o.log_fn = route_log_fn;
-	o.log_userdata = &rl;
-	test_open_options(&o);
-	rc = asp_open(&sb, &o, &e);
-	ck_assert_msg(rc == ASP_OK, "asp_open: %s", e.message);
 	expect_stdout(sb, "echo started", "started\n");
 	asp__route_prior_shell(1);
 	put(sb, "guess.txt", "4 KiB or less\n");
