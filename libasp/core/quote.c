@@ -4,7 +4,6 @@
 #include "quote.h"
 
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,11 +124,14 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * It is the shell function _asp_wd, whose argument is the call's token
  * (the kill script finds the call's processes by it, as $_asp_t), and
  * _asp_wl, its loop: the wrapper defines them, calls _asp_wd and unsets
- * both, except in a primed shell,
- * whose exec request (asp__prime_boot) defined it already. A primed shell
- * reads its script a byte at a time, and the watchdog is most of a
- * wrapper's text: sent once with the exec request, it costs the call
- * nothing to read.
+ * both. A primed shell's exec request (asp__prime_boot) defines them and
+ * calls _asp_wd at the shell's boot, with the token of the one call the
+ * shell will run; the call's wrapper only unsets them. So that call pays
+ * neither the fork (on a 2-core VM it was 5 to 7 ms of a 9 to 11 ms exec
+ * `true` after a pause: bench section 5b) nor the reading of the
+ * watchdog's text (a primed shell reads its script a byte at a time). The
+ * watchdog then also guards the idle shell: it is killed with the
+ * connection, as it would have ended at its stdin's EOF.
  */
 static int kill_quoted(asp_buf *out, const char *token);
 
@@ -158,35 +160,39 @@ static int put_watchdog_fn(asp_buf *out)
 	return 0;
 }
 
-/* The call of the watchdog, and its definition first unless the shell has it. */
+/*
+ * The watchdog's definition and its start, or, in a primed shell, which
+ * started it at its boot, nothing: the functions are unset either way.
+ */
 static int put_watchdog(asp_buf *out, const char *token, int primed)
 {
-	if ((!primed && put_watchdog_fn(out)) ||
-	    asp__buf_printf(out, "_asp_wd %s; unset -f _asp_wd _asp_wl; ", token))
+	if ((!primed && (put_watchdog_fn(out) || asp__buf_printf(out, "_asp_wd %s; ", token))) ||
+	    asp__buf_puts(out, "unset -f _asp_wd _asp_wl; "))
 		return ASP_ENOMEM;
 	return 0;
 }
 
-static char prime_boot[4096];
-static size_t prime_boot_len;
-static pthread_once_t prime_boot_once = PTHREAD_ONCE_INIT;
-
-static void prime_boot_build(void)
+int asp__call_token(char token[ASP_TOKEN_SIZE])
 {
-	asp_buf b = { 0 };
+	static const char hex[] = "0123456789abcdef";
+	unsigned char rnd[12];
+	size_t i;
 
-	if (!put_watchdog_fn(&b) && !asp__buf_puts(&b, ASP_PRIME_BOOT) && b.len < sizeof(prime_boot)) {
-		memcpy(prime_boot, b.data, b.len);
-		prime_boot_len = b.len;
+	if (asp__random(rnd, sizeof(rnd)))
+		return ASP_ERROR;
+	memcpy(token, "asp-call-", 9);
+	for (i = 0; i < sizeof(rnd); i++) {
+		token[9 + 2 * i] = hex[rnd[i] >> 4];
+		token[10 + 2 * i] = hex[rnd[i] & 15];
 	}
-	asp__buf_free(&b);
+	token[9 + 2 * sizeof(rnd)] = '\0';
+	return 0;
 }
 
-const char *asp__prime_boot(size_t *len)
+int asp__prime_boot(asp_buf *out, const char *token)
 {
-	pthread_once(&prime_boot_once, prime_boot_build);
-	*len = prime_boot_len;
-	return prime_boot_len ? prime_boot : NULL;
+	return put_watchdog_fn(out) || asp__buf_printf(out, "_asp_wd %s; ", token) ||
+	       asp__buf_puts(out, ASP_PRIME_BOOT) ? ASP_ENOMEM : 0;
 }
 
 int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,

@@ -31,17 +31,17 @@ int asp__quote_argv(char **out, const char *const *argv, asp_error *err);
  * shell, an EXIT trap writes the end line, and no watchdog is started (the
  * script ends on its own; fd 3, the end line's, stays open in it: a
  * process it leaves running closes it).
- * primed: the script goes to a primed shell (asp__prime_boot), which has
- * the watchdog's definition already; the script only calls it.
+ * primed: the script goes to a primed shell (asp__prime_boot), whose
+ * watchdog runs already, for `token`, the shell's (asp__chan_shell_token).
  */
 int asp__exec_script(asp_buf *out, const char *marker, const char *token, const char *cwd,
 		     const char *const *env, const char *command, int own, int primed, asp_error *err);
 
 /*
- * The primed shell (exec.c). ASP_PRIME_BOOT is the exec request that
- * starts it: the login shell reads lines from stdin, each behind one byte
- * of framing, until a line ".", then evals what it read (each line without
- * its first byte) and exits. Stdin then holds what follows that line: the
+ * The primed shell (exec.c). ASP_PRIME_BOOT ends the exec request that
+ * starts it (asp__prime_boot): the login shell reads lines from stdin,
+ * each behind one byte of framing, until a line ".", then evals what it
+ * read (each line without its first byte) and exits. Stdin then holds what follows that line: the
  * command's stdin. Stdin that ends before the "." line runs nothing. A
  * shell reads such lines a byte at a time (it never reads past the line it
  * takes), so only short scripts are sent this way. asp__prime_frame
@@ -53,11 +53,19 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *token, const 
 int asp__prime_frame(asp_buf *out, const char *script, size_t len);
 
 /*
- * The exec request that starts a primed shell: the watchdog's definition,
- * then ASP_PRIME_BOOT. Built once, static; NULL (and *len 0) if it could
- * not be built (no memory): then do not prime.
+ * Append the exec request that starts a primed shell: the watchdog's
+ * definition and its start for `token`, the call the shell will run, then
+ * ASP_PRIME_BOOT. 0 or ASP_ENOMEM.
  */
-const char *asp__prime_boot(size_t *len);
+int asp__prime_boot(asp_buf *out, const char *token);
+
+/*
+ * A new call token: "asp-call-" and 24 random hex digits, NUL-terminated
+ * (the wrapper's ASP_CALL: see asp__kill_script). 0, or ASP_ERROR when
+ * there is no randomness.
+ */
+#define ASP_TOKEN_SIZE 40
+int asp__call_token(char token[ASP_TOKEN_SIZE]);
 
 /* Check that every env entry is NAME=value with a valid NAME (ASP_EINVAL otherwise). */
 int asp__env_check(const char *const *env, asp_error *err);

@@ -170,7 +170,7 @@ struct asp_run {
 	asp_exec_result *r;
 	LIBSSH2_CHANNEL *ch;
 	char marker[40];
-	char token[40];         /* "asp-call-<hex>", the wrapper's ASP_CALL: see asp__kill_script */
+	char token[ASP_TOKEN_SIZE]; /* "asp-call-<hex>", the wrapper's ASP_CALL: see asp__kill_script */
 	asp_buf pre;            /* stdout before the marker line */
 	int header_done;
 	char end[48];           /* "<marker>:end\n", the wrapper's last line */
@@ -900,7 +900,8 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 {
 	run *x;
 	asp_buf piped = { 0 }, primed = { 0 }; /* primed: the wrapper for a primed shell (asp__prime_boot) */
-	unsigned char rnd[24];
+	char shell_token[ASP_TOKEN_SIZE] = "";
+	unsigned char rnd[12];
 	int rc, i;
 
 	*started = 0;
@@ -914,19 +915,19 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 	x->proc = proc;
 	x->pty = pty != NULL;
 	x->started = started;
-	if (asp__random(rnd, sizeof(rnd))) {
+	if (asp__random(rnd, sizeof(rnd)) || asp__call_token(x->token)) {
 		asp__free(x);
 		return asp__error(err, ASP_ERROR, "no randomness for the command marker");
 	}
 	memcpy(x->marker, "asp-", 4);
-	memcpy(x->token, "asp-call-", 9);
 	for (i = 0; i < 12; i++) {
 		static const char hex[] = "0123456789abcdef";
 		x->marker[4 + 2 * i] = hex[rnd[i] >> 4];
 		x->marker[5 + 2 * i] = hex[rnd[i] & 15];
-		x->token[9 + 2 * i] = hex[rnd[12 + i] >> 4];
-		x->token[10 + 2 * i] = hex[rnd[12 + i] & 15];
 	}
+	/* A primed shell's watchdog runs for the token chosen when it was primed: a call there has that one. */
+	if (!proc && asp__chan_shell_token(c))
+		memcpy(shell_token, asp__chan_shell_token(c), sizeof(shell_token));
 	x->end_len = strlen(x->marker);
 	memcpy(x->end, x->marker, x->end_len);
 	/* A terminal turns the end line's "\n" into "\r\n" (onlcr). */
@@ -940,8 +941,8 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 	    (!proc && (rc = inline_stdin(c, o, command, &piped, err))) ||
 	    (piped.len && (rc = asp__exec_script(&x->inl, x->marker, x->token, cwd, o->env,
 						 (char *)piped.data, own, 0, err))) ||
-	    (!proc && c->chan.shell &&
-	     (rc = asp__exec_script(&primed, x->marker, x->token, cwd, o->env, command, own, 1, err)))) {
+	    (shell_token[0] &&
+	     (rc = asp__exec_script(&primed, x->marker, shell_token, cwd, o->env, command, own, 1, err)))) {
 		asp__buf_free(&piped);
 		asp__buf_free(&primed);
 		run_free(x);
@@ -969,7 +970,9 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 		return run_end(NULL, x, rc, err);
 	}
 	asp__buf_free(&primed);
-	if (!x->frame.len || !(x->ch = asp__chan_shell_take(c))) {
+	if (x->frame.len && (x->ch = asp__chan_shell_take(c))) {
+		memcpy(x->token, shell_token, sizeof(x->token));
+	} else {
 		asp__buf_free(&x->frame);
 		x->stdin_inline = x->inl.len > 0;
 		ASP_TEST_ADD(stat_inline, x->stdin_inline);

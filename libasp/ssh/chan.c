@@ -258,10 +258,11 @@ int asp__chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err
  * (an agent: the model thinks between tool calls) can have that done
  * during the pause. When a command that came after a pause ends and no
  * other call of the handle runs, the warm channel gets its exec request at once,
- * asp__prime_boot(): the login shell starts and waits for a script on stdin
- * (quote.h), and a new warm channel is opened behind it. The next command
- * sends its wrapper, framed, as data: one round trip and what the command
- * itself costs.
+ * asp__prime_boot(): the login shell starts, starts the watchdog for the
+ * call it will run (that call's token is chosen now), and waits for a
+ * script on stdin (quote.h); a new warm channel is opened behind it. The
+ * next command sends its wrapper, framed, as data: one round trip and what
+ * the command itself costs.
  *
  * What a shell started after the previous call ended sees is what a shell
  * started at the next call would see, unless a call ended in between: a
@@ -285,17 +286,22 @@ int asp__chan_take(asp_conn *c, LIBSSH2_CHANNEL **out, int *warm, asp_error *err
  * it runs something).
  */
 
+_Static_assert(sizeof(((asp_chan_state *)0)->shell_token) == ASP_TOKEN_SIZE, "a call token");
+
 /* Take the primed shell's answer if it came; never waits. */
 static void shell_poll(asp_conn *c)
 {
-	size_t len;
-	const char *boot;
+	asp_buf boot = { 0 };
 	int rc;
 
 	if (!c->chan.shell || c->chan.shell_ready)
 		return;
-	boot = asp__prime_boot(&len);
-	rc = libssh2_channel_process_startup(c->chan.shell, "exec", 4, boot, (unsigned int)len);
+	/* The request's bytes again, as libssh2 wants them on each call until it is done. */
+	rc = asp__prime_boot(&boot, c->chan.shell_token)
+		     ? LIBSSH2_ERROR_ALLOC
+		     : libssh2_channel_process_startup(c->chan.shell, "exec", 4, (char *)boot.data,
+						       (unsigned int)boot.len);
+	asp__buf_free(&boot);
 	if (!rc) {
 		c->chan.shell_ready = 1;
 		return;
@@ -352,6 +358,12 @@ void asp__chan_retire(asp_conn *c, LIBSSH2_CHANNEL *ch)
 	c->chan.spent = ch;
 }
 
+/* The token the primed shell's watchdog runs for (see chan.h). */
+const char *asp__chan_shell_token(const asp_conn *c)
+{
+	return c->chan.shell ? c->chan.shell_token : NULL;
+}
+
 /*
  * The primed shell for the current call: ready, primed since the last call
  * of the handle ended, still open. NULL otherwise (a stale or unanswered
@@ -395,8 +407,7 @@ void asp__chan_call_begin(asp_conn *c, uint64_t gen)
 void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command)
 {
 	LIBSSH2_CHANNEL *ch;
-	size_t len;
-	const char *boot = asp__prime_boot(&len);
+	asp_buf boot = { 0 };
 	int rc;
 
 	c->chan.last_end_ms = asp__now_ms();
@@ -405,17 +416,22 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command)
 	shell_reap(c);
 	if (c->chan.shell)
 		shell_retire(c); /* primed before this call ended: stale */
-	if (!boot || !alone || !command || !c->chan.paused || c->chan.shell_off || c->shell_bad ||
-	    c->chan.warm_opening || !(ch = c->chan.warm) ||
-	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+	if (!alone || !command || !c->chan.paused || c->chan.shell_off || c->shell_bad ||
+	    c->chan.warm_opening || !c->chan.warm ||
+	    (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND) ||
+	    asp__call_token(c->chan.shell_token) || asp__prime_boot(&boot, c->chan.shell_token)) {
+		asp__buf_free(&boot);
 		return;
+	}
+	ch = c->chan.warm;
 	c->chan.warm = NULL;
-	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, boot, (unsigned int)len)) ==
+	while ((rc = libssh2_channel_process_startup(ch, "exec", 4, (char *)boot.data, (unsigned int)boot.len)) ==
 		       LIBSSH2_ERROR_EAGAIN &&
 	       (libssh2_session_block_directions(c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
 		/* Sent in part: libssh2 must finish this packet before any other. */
 		if (asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, NULL))
 			break;
+	asp__buf_free(&boot);
 	if ((rc && rc != LIBSSH2_ERROR_EAGAIN) || c->dead) {
 		c->chan.shell_off = 1;
 		asp__chan_free(c, ch);

@@ -88,6 +88,14 @@ int asp__chan_start_with(asp_conn *c, const asp_buf *script, asp_chan_hook befor
 LIBSSH2_CHANNEL *asp__chan_shell_take(asp_conn *c);
 
 /*
+ * The token of the call the primed shell will run (its watchdog runs for
+ * it since the shell's boot), or NULL when there is no primed shell. A call
+ * that takes the shell must use it; one that does not never meets this
+ * shell again (it is told to end when the call ends).
+ */
+const char *asp__chan_shell_token(const asp_conn *c);
+
+/*
  * The kill channel, one step at a time (never waits): the warm channel when
  * there is one. NULL while opening (*begun: an open is out), or on failure
  * (*failed: the server refused it or the link failed).

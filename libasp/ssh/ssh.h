@@ -82,6 +82,7 @@ typedef struct asp_chan_state {
 	int shell_lost;           /* primed shells in a row found closed by the server */
 	int paused;               /* the current call came after a pause */
 	uint64_t shell_gen;       /* calls of the handle ended when the shell was primed */
+	char shell_token[40];     /* the token of the call it will run (its watchdog's: asp__prime_boot) */
 	uint64_t call_gen;        /* calls of the handle ended when the current call began */
 	uint64_t last_end_ms;     /* when the last call on this connection ended, or 0 */
 	/* The bg helper (exec/helper.c): a long-lived bash for background-process calls. */

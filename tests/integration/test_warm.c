@@ -24,6 +24,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -828,9 +829,87 @@ START_TEST(test_warm_primed_shell_after_pause)
 END_TEST
 
 /*
+ * A primed shell starts its call's watchdog at its boot, so the call does
+ * not fork it: the command finds the watchdog in its session, as old as
+ * the shell (a watchdog forked by the call would be as young as the call).
+ * The call's token is the one that watchdog was given: a kill of the call
+ * reaches a process that left the session and lost its parent, which only
+ * the token finds.
+ */
+#define WATCHDOG_AGE "read -r up _ < /proc/uptime; echo \"up:$up\"; for f in /proc/[0-9]*/stat; do " \
+	"{ read -r l < \"$f\"; } 2>/dev/null || continue; set -- ${l##*) }; " \
+	"[ \"$4\" = $$ ] && [ \"$f\" != /proc/$$/stat ] && echo \"wd:${20}\"; done; :"
+
+START_TEST(test_warm_primed_shell_watchdog_started_at_boot)
+{
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_exec_stats s0, s1;
+	asp_exec_result *r;
+	asp_sandbox *sb;
+	const char *out, *wd;
+	double up;
+	unsigned long long ticks;
+	long age_ms, pid;
+	size_t len;
+	int n = 0;
+
+	server_up(NULL);
+	sb = sb_open(fx.config);
+	run_true(sb);
+	fx_sleep_ms(300);
+	run_true(sb); /* after a pause: its end primes a shell */
+	fx_sleep_ms(1000);
+	s0 = stats();
+	r = run_opts(sb, WATCHDOG_AGE, NULL);
+	s1 = stats();
+	ck_assert_msg(s1.primed_used == s0.primed_used + 1, "the command did not run on the primed shell");
+	assert_exited(r, 0);
+	out = (const char *)asp_exec_result_output(r, ASP_STDOUT, &len);
+	ck_assert_msg(sscanf(out, "up:%lf", &up) == 1, "the command printed: %.*s", (int)len, out);
+	for (wd = strstr(out, "\nwd:"); wd; wd = strstr(wd + 1, "\nwd:"), n++)
+		ck_assert_int_eq(sscanf(wd, "\nwd:%llu", &ticks), 1);
+	ck_assert_msg(n == 1, "%d processes besides the shell in its session: %.*s", n, (int)len, out);
+	age_ms = (long)(up * 1000) - (long)(ticks * 1000 / (unsigned long long)sysconf(_SC_CLK_TCK));
+	ck_assert_msg(age_ms >= 400, "the watchdog is %ld ms old: started by the call, not at the "
+		      "shell's boot (a pause of 1000 ms came before the call)", age_ms);
+	asp_exec_result_free(r);
+
+	fx_sleep_ms(300);
+	run_true(sb);
+	fx_sleep_ms(300);
+	o.kill_after_ms = 1000;
+	s0 = stats();
+	r = run_opts(sb, "(setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!); sleep 300", &o);
+	s1 = stats();
+	ck_assert_msg(s1.primed_used == s0.primed_used + 1, "the killed command did not run on the primed shell");
+	out = (const char *)asp_exec_result_output(r, ASP_STDOUT, &len);
+	ck_assert_msg(sscanf(out, "%ld", &pid) == 1 && pid > 1, "the command printed: %.*s", (int)len, out);
+	ck_assert_msg(asp_exec_result_timed_out(r), "the command was not killed by its timeout");
+	ck_assert_msg(wait_gone((pid_t)pid, 5000), "the escaped process %ld outlived the killed call "
+		      "(its token is not the one the call was killed by)", pid);
+	asp_exec_result_free(r);
+	asp_close(sb);
+}
+END_TEST
+
+/*
  * A primed shell killed in the sandbox before the next call: the command
  * runs once, on the warm channel; the dead shell is counted as closed.
  */
+/* The process group of pid, from /proc/PID/stat ("PID (comm) STATE PPID PGRP"). */
+static pid_t pgrp_of(pid_t pid)
+{
+	char path[64], *text, *p;
+	int pgrp = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	ck_assert_ptr_nonnull(text = fx_read_file(path, NULL));
+	ck_assert_msg((p = strrchr(text, ')')) && sscanf(p + 1, " %*c %*d %d", &pgrp) == 1 && pgrp > 1,
+		      "%s: %s", path, text);
+	free(text);
+	return (pid_t)pgrp;
+}
+
 START_TEST(test_warm_primed_shell_killed)
 {
 	asp_exec_stats s0, s1;
@@ -846,7 +925,8 @@ START_TEST(test_warm_primed_shell_killed)
 	for (until = fx_now_ms() + 5000; !(pid = find_process_under(PRIMED_NEEDLE, fx.pid)) && fx_now_ms() < until;)
 		fx_sleep_ms(20);
 	ck_assert_msg(pid > 0 && pid_alive(pid), "no primed shell runs in the sandbox");
-	ck_assert_int_eq(fx_run("kill -9 %d", (int)pid), 0);
+	/* The shell or its watchdog (a fork of it, the same command line): the group is the shell's. */
+	ck_assert_int_eq(kill(-pgrp_of(pid), SIGKILL), 0);
 	ck_assert_msg(wait_gone(pid, 5000), "the primed shell %d did not die", (int)pid);
 	fx_sleep_ms(200); /* its channel's close reaches this side */
 	s0 = stats();
@@ -1049,6 +1129,7 @@ Suite *suite_warm(void)
 	tcase_add_test(tc, test_warm_primed_shell_after_pause);
 	tcase_add_test(tc, test_warm_file_call_primes_nothing);
 	tcase_add_test(tc, test_warm_primed_shell_killed);
+	tcase_add_test(tc, test_warm_primed_shell_watchdog_started_at_boot);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "warm-slow", FIXTURE_CHECKED, setup, teardown, 60);
 	tcase_add_test(slow, test_warm_primed_shell_channel_timeout);

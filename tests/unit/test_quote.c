@@ -927,11 +927,12 @@ END_TEST
  * script runs as written (lines that are "." or look like framing, quotes,
  * backslashes, hostile names), its stdin starts right after the "." line,
  * the loop's variables are gone, its exit status is the shell's; stdin that
- * ends before the "." line runs nothing.
+ * ends before the "." line runs nothing. The same behind the watchdog's
+ * start (asp__prime_boot, the whole exec request).
  */
 START_TEST(test_prime_frame_in_every_shell)
 {
-	asp_buf script = { 0 }, want = { 0 }, in = { 0 }, cut = { 0 };
+	asp_buf script = { 0 }, want = { 0 }, in = { 0 }, cut = { 0 }, boot = { 0 };
 	size_t k, i;
 
 	ck_assert_int_eq(asp__buf_puts(&script, "printf '%s\\n' 'a line\n.\nx\n\\' \"dq\" \\\\\n"), 0);
@@ -948,21 +949,28 @@ START_TEST(test_prime_frame_in_every_shell)
 	ck_assert_int_eq(asp__prime_frame(&in, (const char *)script.data, script.len), 0);
 	ck_assert_int_eq(asp__buf_put(&cut, in.data, in.len - 2), 0); /* all but the "." line */
 	ck_assert_int_eq(asp__buf_puts(&in, "stdin line\nthe rest\n"), 0);
-	for (k = 0; k < NSHELLS; k++) {
+	/* The loop alone, and the whole exec request, which starts the watchdog first. */
+	ck_assert_int_eq(asp__prime_boot(&boot, "asp-call-0123456789abcdef01234567"), 0);
+	ck_assert_int_eq(asp__buf_put(&boot, "", 1), 0);
+	for (k = 0; k < 2 * NSHELLS; k++) {
+		const char *start = k < NSHELLS ? ASP_PRIME_BOOT : (const char *)boot.data;
+		size_t sh = k % NSHELLS;
 		sh_out r;
 
-		if (access(shells[k][0], X_OK))
+		if (access(shells[sh][0], X_OK))
 			continue;
-		r = run_in(k, ASP_PRIME_BOOT, in.data, in.len);
+		r = run_in(sh, start, in.data, in.len);
 		ck_assert_msg(r.status == 7 && r.len == want.len && !memcmp(r.out, want.data, want.len),
-			      "%s: status %d, output %.*s", shells[k][0], r.status, (int)r.len,
-			      (char *)r.out);
+			      "%s (%s): status %d, output %.*s", shells[sh][0], k < NSHELLS ? "loop" : "boot",
+			      r.status, (int)r.len, (char *)r.out);
 		free(r.out);
-		r = run_in(k, ASP_PRIME_BOOT, cut.data, cut.len);
-		ck_assert_msg(r.status == 0 && r.len == 0, "%s: a script without its \".\" line ran: "
-			      "status %d, output %.*s", shells[k][0], r.status, (int)r.len, (char *)r.out);
+		r = run_in(sh, start, cut.data, cut.len);
+		ck_assert_msg(r.status == 0 && r.len == 0, "%s (%s): a script without its \".\" line ran: "
+			      "status %d, output %.*s", shells[sh][0], k < NSHELLS ? "loop" : "boot", r.status,
+			      (int)r.len, (char *)r.out);
 		free(r.out);
 	}
+	asp__buf_free(&boot);
 	asp__buf_free(&script);
 	asp__buf_free(&want);
 	asp__buf_free(&in);
