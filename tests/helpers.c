@@ -459,21 +459,33 @@ int reset_peak(void)
 	return ok ? 0 : -1;
 }
 
-/* A process (not this one) whose command line holds needle; 0 when none. */
+void proc_ids(pid_t pid, pid_t *ppid, pid_t *pgrp)
+{
+	char path[64], *text, *p;
+	int pp = 0, pg = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	/* "PID (comm) STATE PPID PGRP ...": comm may hold anything, ")" too */
+	if ((text = fx_read_file(path, NULL)) && (p = strrchr(text, ')')) &&
+	    sscanf(p + 1, " %*c %d %d", &pp, &pg) != 2)
+		pp = pg = 0;
+	free(text);
+	if (ppid)
+		*ppid = (pid_t)pp;
+	if (pgrp)
+		*pgrp = (pid_t)pg;
+}
+
 /* The parent of pid, or 0. */
 static pid_t parent_of(pid_t pid)
 {
-	char path[64], *text, *p;
-	int ppid = 0;
+	pid_t ppid;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	if (!(text = fx_read_file(path, NULL)))
-		return 0;
-	if ((p = strrchr(text, ')')) && sscanf(p + 1, " %*c %d", &ppid) != 1)
-		ppid = 0;
-	free(text);
-	return (pid_t)ppid;
+	proc_ids(pid, &ppid, NULL);
+	return ppid;
 }
+
+/* A process (not this one) whose command line holds needle; 0 when none. */
 
 static pid_t find_matching(const char *needle, const char *also, pid_t ancestor)
 {

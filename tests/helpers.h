@@ -64,6 +64,8 @@ void sha256_hex(const void *data, size_t len, char out[65]);
 int pid_alive(pid_t pid);
 /* Waits up to ms for pid to be gone (or a zombie); 1 when it is. */
 int wait_gone(pid_t pid, long ms);
+/* The parent and process group of pid, from /proc/PID/stat; 0 each when it is gone. */
+void proc_ids(pid_t pid, pid_t *ppid, pid_t *pgrp);
 
 /* A process (not this one) whose command line holds needle; 0 when none. */
 pid_t find_process(const char *needle);

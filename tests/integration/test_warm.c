@@ -896,25 +896,11 @@ END_TEST
  * A primed shell killed in the sandbox before the next call: the command
  * runs once, on the warm channel; the dead shell is counted as closed.
  */
-/* The process group of pid, from /proc/PID/stat ("PID (comm) STATE PPID PGRP"). */
-static pid_t pgrp_of(pid_t pid)
-{
-	char path[64], *text, *p;
-	int pgrp = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	ck_assert_ptr_nonnull(text = fx_read_file(path, NULL));
-	ck_assert_msg((p = strrchr(text, ')')) && sscanf(p + 1, " %*c %*d %d", &pgrp) == 1 && pgrp > 1,
-		      "%s: %s", path, text);
-	free(text);
-	return (pid_t)pgrp;
-}
-
 START_TEST(test_warm_primed_shell_killed)
 {
 	asp_exec_stats s0, s1;
 	asp_sandbox *sb;
-	pid_t pid = 0;
+	pid_t pid = 0, pgrp;
 	long long until;
 
 	server_up(NULL);
@@ -926,7 +912,9 @@ START_TEST(test_warm_primed_shell_killed)
 		fx_sleep_ms(20);
 	ck_assert_msg(pid > 0 && pid_alive(pid), "no primed shell runs in the sandbox");
 	/* The shell or its watchdog (a fork of it, the same command line): the group is the shell's. */
-	ck_assert_int_eq(kill(-pgrp_of(pid), SIGKILL), 0);
+	proc_ids(pid, NULL, &pgrp);
+	ck_assert_int_gt(pgrp, 1);
+	ck_assert_int_eq(kill(-pgrp, SIGKILL), 0);
 	ck_assert_msg(wait_gone(pid, 5000), "the primed shell %d did not die", (int)pid);
 	fx_sleep_ms(200); /* its channel's close reaches this side */
 	s0 = stats();
