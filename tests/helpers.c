@@ -485,8 +485,7 @@ static pid_t parent_of(pid_t pid)
 	return ppid;
 }
 
-/* A process (not this one) whose command line holds needle; 0 when none. */
-
+/* A process (not this one) whose command line holds needle (and also), under ancestor if not 0. */
 static pid_t find_matching(const char *needle, const char *also, pid_t ancestor)
 {
 	DIR *d = opendir("/proc");
