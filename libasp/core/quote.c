@@ -172,21 +172,26 @@ static int put_watchdog(asp_buf *out, const char *token, int primed)
 	return 0;
 }
 
-int asp__call_token(char token[ASP_TOKEN_SIZE])
+int asp__random_name(char *out, size_t size, const char *prefix)
 {
 	static const char hex[] = "0123456789abcdef";
 	unsigned char rnd[12];
-	size_t i;
+	size_t i, n = strlen(prefix);
 
-	if (asp__random(rnd, sizeof(rnd)))
+	if (n + 2 * sizeof(rnd) >= size || asp__random(rnd, sizeof(rnd)))
 		return ASP_ERROR;
-	memcpy(token, "asp-call-", 9);
+	memcpy(out, prefix, n);
 	for (i = 0; i < sizeof(rnd); i++) {
-		token[9 + 2 * i] = hex[rnd[i] >> 4];
-		token[10 + 2 * i] = hex[rnd[i] & 15];
+		out[n + 2 * i] = hex[rnd[i] >> 4];
+		out[n + 2 * i + 1] = hex[rnd[i] & 15];
 	}
-	token[9 + 2 * sizeof(rnd)] = '\0';
+	out[n + 2 * sizeof(rnd)] = '\0';
 	return 0;
+}
+
+int asp__call_token(char token[ASP_TOKEN_SIZE])
+{
+	return asp__random_name(token, ASP_TOKEN_SIZE, "asp-call-");
 }
 
 int asp__prime_boot(asp_buf *out, const char *token)

@@ -41,12 +41,13 @@ int asp__exec_script(asp_buf *out, const char *marker, const char *token, const 
  * The primed shell (exec.c). ASP_PRIME_BOOT ends the exec request that
  * starts it (asp__prime_boot): the login shell reads lines from stdin,
  * each behind one byte of framing, until a line ".", then evals what it
- * read (each line without its first byte) and exits. Stdin then holds what follows that line: the
- * command's stdin. Stdin that ends before the "." line runs nothing. A
- * shell reads such lines a byte at a time (it never reads past the line it
- * takes), so only short scripts are sent this way. asp__prime_frame
- * appends `script` so framed: "x" before each line, `unset s` (the loop's
- * variable) first, the "." line last. 0 or ASP_ENOMEM.
+ * read (each line without its first byte) and exits. Stdin then holds
+ * what follows that line: the command's stdin. Stdin that ends before the
+ * "." line runs nothing. A shell reads such lines a byte at a time (it
+ * never reads past the line it takes), so only short scripts are sent this
+ * way. asp__prime_frame appends `script` so framed: "x" before each line,
+ * `unset s` (the loop's variable) first, the "." line last. 0 or
+ * ASP_ENOMEM.
  */
 #define ASP_PRIME_BOOT \
 	"s=;while IFS= read -r l;do case $l in .)unset l;eval \"$s\";exit;;esac;s=\"$s${l#?}\n\";done"
@@ -60,10 +61,13 @@ int asp__prime_frame(asp_buf *out, const char *script, size_t len);
 int asp__prime_boot(asp_buf *out, const char *token);
 
 /*
- * A new call token: "asp-call-" and 24 random hex digits, NUL-terminated
- * (the wrapper's ASP_CALL: see asp__kill_script). 0, or ASP_ERROR when
- * there is no randomness.
+ * prefix and 24 random hex digits, NUL-terminated, into out[size]: a
+ * command's marker ("asp-"), a call token. 0, or ASP_ERROR when there is
+ * no randomness or no room.
  */
+int asp__random_name(char *out, size_t size, const char *prefix);
+
+/* A new call token, "asp-call-<hex>" (the wrapper's ASP_CALL: see asp__kill_script). */
 #define ASP_TOKEN_SIZE 40
 int asp__call_token(char token[ASP_TOKEN_SIZE]);
 

@@ -901,8 +901,8 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 	run *x;
 	asp_buf piped = { 0 }, primed = { 0 }; /* primed: the wrapper for a primed shell (asp__prime_boot) */
 	char shell_token[ASP_TOKEN_SIZE] = "";
-	unsigned char rnd[12];
-	int rc, i;
+	const char *st;
+	int rc;
 
 	*started = 0;
 	*out = NULL;
@@ -915,19 +915,13 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 	x->proc = proc;
 	x->pty = pty != NULL;
 	x->started = started;
-	if (asp__random(rnd, sizeof(rnd)) || asp__call_token(x->token)) {
+	if (asp__random_name(x->marker, sizeof(x->marker), "asp-") || asp__call_token(x->token)) {
 		asp__free(x);
 		return asp__error(err, ASP_ERROR, "no randomness for the command marker");
 	}
-	memcpy(x->marker, "asp-", 4);
-	for (i = 0; i < 12; i++) {
-		static const char hex[] = "0123456789abcdef";
-		x->marker[4 + 2 * i] = hex[rnd[i] >> 4];
-		x->marker[5 + 2 * i] = hex[rnd[i] & 15];
-	}
 	/* A primed shell's watchdog runs for the token chosen when it was primed: a call there has that one. */
-	if (!proc && asp__chan_shell_token(c))
-		memcpy(shell_token, asp__chan_shell_token(c), sizeof(shell_token));
+	if (!proc && (st = asp__chan_shell_token(c)))
+		memcpy(shell_token, st, sizeof(shell_token));
 	x->end_len = strlen(x->marker);
 	memcpy(x->end, x->marker, x->end_len);
 	/* A terminal turns the end line's "\n" into "\r\n" (onlcr). */
