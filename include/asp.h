@@ -742,6 +742,24 @@ ASP_EXTERN(int) asp_proc_resize(asp_proc *p, unsigned int cols, unsigned int row
 ASP_EXTERN(int) asp_proc_wait(asp_exec_result **out, asp_proc *p, int timeout_ms, asp_error *err);
 
 /*
+ * Wait up to timeout_ms (-1: no limit; 0: a look) for any of n commands to
+ * end, driving all of them meanwhile from this one thread as asp_proc_wait
+ * drives one (output nobody read goes to the result; cancel tokens and
+ * kill timers act): one thread can wait for a thousand commands. Returns
+ * ASP_OK with *index the position of one that ended (the first such), whose
+ * asp_proc_wait then returns at once with its result or error; a command
+ * whose connection fails is reported the same way. ASP_ETIMEOUT when none
+ * ended in time. ASP_ECANCELLED when `wake` (optional) is or becomes
+ * triggered: another thread's way to interrupt the wait, e.g. to add a
+ * command (asp_cancel_reset re-arms it). NULL entries are skipped. The
+ * procs must stay alive for the call; each may take other calls meanwhile
+ * (a read, a signal). Errors: ASP_EINVAL, ASP_ENOMEM; *index is set for a
+ * command's own failure that is not its end (e.g. ASP_ENOMEM), else left alone.
+ */
+ASP_EXTERN(int) asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeout_ms,
+				  asp_cancel *wake, asp_error *err);
+
+/*
  * Free the proc. A command still running is killed first (its process
  * group, SIGTERM then SIGKILL after kill_grace_ms) and waited for. Accepts
  * NULL. No other call on p may be in flight.

@@ -15,6 +15,8 @@
 #include "proc.h"
 
 #include <poll.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -110,6 +112,67 @@ static int take(asp_proc *p, uint64_t deadline)
 typedef int (*want_fn)(const asp_proc *p);
 
 /*
+ * Under p->mu: drive p as far as it goes without waiting (take the
+ * connection by deadline, passes until nothing moves or want(p), hand it
+ * back); then *fd is what to poll for its next bytes and *next its next
+ * timer (0: none). 0 also when the run ended or want(p) (the caller looks);
+ * else take's error (ASP_ETIMEOUT: the connection stayed busy).
+ */
+static int look(asp_proc *p, uint64_t deadline, want_fn want, struct pollfd *fd, uint64_t *next)
+{
+	int rc, progress = 1, done = 0, hold = 0;
+
+	*next = 0;
+	if (p->ended || want(p))
+		return 0;
+	if ((rc = take(p, deadline)) == 1)
+		return 0;
+	if (rc)
+		return rc;
+	while (progress && !done) {
+		asp_error e;
+		progress = 0;
+		hold = !p->waiting && !p->frozen && p->queued >= PROC_QUEUE_MAX;
+		asp__run_hold_output(p->run, hold);
+		memset(&e, 0, sizeof(e));
+		if ((rc = asp__run_pass(p->run, &progress, &done, next, &e)) || done) {
+			finish(p, rc, &e);
+			break;
+		}
+		if (want(p))
+			break;
+	}
+	fd->fd = p->c->sock;
+	fd->events = hold ? 0 : POLLIN; /* held output would wake the poll at once, again and again */
+	if (!p->ended && (libssh2_session_block_directions(p->c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
+		fd->events |= POLLOUT;
+	fd->revents = 0;
+	asp__pool_put(p->pool, p->c);
+	return 0;
+}
+
+/* Under p->mu: the proc's cancel token as a pollfd; 0 when there is none to watch. */
+static int cancel_fd(const asp_proc *p, struct pollfd *fd)
+{
+	fd->fd = asp__cancel_fd(p->o.call.cancel);
+	fd->events = POLLIN;
+	fd->revents = 0;
+	return fd->fd >= 0 && !asp_cancel_is_triggered(p->o.call.cancel);
+}
+
+/* When to look again: a slice from now, or sooner for the deadline or a timer. */
+static uint64_t slice_end(uint64_t now, uint64_t slice, uint64_t deadline, uint64_t next)
+{
+	uint64_t until = now + slice;
+
+	if (deadline && deadline < until)
+		until = deadline;
+	if (next && next < until)
+		until = next > now ? next : now;
+	return until;
+}
+
+/*
  * Drive p until want(p), the run ends, or deadline (0: none; ASP_ETIMEOUT).
  * Under p->mu, which it lets go while it waits.
  */
@@ -117,48 +180,20 @@ static int pump(asp_proc *p, uint64_t deadline, want_fn want)
 {
 	for (;;) {
 		struct pollfd fds[2];
-		uint64_t next = 0, now, until;
-		int nfds = 1, rc, progress = 1, done = 0;
+		uint64_t next, now, until;
+		int rc;
 
-		if (p->ended || want(p))
-			return 0;
-		if ((rc = take(p, deadline)) == 1)
-			return 0;
-		if (rc)
+		if ((rc = look(p, deadline, want, &fds[0], &next)))
 			return rc;
-		while (progress && !done) {
-			asp_error e;
-			progress = 0;
-			asp__run_hold_output(p->run, !p->waiting && !p->frozen && p->queued >= PROC_QUEUE_MAX);
-			memset(&e, 0, sizeof(e));
-			if ((rc = asp__run_pass(p->run, &progress, &done, &next, &e)) || done) {
-				finish(p, rc, &e);
-				break;
-			}
-			if (want(p))
-				break;
-		}
-		fds[0].fd = p->c->sock;
-		fds[0].events = POLLIN;
-		if (!p->ended && (libssh2_session_block_directions(p->c->session) & LIBSSH2_SESSION_BLOCK_OUTBOUND))
-			fds[0].events |= POLLOUT;
-		asp__pool_put(p->pool, p->c);
 		if (p->ended || want(p))
 			return 0;
 		now = asp__now_ms();
 		if (deadline && now >= deadline)
 			return ASP_ETIMEOUT;
-		until = now + PROC_SLICE_MS;
-		if (deadline && deadline < until)
-			until = deadline;
-		if (next && next < until)
-			until = next > now ? next : now;
-		fds[1].fd = asp__cancel_fd(p->o.call.cancel);
-		fds[1].events = POLLIN;
-		if (fds[1].fd >= 0 && !asp_cancel_is_triggered(p->o.call.cancel))
-			nfds = 2;
+		until = slice_end(now, PROC_SLICE_MS, deadline, next);
+		rc = cancel_fd(p, &fds[1]);
 		pthread_mutex_unlock(&p->mu);
-		poll(fds, (nfds_t)nfds, (int)(until - now));
+		poll(fds, (nfds_t)(1 + rc), (int)(until - now));
 		pthread_mutex_lock(&p->mu);
 	}
 }
@@ -429,6 +464,117 @@ int asp_proc_wait(asp_exec_result **out, asp_proc *p, int timeout_ms, asp_error 
 		rc = asp__error(err, rc, "asp_proc_wait: %s", asp_strerror(rc));
 	}
 	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
+
+/* ------------------------------------------------------------ wait for any */
+
+static int by_fd(const void *a, const void *b)
+{
+	const struct pollfd *x = a, *y = b;
+
+	return (x->fd > y->fd) - (x->fd < y->fd);
+}
+
+/* One entry per descriptor (procs on one connection share its socket), events merged. */
+static nfds_t merge_fds(struct pollfd *fds, nfds_t n)
+{
+	nfds_t i, out = 0;
+
+	qsort(fds, n, sizeof(*fds), by_fd);
+	for (i = 0; i < n; i++) {
+		if (out && fds[out - 1].fd == fds[i].fd)
+			fds[out - 1].events |= fds[i].events;
+		else
+			fds[out++] = fds[i];
+	}
+	return out;
+}
+
+/*
+ * One look at every proc, then one wait on all their sockets and cancel
+ * tokens (and wake's) at once, in slices as pump's: another call on a
+ * connection may take in a proc's bytes meanwhile. A proc whose connection
+ * another call holds is looked at again soon (PROC_BUSY_MS) rather than
+ * waited for.
+ */
+#define PROC_BUSY_MS 5u
+
+int asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeout_ms, asp_cancel *wake,
+		      asp_error *err)
+{
+	uint64_t deadline;
+	struct pollfd *fds;
+	int rc = 0;
+
+	ASP_ASSERT_ARG(index && (procs || !n));
+	if (timeout_ms < -1)
+		return asp__error(err, ASP_EINVAL, "asp_proc_wait_any: timeout_ms %d (-1 means no limit)",
+				  timeout_ms);
+	if (n > (SIZE_MAX / sizeof(*fds) - 1) / 2)
+		return asp__error(err, ASP_EINVAL, "asp_proc_wait_any: %zu commands", n);
+	if (!(fds = asp__malloc((2 * n + 1) * sizeof(*fds))))
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	deadline = deadline_in(timeout_ms);
+	for (;;) {
+		uint64_t next = 0, now, until;
+		nfds_t nfds = 0;
+		int busy = 0;
+
+		for (size_t i = 0; i < n; i++) {
+			asp_proc *p = procs[i];
+			uint64_t pnext;
+			int was;
+
+			if (!p)
+				continue;
+			pthread_mutex_lock(&p->mu);
+			was = p->waiting;
+			p->waiting = 1; /* as asp_proc_wait: output nobody reads goes to the result */
+			rc = look(p, asp__now_ms() + 1, ended, &fds[nfds], &pnext);
+			p->waiting = was;
+			if (p->ended) {
+				pthread_mutex_unlock(&p->mu);
+				*index = i;
+				rc = 0;
+				goto out;
+			}
+			if (rc == ASP_ETIMEOUT) {
+				busy = 1;
+			} else if (rc) {
+				pthread_mutex_unlock(&p->mu);
+				*index = i;
+				rc = asp__error(err, rc, "asp_proc_wait_any: command %zu: %s", i, asp_strerror(rc));
+				goto out;
+			} else {
+				nfds++;
+				if (pnext && (!next || pnext < next))
+					next = pnext;
+			}
+			nfds += (nfds_t)cancel_fd(p, &fds[nfds]);
+			pthread_mutex_unlock(&p->mu);
+		}
+		rc = 0;
+		if (wake && asp_cancel_is_triggered(wake)) {
+			rc = asp__error(err, ASP_ECANCELLED, "asp_proc_wait_any: woken (its asp_cancel)");
+			goto out;
+		}
+		now = asp__now_ms();
+		if (deadline && now >= deadline) {
+			rc = asp__error(err, ASP_ETIMEOUT, "asp_proc_wait_any: no command ended within %d ms",
+					timeout_ms);
+			goto out;
+		}
+		until = slice_end(now, busy ? PROC_BUSY_MS : PROC_SLICE_MS, deadline, next);
+		if (wake) {
+			fds[nfds].fd = asp__cancel_fd(wake);
+			fds[nfds].events = POLLIN;
+			nfds++;
+		}
+		poll(fds, merge_fds(fds, nfds), (int)(until - now));
+	}
+out:
+	asp__free(fds);
 	return rc;
 }
 

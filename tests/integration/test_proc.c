@@ -10,6 +10,8 @@
  * by a sleep argument unique to the test process.
  */
 #include <check.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -393,6 +395,160 @@ START_TEST(test_proc_kill_after_and_cancel)
 }
 END_TEST
 
+/* asp_proc_wait_any: its result, and the index it named, checked against what must hold. */
+static int wait_any(size_t *index, asp_proc *const *p, size_t n, int timeout_ms, asp_cancel *wake)
+{
+	asp_error e = { 0 };
+	int rc = asp_proc_wait_any(index, p, n, timeout_ms, wake, &e);
+
+	ck_assert_msg(rc == ASP_OK || rc == ASP_ETIMEOUT || rc == ASP_ECANCELLED,
+		      "asp_proc_wait_any: %d %s", rc, e.message);
+	if (rc)
+		ck_assert_msg(strstr(e.message, "asp_proc_wait_any"), "message: %s", e.message);
+	return rc;
+}
+
+/* 1 when pid's program is sshd (/proc/PID/comm). */
+static int is_sshd(pid_t pid)
+{
+	char path[64], *comm;
+	int yes;
+
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	comm = fx_read_file(path, NULL);
+	yes = comm && !strncmp(comm, "sshd", 4);
+	free(comm);
+	return yes;
+}
+
+static void *trigger_later(void *arg)
+{
+	usleep(200 * 1000);
+	asp_cancel_trigger(arg);
+	return NULL;
+}
+
+/*
+ * One thread waits for commands on two handles and on one connection:
+ * the one that ends is named (the others still run), output nobody read
+ * goes to the result without stalling the command, kill timers and cancel
+ * tokens act, a wake token interrupts, and a lost connection is reported
+ * as its command's end.
+ */
+START_TEST(test_proc_wait_any)
+{
+	asp_sandbox *sa = sb_open(fx.config), *sb = sb_open(fx.config);
+	asp_proc_options o = ASP_PROC_OPTIONS_INIT, ok = ASP_PROC_OPTIONS_INIT;
+	asp_cancel *wake = NULL, *c = NULL;
+	asp_exec_result *r;
+	asp_proc *p[4];
+	char lng[64], arg[32], big[96];
+	size_t i = 99;
+	pthread_t th;
+	pid_t pid, up, pgrp, pids[8];
+	int n;
+
+	ck_assert_int_eq(asp_cancel_new(&wake, NULL), ASP_OK);
+	ck_assert_int_eq(asp_cancel_new(&c, NULL), ASP_OK);
+	snprintf(arg, sizeof(arg), "36.%d", (int)getpid());
+	snprintf(lng, sizeof(lng), "sleep %s", arg);
+	/* Arguments first. */
+	ck_assert_int_eq(asp_proc_wait_any(NULL, p, 1, 0, NULL, NULL), ASP_EINVAL);
+	ck_assert_int_eq(asp_proc_wait_any(&i, NULL, 1, 0, NULL, NULL), ASP_EINVAL);
+	ck_assert_int_eq(asp_proc_wait_any(&i, p, 1, -2, NULL, NULL), ASP_EINVAL);
+	ck_assert_int_eq(wait_any(&i, NULL, 0, 50, NULL), ASP_ETIMEOUT);
+	ck_assert_uint_eq(i, 99);
+
+	p[0] = start(sa, lng, NULL);
+	p[1] = start(sb, "sleep 0.3; echo one", NULL);
+	p[2] = start(sa, "cat", NULL);
+	p[3] = NULL;
+	ck_assert_int_eq(wait_any(&i, p, 4, 0, NULL), ASP_ETIMEOUT);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 1);
+	ck_assert_int_eq(asp_proc_wait(&r, p[1], 0, NULL), ASP_OK);
+	assert_stream(r, ASP_STDOUT, "one\n", 4);
+	asp_exec_result_free(r);
+	asp_proc_free(p[1]);
+	p[1] = NULL;
+
+	/* stdin written meanwhile reaches cat; its end is the next one named. */
+	write_ok(p[2], "two\n");
+	ck_assert_int_eq(asp_proc_close_stdin(p[2], NULL), ASP_OK);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 2);
+	r = wait_ok(p[2]);
+	assert_stream(r, ASP_STDOUT, "two\n", 4);
+	asp_exec_result_free(r);
+	asp_proc_free(p[2]);
+	p[2] = NULL;
+
+	/* A wake token: triggered from another thread, and already triggered. */
+	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, wake), 0);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), wake), ASP_ECANCELLED);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), wake), ASP_ECANCELLED);
+	asp_cancel_reset(wake);
+	ck_assert_int_eq(wait_any(&i, p, 4, 100, wake), ASP_ETIMEOUT);
+
+	/*
+	 * 8 MB nobody reads, in pieces (so the passes see the 1 MiB a read
+	 * queue holds fill, and then the window): they reach the result.
+	 */
+	snprintf(big, sizeof(big), "for i in 1 2 3 4 5 6 7 8; do head -c 1000000 /dev/zero; sleep 0.05; done");
+	p[1] = start(sb, big, NULL);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 1);
+	r = wait_ok(p[1]);
+	assert_exited(r, 0);
+	ck_assert_uint_eq(asp_exec_result_output_total(r, ASP_STDOUT), 8000000);
+	asp_exec_result_free(r);
+	asp_proc_free(p[1]);
+	p[1] = NULL;
+
+	/* A kill timer, then a cancel token, act while only wait_any drives the procs. */
+	ok.kill_after_ms = 300;
+	p[1] = start(sb, lng, &ok);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 1);
+	r = wait_ok(p[1]);
+	ck_assert_int_eq(asp_exec_result_timed_out(r), 1);
+	asp_exec_result_free(r);
+	asp_proc_free(p[1]);
+	p[1] = NULL;
+	o.call.cancel = c;
+	p[1] = start(sb, lng, &o);
+	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, c), 0);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	pthread_join(th, NULL);
+	ck_assert_uint_eq(i, 1);
+	r = wait_ok(p[1]);
+	ck_assert_int_eq(asp_exec_result_cancelled(r), 1);
+	asp_exec_result_free(r);
+	asp_proc_free(p[1]);
+	p[1] = NULL;
+
+	/* p[0]'s connection is cut (its sshd session killed): named as ended, ASP_ECONNLOST. */
+	pid = find_sleep(arg);
+	for (n = 0, proc_ids(pid, &up, &pgrp); up != fx.pid; proc_ids(up, &up, &pgrp)) {
+		ck_assert_msg(up > 1 && n < 8, "sleep %s is not under the suite's sshd", arg);
+		if (is_sshd(up))
+			pids[n++] = up; /* the session's sshd and its monitor */
+	}
+	ck_assert_int_ge(n, 1);
+	for (int k = n - 1; k >= 0; k--)
+		ck_assert_int_eq(kill(pids[k], SIGKILL), 0);
+	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 0);
+	ck_assert_int_eq(asp_proc_wait(&r, p[0], 0, NULL), ASP_ECONNLOST);
+	asp_proc_free(p[0]);
+	asp_cancel_free(wake);
+	asp_cancel_free(c);
+	asp_close(sa);
+	asp_close(sb);
+}
+END_TEST
+
 START_TEST(test_proc_hostile_input)
 {
 	asp_sandbox *sb = sb_open(fx.config);
@@ -484,6 +640,7 @@ Suite *suite_proc(void)
 	tcase_add_test(tc, test_proc_pty_ctrl_c_sleep);
 	tcase_add_test(tc, test_proc_several_on_one_connection);
 	tcase_add_test(tc, test_proc_hostile_input);
+	tcase_add_test(tc, test_proc_wait_any);
 	suite_add_tcase(s, tc);
 
 	tc = slow_case(s, "proc-slow", FIXTURE_UNCHECKED, proc_setup, proc_teardown, 90);
