@@ -762,8 +762,9 @@ static void *many_one(void *arg)
 /*
  * One of `workers` threads: sandboxes are taken from the shared counter;
  * each is opened and its command started with a handle, then the worker
- * goes on (the next open, or a look at what runs). A finished command's
- * sandbox gets its write, read and close. With nothing new, it naps 5 ms.
+ * goes on (the next open, or a look at what runs: asp_proc_wait_any). A
+ * finished command's sandbox gets its write, read and close. With no
+ * sandbox left to open, it waits for any of its commands.
  */
 static void *many_worker(void *arg)
 {
@@ -772,49 +773,48 @@ static void *many_worker(void *arg)
 	struct run {
 		long i;
 		asp_sandbox *sb;
-		asp_proc *p;
 		double t;
 	} *run = calloc((size_t)cap, sizeof(*run));
+	asp_proc **procs = calloc((size_t)cap, sizeof(*procs));
 
-	if (!run)
+	if (!run || !procs)
 		die("calloc");
 	for (;;) {
-		int progress = 0;
+		asp_exec_result *r;
+		asp_error e;
+		size_t k;
+		int rc, opened = 0;
 		long i = nrun < cap ? m->next++ : m->n;
 
 		if (i < m->n) {
 			unsigned char data[4096];
 			char cmd[64], want[32], name[64];
-			asp_error e;
 
 			many_item(i, data, cmd, want, name);
 			run[nrun].i = i;
 			run[nrun].sb = many_open(m, i);
 			run[nrun].t = now_ms();
-			check(asp_proc_start(&run[nrun].p, run[nrun].sb, cmd, NULL, &e), &e, "proc_start");
+			check(asp_proc_start(&procs[nrun], run[nrun].sb, cmd, NULL, &e), &e, "proc_start");
 			nrun++;
-			progress = 1;
+			opened = 1;
 		} else if (nrun == 0) {
 			break;
 		}
-		for (long k = 0; k < nrun; k++) {
-			asp_exec_result *r;
-			asp_error e;
-			int rc = asp_proc_wait(&r, run[k].p, 0, &e);
-
-			if (rc == ASP_ETIMEOUT)
-				continue;
-			check(rc, &e, "proc_wait");
-			m->ms[run[k].i][MANY_EXEC] = now_ms() - run[k].t;
-			many_check_exec(run[k].i, r);
-			asp_proc_free(run[k].p);
-			many_finish(m, run[k].i, run[k].sb);
-			run[k--] = run[--nrun];
-			progress = 1;
-		}
-		if (!progress)
-			bench_pause(5);
+		/* Having opened one: a look; with none left to open: a wait. */
+		rc = asp_proc_wait_any(&k, procs, (size_t)nrun, opened ? 0 : -1, NULL, &e);
+		if (rc == ASP_ETIMEOUT)
+			continue;
+		check(rc, &e, "proc_wait_any");
+		check(asp_proc_wait(&r, procs[k], 0, &e), &e, "proc_wait");
+		m->ms[run[k].i][MANY_EXEC] = now_ms() - run[k].t;
+		many_check_exec(run[k].i, r);
+		asp_proc_free(procs[k]);
+		many_finish(m, run[k].i, run[k].sb);
+		nrun--;
+		run[k] = run[nrun];
+		procs[k] = procs[nrun];
 	}
+	free(procs);
 	free(run);
 	return NULL;
 }

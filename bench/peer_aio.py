@@ -5,9 +5,9 @@
 
 Workloads: many (n sandboxes at once, bench/run.py), lat (sequential exec, read4k, write4k, stat on one connection) and conc (exec "true"
 from N asyncio tasks over min(N, max_conn) connections), shaped like peer_asyncssh.py's so the
-rows compare with asyncssh's. conc also reports "python libasp aio (thread per caller)": the same
-run with one worker thread per task instead of asp.aio's default of one per connection (the
-measurement behind that default). Exits with status 3 and a note on stderr when the binding
+rows compare with asyncssh's. conc also reports "python libasp aio (threads=callers)": the same
+run with as many calls in flight per handle as tasks (threads=callers) instead of asp.aio's
+default of one per connection (the measurement behind that default). Exits with status 3 and a note on stderr when the binding
 cannot be imported.
 """
 import asyncio
@@ -69,7 +69,7 @@ async def conc():
     for callers in arg_list("callers", "1,4,16,64"):
         nconn = min(callers, max_conn)
         total = max(ops, callers * 2)
-        for name, threads in ((PEER, None), (PEER + " (thread per caller)", callers)):
+        for name, threads in ((PEER, None), (PEER + " (threads=callers)", callers)):
             if threads is not None and threads == nconn:
                 continue  # the same configuration as the default
             async with asp.aio.open(config=arg("config"), max_connections=nconn, lazy=True,

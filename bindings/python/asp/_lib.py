@@ -318,6 +318,8 @@ PROTOTYPES = {
     "asp_proc_signal": (c_int, [proc_p, c_char_p, error_p]),
     "asp_proc_resize": (c_int, [proc_p, c_uint, c_uint, error_p]),
     "asp_proc_wait": (c_int, [POINTER(exec_result_p), proc_p, c_int, error_p]),
+    "asp_proc_wait_any": (c_int, [POINTER(c_size_t), POINTER(proc_p), c_size_t, c_int, cancel_p,
+                                  error_p]),
     "asp_proc_free": (None, [proc_p]),
 }
 

@@ -10,11 +10,17 @@
                 ...
         print(it.result.exit_code)
 
-Each call runs the blocking Sandbox method on a worker thread (a pool of
-max_connections threads, one per connection libasp keeps: more would only
-wait inside libasp) and never blocks the event loop; opens run on a pool of
-OPEN_THREADS (64) threads shared by the process. Arguments, results and
-exceptions are the Sandbox's.
+No call blocks the event loop, and the threads do not grow with the number
+of sandboxes. A call that is one exchange (read, write, stat, list, bg_start,
+...) runs the blocking Sandbox method on a pool of CALL_THREADS (64) threads
+shared by the process; one sandbox has at most `threads` calls in flight
+(default max_connections: more would only wait inside libasp). exec starts
+its command there (asp_proc_start) and then waits with every other exec of
+the process on one thread (asp_proc_wait_any), so a thousand commands running
+at once hold no thread each. Opens run on a pool of OPEN_THREADS (64) threads. What streams or
+waits for as long as a command runs (exec with on_output, stdin or deadline,
+stream(), bg_wait, start()) runs on a thread of its own, from the sandbox's own
+pool of `threads`. Arguments, results and exceptions are the Sandbox's.
 
 Cancelling the awaiting task (task.cancel(), asyncio.timeout, wait_for)
 triggers a cancel token private to the call: a command's whole remote process
@@ -28,14 +34,17 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import ctypes
 import threading
 
-from . import _core
+from . import _core, _lib
 from ._core import Cancel
-from .errors import AspTimeout, InvalidArgument
+from ._lib import lib
+from .errors import AspTimeout, ErrorCode, InvalidArgument
 
 DEFAULT_CONNECTIONS = 4       # libasp's default max_connections
 OPEN_THREADS = 64             # opens (handshakes) that run at once, for the whole process
+CALL_THREADS = 64             # one-exchange calls that run at once, for the whole process
 STREAM_BUFFER = 1 << 20       # bytes a stream() holds before its command is made to wait
 
 
@@ -67,6 +76,103 @@ def _opener():
         return _open_pool
 
 
+_call_pool = None
+
+
+def _caller():
+    """The process's pool of CALL_THREADS threads for one-exchange calls (and exec's start), of
+    every sandbox: a pool per sandbox grew a thread per sandbox in use (1067 threads for 1000
+    sandboxes in bench/run.py's many workload). Started at the first call."""
+    global _call_pool
+    with _open_pool_lock:
+        if _call_pool is None:
+            _call_pool = concurrent.futures.ThreadPoolExecutor(CALL_THREADS, "asp-aio-call")
+        return _call_pool
+
+
+def _resolve(fut, result, exc):
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
+
+
+class _Waiter:
+    """The process's one thread that waits for every asp.aio exec's command at once
+    (asp_proc_wait_any); wait(proc) is an asyncio future of its ExecResult. A new command
+    wakes the thread through a cancel token (`wake`) so it waits on the new list."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._procs = {}   # asp.Process -> (loop, future)
+        self._wake = Cancel()
+        self._thread = None
+
+    def wait(self, proc):
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        with self._lock:
+            self._procs[proc] = (loop, fut)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._main, name="asp-aio-wait", daemon=True)
+                self._thread.start()
+        self._wake.trigger()
+        return fut
+
+    def _deliver(self, proc, result, exc):
+        with self._lock:
+            loop, fut = self._procs.pop(proc)
+        try:
+            loop.call_soon_threadsafe(_resolve, fut, result, exc)
+        except RuntimeError:  # its loop is closed: nobody awaits it
+            pass
+
+    def _main(self):
+        wake = self._wake._handle
+        index = ctypes.c_size_t()
+        err = _lib.asp_error()
+        while True:
+            lib.asp_cancel_reset(wake)  # before the list is read: an add after it wakes again
+            with self._lock:
+                procs = list(self._procs)
+            handles = (_lib.proc_p * len(procs))(*(p._handle for p in procs))
+            index.value = _lib.SIZE_MAX
+            rc = lib.asp_proc_wait_any(ctypes.byref(index), handles, len(procs), -1, wake,
+                                       ctypes.byref(err))
+            if rc == ErrorCode.ECANCELLED:
+                continue
+            if rc == 0:
+                proc = procs[index.value]
+                try:
+                    result, exc = proc.wait(0), None
+                except Exception as e:  # noqa: BLE001 - the call's error, raised by its exec
+                    result, exc = None, e
+                self._deliver(proc, result, exc)
+                continue
+            try:
+                _core._check(rc, err)
+            except Exception as e:  # noqa: BLE001 - handed to the exec(s) it concerns
+                exc = e
+            # One command's failure (index set) fails its exec; the wait's own (out of
+            # memory) fails every exec waiting now rather than spin on it.
+            failed = procs if index.value == _lib.SIZE_MAX else [procs[index.value]]
+            for proc in failed:
+                self._deliver(proc, None, exc)
+
+
+_waiter_obj = None
+
+
+def _waiter():
+    global _waiter_obj
+    with _open_pool_lock:
+        if _waiter_obj is None:
+            _waiter_obj = _Waiter()
+        return _waiter_obj
+
+
 class _Call:
     """One call in flight: its private token, and what else stops it."""
 
@@ -91,38 +197,110 @@ class AsyncSandbox:
 
     def __init__(self, sandbox, threads):
         self.sandbox = sandbox  # the asp.Sandbox underneath
-        self._pool = concurrent.futures.ThreadPoolExecutor(threads, "asp-aio")
+        self._threads = threads
+        self._slots = asyncio.Semaphore(threads)  # this sandbox's calls on the shared threads
+        self._own = None        # its pool for calls that last as long as a command runs
         self._calls = set()
         self._closing = False
         self._closed = None  # an asyncio.Event once close() began
 
     # -- running calls -----------------------------------------------------
 
-    async def _run(self, fn, *args, cancel=None, call=None, **kwargs):
+    def _own_pool(self):
+        if self._own is None:
+            self._own = concurrent.futures.ThreadPoolExecutor(self._threads, "asp-aio")
+        return self._own
+
+    async def _shared(self, fn):
+        """fn() on the process's call threads, at most `threads` of this sandbox's at once."""
+        async with self._slots:
+            return await asyncio.wrap_future(_caller().submit(fn))
+
+    def _begin(self, cancel, call):
         if self._closing:
             raise InvalidArgument("the sandbox is closed")
         if cancel is not None and not isinstance(cancel, Cancel):
             raise TypeError(f"cancel: expected asp.Cancel, got {type(cancel).__name__}")
         call = call or _Call(Cancel(), None)
-        token = call.token
+        if cancel is not None:
+            cancel._link(call.token)
+        return call
+
+    def _end(self, cancel, call):
+        self._calls.discard(call)
+        if cancel is not None:
+            cancel._unlink(call.token)
+        call.token.close()
+
+    async def _run(self, fn, *args, cancel=None, call=None, own=False, **kwargs):
+        """fn(*args, cancel=<the call's token>, **kwargs) on a worker thread: the shared call
+        threads, or with own=True one of the sandbox's own (a call as long as a command)."""
+        call = self._begin(cancel, call)
         try:
-            if cancel is not None:
-                cancel._link(token)
-            cf = self._pool.submit(functools.partial(fn, *args, cancel=token, **kwargs))
-            call.future = fut = asyncio.wrap_future(cf)
-            self._calls.add(call)
-            try:
-                return await asyncio.shield(fut)
-            except asyncio.CancelledError:
-                if not cf.cancel():  # it started: stop it and see it return
-                    call.stop()
-                    await _settle(fut)
-                raise
+            if own:
+                return await self._in(self._own_pool(), call,
+                                      functools.partial(fn, *args, cancel=call.token, **kwargs))
+            async with self._slots:
+                return await self._in(_caller(), call,
+                                      functools.partial(fn, *args, cancel=call.token, **kwargs))
         finally:
-            self._calls.discard(call)
-            if cancel is not None:
-                cancel._unlink(token)
-            token.close()
+            self._end(cancel, call)
+
+    async def _in(self, pool, call, fn):
+        cf = pool.submit(fn)
+        call.future = fut = asyncio.wrap_future(cf)
+        self._calls.add(call)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            if not cf.cancel():  # it started: stop it and see it return
+                call.stop()
+                await _settle(fut)
+            raise
+
+    async def _exec_waited(self, command, cancel, kwargs):
+        """exec without a thread while the command runs: asp_proc_start on the call threads,
+        then the process's waiter thread (asp_proc_wait_any) until it ends. The call's future
+        (what close() settles) is done only once the proc is freed."""
+        call = self._begin(cancel, None)
+        loop = asyncio.get_running_loop()
+        call.future = over = loop.create_future()
+        self._calls.add(call)
+        proc = None
+        try:
+            # The slot is held until the command ended, as a thread was: one sandbox's execs
+            # at once stay within what its connections carry.
+            async with self._slots:
+                cf = _caller().submit(functools.partial(self.sandbox.start, command,
+                                                        cancel=call.token, **kwargs))
+                started = asyncio.wrap_future(cf)
+                try:
+                    proc = await asyncio.shield(started)
+                except asyncio.CancelledError:
+                    if not cf.cancel():
+                        call.stop()  # the command, if it started, is being killed
+                        await _settle(started)
+                        if not started.cancelled() and started.exception() is None:
+                            proc = started.result()
+                    raise
+                ended = _waiter().wait(proc)
+                try:
+                    return await asyncio.shield(ended)
+                except asyncio.CancelledError:
+                    call.stop()
+                    await _settle(ended)
+                    raise
+                finally:
+                    if ended.done():
+                        proc.close()  # it ended: this only frees
+                        proc = None
+        finally:
+            try:
+                if proc is not None:  # cancelled as it started: close kills and waits, on a thread
+                    await _settle(asyncio.wrap_future(_caller().submit(proc.close)))
+            finally:
+                self._end(cancel, call)
+                over.set_result(None)
 
     # -- lifetime ------------------------------------------------------------
 
@@ -139,9 +317,10 @@ class AsyncSandbox:
                 call.stop()
             for call in calls:
                 await _settle(call.future)
-            await asyncio.wrap_future(self._pool.submit(self.sandbox.close))
+            await asyncio.wrap_future(_caller().submit(self.sandbox.close))
         finally:
-            self._pool.shutdown(wait=False)
+            if self._own is not None:
+                self._own.shutdown(wait=False)
             self._closed.set()
 
     @property
@@ -176,7 +355,7 @@ class AsyncSandbox:
         """Sandbox.info(): may connect."""
         if self._closing:
             raise InvalidArgument("the sandbox is closed")
-        return await asyncio.wrap_future(self._pool.submit(self.sandbox.info))
+        return await self._shared(self.sandbox.info)
 
     # -- the calls (arguments and results as in asp.Sandbox) ---------------
 
@@ -228,7 +407,8 @@ class AsyncSandbox:
         return await self._run(self.sandbox.bg_signal, id, sig, cancel=cancel, timeout=timeout)
 
     async def bg_wait(self, id, timeout=None, *, cancel=None, deadline=None):
-        return await self._run(self.sandbox.bg_wait, id, timeout, cancel=cancel, deadline=deadline)
+        return await self._run(self.sandbox.bg_wait, id, timeout, cancel=cancel, deadline=deadline,
+                               own=True)
 
     async def bg_remove(self, id, *, cancel=None, timeout=None):
         return await self._run(self.sandbox.bg_remove, id, cancel=cancel, timeout=timeout)
@@ -246,7 +426,11 @@ class AsyncSandbox:
         raised by exec.
         """
         if on_output is None:
-            return await self._run(self.sandbox.exec, command, cancel=cancel, **kwargs)
+            if kwargs.get("stdin") is None and kwargs.get("deadline") is None:
+                kwargs.pop("stdin", None)
+                kwargs.pop("deadline", None)
+                return await self._exec_waited(command, cancel, kwargs)
+            return await self._run(self.sandbox.exec, command, cancel=cancel, own=True, **kwargs)
         if not callable(on_output):
             raise TypeError("on_output must be callable")
         loop = asyncio.get_running_loop()
@@ -267,7 +451,7 @@ class AsyncSandbox:
             loop.call_soon_threadsafe(deliver, stream, data)
 
         result = await self._run(self.sandbox.exec, command, on_output=in_thread, cancel=cancel,
-                                 call=call, **kwargs)
+                                 call=call, own=True, **kwargs)
         if caught:  # every chunk was delivered before the result's callback ran
             exc = caught[0]
             exc.add_note("raised in asp.aio exec's on_output callback; the remote command "
@@ -281,8 +465,8 @@ class AsyncSandbox:
         (``async with``, or ``await proc.close()``): a command still running is killed."""
         if self._closing:
             raise InvalidArgument("the sandbox is closed")
-        fut = asyncio.wrap_future(self._pool.submit(functools.partial(self.sandbox.start, command,
-                                                                      **kwargs)))
+        fut = asyncio.wrap_future(self._own_pool().submit(functools.partial(self.sandbox.start,
+                                                                            command, **kwargs)))
         try:
             proc = await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -471,7 +655,7 @@ class Stream:
         self._call = _Call(Cancel(), buf.abandon)
         self._task = loop.create_task(self._asb._run(
             self._asb.sandbox.exec, self._command, on_output=buf.put, cancel=self._cancel,
-            call=self._call, **self._kwargs))
+            call=self._call, own=True, **self._kwargs))
         self._task.add_done_callback(lambda _: buf.wake.set())
 
     def __aiter__(self):
@@ -552,8 +736,9 @@ class _Opening:
 def open(config=None, start_dir=None, *, threads=None, **kwargs):
     """asp.open() for asyncio: ``async with asp.aio.open(...) as sb`` or
     ``sb = await asp.aio.open(...)``. The keywords are asp.open's; threads:
-    worker threads running the calls (default max_connections, itself 4 by
-    default).
+    the sandbox's calls that run at once on the shared call threads, and the
+    size of its own pool for calls as long as a command (default
+    max_connections, itself 4 by default).
     """
     if threads is not None:
         threads = _core._int(threads, "threads", 1, 4096)

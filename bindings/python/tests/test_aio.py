@@ -4,6 +4,7 @@
 """
 
 import asyncio
+import concurrent.futures
 import gc
 import os
 import re
@@ -129,11 +130,11 @@ class TestOpen(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(info["host_key_fingerprint"], FX.host_fingerprint())
         self.assertTrue(sb.closed)
         async with await asp.aio.open(FX.config, max_connections=2) as sb:
-            self.assertEqual(sb._pool._max_workers, 2)
+            self.assertEqual(sb._threads, 2)
             self.assertEqual((await sb.exec("echo hi")).stdout, b"hi\n")
         self.assertTrue(sb.closed)
         sb = await asp.aio.open(config=FX.config, threads=3)
-        self.assertEqual(sb._pool._max_workers, 3)
+        self.assertEqual(sb._threads, 3)
         await sb.close()
         await sb.close()  # idempotent
 
@@ -453,6 +454,49 @@ class TestStream(AioTest):
         r = await finished(self, task, "the dropped stream's exec")
         self.assertTrue(r.cancelled)
         watch.assert_alive_then_dead(self, 2)
+
+
+class TestWaiter(unittest.IsolatedAsyncioTestCase):
+
+    async def test_running_commands_hold_no_thread(self):
+        """12 commands on 3 sandboxes run at once with 2 call threads in the process: each
+        waits in the sandbox until all 12 have started (a barrier), which commands that each
+        held a thread until their end could not pass; and no sandbox made a pool of its own."""
+        saved = asp.aio._call_pool
+        asp.aio._call_pool = concurrent.futures.ThreadPoolExecutor(2, "asp-aio-call-two")
+        sbs = []
+        d = f"barrier-{os.getpid()}"
+        try:
+            for _ in range(3):
+                sbs.append(await asp.aio.open(FX.config))
+            await sbs[0].mkdir(d)
+            cmd = (f'touch {d}/"$K"; i=0; while [ "$(ls {d} | wc -l)" -lt 12 ] && '
+                   f'[ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; ls {d} | wc -l')
+            most = 0
+
+            async def watch():
+                nonlocal most
+                while True:
+                    names = [t.name for t in threading.enumerate()]
+                    most = max(most, sum(n.startswith("asp-aio-call-two") for n in names))
+                    await asyncio.sleep(0.02)
+
+            watcher = asyncio.ensure_future(watch())
+            runs = [sb.exec(cmd, env={"K": f"{j}-{k}"}) for j, sb in enumerate(sbs)
+                    for k in range(4)]
+            results = await finished(self, asyncio.gather(*runs), "12 commands at a barrier")
+            watcher.cancel()
+            self.assertEqual([r.stdout for r in results], [b"12\n"] * 12,
+                             [r.stderr for r in results])
+            self.assertLessEqual(most, 2)
+            self.assertTrue(most >= 1, "no call thread seen: the watch saw nothing")
+            self.assertEqual([sb._own for sb in sbs], [None] * 3)
+        finally:
+            for sb in sbs:
+                await sb.close()
+            shutil.rmtree(os.path.join(FX.workspace, d), ignore_errors=True)
+            asp.aio._call_pool.shutdown()
+            asp.aio._call_pool = saved
 
 
 class TestClose(unittest.IsolatedAsyncioTestCase):
