@@ -27,6 +27,7 @@
 
 #define PROC_QUEUE_MAX (1u << 20) /* unread output before the command is made to wait */
 #define PROC_SLICE_MS 50u         /* longest wait before a look at what other calls took in */
+#define PROC_BUSY_MS 5u           /* asp_proc_wait_any: a look again after the connection was busy */
 #define PROC_TERM_DEFAULT "xterm-256color"
 
 struct asp_proc {
@@ -51,6 +52,11 @@ struct asp_proc {
 	asp_error end_err;
 	asp_exec_result *result;
 	int result_taken;
+	/* What asp_proc_wait_any's last look at it saw (see there). */
+	uint64_t any_looked;    /* when (0: never) */
+	uint64_t any_timer;     /* its next timer then (0: none) */
+	short any_events;       /* what its socket was to be polled for */
+	int any_busy;           /* another call had its connection */
 };
 
 static int queue_output(asp_stream stream, const unsigned char *d, size_t n, void *ud)
@@ -491,15 +497,46 @@ static nfds_t merge_fds(struct pollfd *fds, nfds_t n)
 	return out;
 }
 
-/*
- * One look at every proc, then one wait on all their sockets and cancel
- * tokens (and wake's) at once, in slices as pump's: another call on a
- * connection may take in a proc's bytes meanwhile. A proc whose connection
- * another call holds is looked at again soon (PROC_BUSY_MS) rather than
- * waited for.
- */
-#define PROC_BUSY_MS 5u
+/* 1 when fd is in the merged, polled set with something to say. */
+static int spoke(const struct pollfd *set, nfds_t n, int fd)
+{
+	struct pollfd key = { .fd = fd };
+	const struct pollfd *hit;
 
+	if (fd < 0)
+		return 0;
+	hit = bsearch(&key, set, n, sizeof(*set), by_fd);
+	return hit && hit->revents;
+}
+
+/*
+ * Under p->mu: whether asp_proc_wait_any must look at p now, from what its
+ * last look saw. Else *until is lowered to when it must: a proc is looked
+ * at at least every slice (another call on its connection may have taken
+ * in its bytes, which no poll shows), when a timer of its run is due, and
+ * a little after a look found its connection busy.
+ */
+static int any_due(const asp_proc *p, uint64_t now, uint64_t *until)
+{
+	uint64_t at = p->any_looked + (p->any_busy ? PROC_BUSY_MS : PROC_SLICE_MS);
+
+	if (p->any_timer && p->any_timer < at)
+		at = p->any_timer;
+	if (!p->any_looked || now >= at)
+		return 1;
+	if (at < *until)
+		*until = at;
+	return 0;
+}
+
+/*
+ * Each round polls every proc's socket and cancel token (and wake's) at
+ * once, merged per descriptor, then looks only at the procs that are due
+ * (any_due) or whose socket or token spoke: one proc ending does not cost
+ * a look at each of a thousand others. A first call looks at every proc
+ * (none was looked at within a slice), as does each later call at a proc
+ * whose slice has run out.
+ */
 int asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeout_ms, asp_cancel *wake,
 		      asp_error *err)
 {
@@ -517,61 +554,93 @@ int asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeo
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	deadline = deadline_in(timeout_ms);
 	for (;;) {
-		uint64_t next = 0, now, until;
+		uint64_t now = asp__now_ms(), until = deadline ? deadline : UINT64_MAX;
 		nfds_t nfds = 0;
-		int busy = 0;
+		int due = 0;
 
+		/* What to poll for, and whether any proc is due a look at once. */
 		for (size_t i = 0; i < n; i++) {
 			asp_proc *p = procs[i];
-			uint64_t pnext;
+
+			if (!p)
+				continue;
+			pthread_mutex_lock(&p->mu);
+			if (p->ended) {
+				pthread_mutex_unlock(&p->mu);
+				*index = i;
+				goto out;
+			}
+			due |= any_due(p, now, &until);
+			if (p->any_looked && !p->any_busy && p->any_events) {
+				fds[nfds].fd = p->c->sock;
+				fds[nfds].events = p->any_events;
+				nfds++;
+			}
+			nfds += (nfds_t)cancel_fd(p, &fds[nfds]);
+			pthread_mutex_unlock(&p->mu);
+		}
+		if (wake && asp_cancel_is_triggered(wake)) {
+			rc = asp__error(err, ASP_ECANCELLED, "asp_proc_wait_any: woken (its asp_cancel)");
+			goto out;
+		}
+		if (!due && deadline && now >= deadline) {
+			rc = asp__error(err, ASP_ETIMEOUT, "asp_proc_wait_any: no command ended within %d ms",
+					timeout_ms);
+			goto out;
+		}
+		if (wake) {
+			fds[nfds].fd = asp__cancel_fd(wake);
+			fds[nfds].events = POLLIN;
+			nfds++;
+		}
+		for (nfds_t k = 0; k < nfds; k++)
+			fds[k].revents = 0;
+		nfds = merge_fds(fds, nfds);
+		/* until: the deadline, a proc's slice or timer (any_due); none of them: only wake. */
+		poll(fds, nfds, due ? 0 : until == UINT64_MAX ? -1 : (int)(until - now));
+
+		/* Look at the procs that are due or whose socket or token spoke. */
+		now = asp__now_ms();
+		for (size_t i = 0; i < n; i++) {
+			asp_proc *p = procs[i];
+			struct pollfd pf, cf;
+			uint64_t pnext, ignored = UINT64_MAX;
 			int was;
 
 			if (!p)
 				continue;
 			pthread_mutex_lock(&p->mu);
+			cancel_fd(p, &cf);
+			if (!p->ended && !any_due(p, now, &ignored) && !spoke(fds, nfds, cf.fd) &&
+			    !(p->any_events && spoke(fds, nfds, p->c->sock))) {
+				pthread_mutex_unlock(&p->mu);
+				continue;
+			}
 			was = p->waiting;
 			p->waiting = 1; /* as asp_proc_wait: output nobody reads goes to the result */
-			rc = look(p, asp__now_ms() + 1, ended, &fds[nfds], &pnext);
+			rc = look(p, now + 1, ended, &pf, &pnext);
 			p->waiting = was;
+			p->any_looked = asp__now_ms();
+			p->any_busy = rc == ASP_ETIMEOUT;
+			if (!rc) {
+				p->any_timer = pnext;
+				p->any_events = pf.events;
+			}
 			if (p->ended) {
 				pthread_mutex_unlock(&p->mu);
 				*index = i;
 				rc = 0;
 				goto out;
 			}
-			if (rc == ASP_ETIMEOUT) {
-				busy = 1;
-			} else if (rc) {
+			if (rc && rc != ASP_ETIMEOUT) {
 				pthread_mutex_unlock(&p->mu);
 				*index = i;
 				rc = asp__error(err, rc, "asp_proc_wait_any: command %zu: %s", i, asp_strerror(rc));
 				goto out;
-			} else {
-				nfds++;
-				if (pnext && (!next || pnext < next))
-					next = pnext;
 			}
-			nfds += (nfds_t)cancel_fd(p, &fds[nfds]);
+			rc = 0;
 			pthread_mutex_unlock(&p->mu);
 		}
-		rc = 0;
-		if (wake && asp_cancel_is_triggered(wake)) {
-			rc = asp__error(err, ASP_ECANCELLED, "asp_proc_wait_any: woken (its asp_cancel)");
-			goto out;
-		}
-		now = asp__now_ms();
-		if (deadline && now >= deadline) {
-			rc = asp__error(err, ASP_ETIMEOUT, "asp_proc_wait_any: no command ended within %d ms",
-					timeout_ms);
-			goto out;
-		}
-		until = slice_end(now, busy ? PROC_BUSY_MS : PROC_SLICE_MS, deadline, next);
-		if (wake) {
-			fds[nfds].fd = asp__cancel_fd(wake);
-			fds[nfds].events = POLLIN;
-			nfds++;
-		}
-		poll(fds, merge_fds(fds, nfds), (int)(until - now));
 	}
 out:
 	asp__free(fds);
