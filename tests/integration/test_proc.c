@@ -408,6 +408,21 @@ static int wait_any(size_t *index, asp_proc *const *p, size_t n, int timeout_ms,
 	return rc;
 }
 
+/* The next command to end must be p[want]: its result, taken at once, and p[want] freed (NULL). */
+static asp_exec_result *take_ended(asp_proc **p, size_t n, size_t want)
+{
+	asp_exec_result *r = NULL;
+	size_t i = n;
+
+	ck_assert_int_eq(wait_any(&i, p, n, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, want);
+	ck_assert_int_eq(asp_proc_wait(&r, p[want], 0, NULL), ASP_OK);
+	ck_assert_ptr_nonnull(r);
+	asp_proc_free(p[want]);
+	p[want] = NULL;
+	return r;
+}
+
 /* 1 when pid's program is sshd (/proc/PID/comm). */
 static int is_sshd(pid_t pid)
 {
@@ -464,24 +479,16 @@ START_TEST(test_proc_wait_any)
 	p[2] = start(sa, "cat", NULL);
 	p[3] = NULL;
 	ck_assert_int_eq(wait_any(&i, p, 4, 0, NULL), ASP_ETIMEOUT);
-	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
-	ck_assert_uint_eq(i, 1);
-	ck_assert_int_eq(asp_proc_wait(&r, p[1], 0, NULL), ASP_OK);
+	r = take_ended(p, 4, 1);
 	assert_stream(r, ASP_STDOUT, "one\n", 4);
 	asp_exec_result_free(r);
-	asp_proc_free(p[1]);
-	p[1] = NULL;
 
 	/* stdin written meanwhile reaches cat; its end is the next one named. */
 	write_ok(p[2], "two\n");
 	ck_assert_int_eq(asp_proc_close_stdin(p[2], NULL), ASP_OK);
-	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
-	ck_assert_uint_eq(i, 2);
-	r = wait_ok(p[2]);
+	r = take_ended(p, 4, 2);
 	assert_stream(r, ASP_STDOUT, "two\n", 4);
 	asp_exec_result_free(r);
-	asp_proc_free(p[2]);
-	p[2] = NULL;
 
 	/* A wake token: triggered from another thread, and already triggered. */
 	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, wake), 0);
@@ -497,36 +504,24 @@ START_TEST(test_proc_wait_any)
 	 */
 	snprintf(big, sizeof(big), "for i in 1 2 3 4 5 6 7 8; do head -c 1000000 /dev/zero; sleep 0.05; done");
 	p[1] = start(sb, big, NULL);
-	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
-	ck_assert_uint_eq(i, 1);
-	r = wait_ok(p[1]);
+	r = take_ended(p, 4, 1);
 	assert_exited(r, 0);
 	ck_assert_uint_eq(asp_exec_result_output_total(r, ASP_STDOUT), 8000000);
 	asp_exec_result_free(r);
-	asp_proc_free(p[1]);
-	p[1] = NULL;
 
 	/* A kill timer, then a cancel token, act while only wait_any drives the procs. */
 	ok.kill_after_ms = 300;
 	p[1] = start(sb, lng, &ok);
-	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
-	ck_assert_uint_eq(i, 1);
-	r = wait_ok(p[1]);
+	r = take_ended(p, 4, 1);
 	ck_assert_int_eq(asp_exec_result_timed_out(r), 1);
 	asp_exec_result_free(r);
-	asp_proc_free(p[1]);
-	p[1] = NULL;
 	o.call.cancel = c;
 	p[1] = start(sb, lng, &o);
 	ck_assert_int_eq(pthread_create(&th, NULL, trigger_later, c), 0);
-	ck_assert_int_eq(wait_any(&i, p, 4, (int)hang_ms(), NULL), ASP_OK);
+	r = take_ended(p, 4, 1);
 	pthread_join(th, NULL);
-	ck_assert_uint_eq(i, 1);
-	r = wait_ok(p[1]);
 	ck_assert_int_eq(asp_exec_result_cancelled(r), 1);
 	asp_exec_result_free(r);
-	asp_proc_free(p[1]);
-	p[1] = NULL;
 
 	/* p[0]'s connection is cut (its sshd session killed): named as ended, ASP_ECONNLOST. */
 	pid = find_sleep(arg);
