@@ -258,6 +258,17 @@ class AsyncSandbox:
                 await _settle(fut)
             raise
 
+    def _start_closed(self, command, token, kwargs):
+        """Sandbox.start with stdin at end of input at once, as exec without stdin gives it
+        (a proc's stdin stays open until closed: `cat` would wait for ever)."""
+        proc = self.sandbox.start(command, cancel=token, **kwargs)
+        try:
+            proc.close_stdin()
+        except BaseException:
+            proc.close()
+            raise
+        return proc
+
     async def _exec_waited(self, command, cancel, kwargs):
         """exec without a thread while the command runs: asp_proc_start on the call threads,
         then the process's waiter thread (asp_proc_wait_any) until it ends. The call's future
@@ -271,8 +282,7 @@ class AsyncSandbox:
             # The slot is held until the command ended, as a thread was: one sandbox's execs
             # at once stay within what its connections carry.
             async with self._slots:
-                cf = _caller().submit(functools.partial(self.sandbox.start, command,
-                                                        cancel=call.token, **kwargs))
+                cf = _caller().submit(self._start_closed, command, call.token, kwargs)
                 started = asyncio.wrap_future(cf)
                 try:
                     proc = await asyncio.shield(started)

@@ -212,6 +212,13 @@ class TestCalls(AioTest):
         self.assertTrue(r.stdout_truncated)
         self.assertEqual(len(r.stdout), 10)
 
+    async def test_exec_without_stdin_reads_eof(self):
+        """As Sandbox.exec: a command that reads stdin, given none, reads end of input at
+        once (the waited route starts a proc, whose stdin would stay open)."""
+        r = await asyncio.wait_for(self.sb.exec("cat; read -r x || echo eof"), 20)
+        self.assertEqual((r.exit_code, r.stdout), (0, b"eof\n"))
+        self.assertEqual(self.sb.sandbox.exec("cat; read -r x || echo eof").stdout, r.stdout)
+
     async def test_exec_timeout_is_a_result(self):
         watch = GroupWatch()
         r = await self.sb.exec(GROUP, timeout=3, kill_grace=0.5, on_output=watch)
