@@ -64,6 +64,7 @@ const RESIDENT_ASYNC_POOLS = 16;
  * many threads (idle ones cost an unused stack each).
  */
 const THREADPOOL_SIZE = 64;
+const DEFAULT_CONNECTIONS = 4; // libasp's default max_connections
 
 const TYPE_NAMES = { 1: 'file', 2: 'directory', 3: 'symlink', 4: 'other' };
 const TRUST_NAMES = { 1: 'pinned', 2: 'known', 3: 'first-use' };
@@ -336,6 +337,9 @@ function bind(handle) {
 		procResize: f('int asp_proc_resize(asp_proc *p, unsigned int cols, unsigned int rows, void *err)'),
 		procWait: f('int asp_proc_wait(_Out_ asp_exec_result **out, asp_proc *p, int timeout_ms, void *err)'),
 		procFree: f('void asp_proc_free(asp_proc *p)'),
+		/* procs is a Buffer of pointers (koffi.address): no copy, and no bound on how many. */
+		procWaitAny: f('int asp_proc_wait_any(void *index, void *procs, size_t n, int timeout_ms, asp_cancel *wake, void *err)'),
+		cancelReset: f('void asp_cancel_reset(asp_cancel *c)'),
 	};
 }
 
@@ -706,6 +710,92 @@ function execResult(r) {
 	};
 }
 
+/* ------------------------------------------------------------ the waiter */
+
+/*
+ * exec() without onData, stdin or deadline starts its command with
+ * asp_proc_start (one round trip on a worker) and then waits here: one
+ * asp_proc_wait_any call, on one worker, waits for every such command of the
+ * process at once (driving them: output to the result, kill timers, cancel
+ * tokens). So a thousand running commands hold one libuv thread, not a
+ * thousand (the pool has 64: the 65th exec would wait for a thread, not for
+ * its command). A command joining triggers `wake`, which makes the call
+ * return ASP_ECANCELLED; the next round re-arms it before it reads the list,
+ * all on the main thread, so no join is missed. A command that ended is taken
+ * on the main thread: its result is ready (asp_proc_wait with 0 is a look
+ * that returns at once) and freeing an ended proc is memory only.
+ */
+const waiter = { procs: new Map(), wake: null, running: false };
+const NO_INDEX = 0xffffffffffffffffn;
+
+/* Resolves with the command's result (asp_exec_result, the caller's to free) or rejects. */
+function waitEnded(p) {
+	return new Promise((resolve, reject) => {
+		waiter.procs.set(p, { resolve, reject });
+		if (waiter.running)
+			lib.cancelTrigger(waiter.wake);
+		else
+			waitRound();
+	});
+}
+
+function waitRound() {
+	if (!waiter.procs.size) {
+		waiter.running = false;
+		return;
+	}
+	if (!waiter.wake) {
+		const out = [null];
+		const err = newErr();
+		const rc = lib.cancelNew(out, err);
+		if (rc)
+			return failWaiting([...waiter.procs.keys()], errorFrom(rc, err));
+		waiter.wake = out[0];
+	}
+	waiter.running = true;
+	lib.cancelReset(waiter.wake);
+	const list = [...waiter.procs.keys()];
+	const ptrs = Buffer.alloc(8 * list.length);
+	list.forEach((p, i) => ptrs.writeBigUInt64LE(BigInt(koffi.address(p)), 8 * i));
+	const index = Buffer.alloc(8);
+	index.writeBigUInt64LE(NO_INDEX);
+	const err = newErr();
+	callAsync(lib.procWaitAny, index, ptrs, list.length, -1, waiter.wake, err).then((rc) => {
+		const i = index.readBigUInt64LE();
+		if (rc === 0)
+			takeEnded(list[Number(i)]);
+		else if (rc !== ASP_ECANCELLED)
+			failWaiting(i === NO_INDEX ? list : [list[Number(i)]], errorFrom(rc, err));
+		waitRound();
+	}, (e) => {
+		failWaiting(list, e);
+		waitRound();
+	});
+}
+
+function takeEnded(p) {
+	const w = waiter.procs.get(p);
+	waiter.procs.delete(p);
+	const out = [null];
+	const err = newErr();
+	const rc = lib.procWait(out, p, 0, err);
+	lib.procFree(p); // ended: frees memory, no I/O
+	if (rc)
+		w.reject(errorFrom(rc, err));
+	else
+		w.resolve(out[0]);
+}
+
+/* The wait itself failed (out of memory), or one command's part of it: fail their execs. */
+function failWaiting(list, e) {
+	for (const p of list) {
+		const w = waiter.procs.get(p);
+		waiter.procs.delete(p);
+		/* Still running: free kills it and waits for that, so on a worker. */
+		callAsync(lib.procFree, p).finally(() => w.reject(e));
+	}
+}
+
 /* ------------------------------------------------------------ running commands with a handle */
 
 /*
@@ -1015,11 +1105,14 @@ async function withCall(spec, fn) {
 }
 
 class Sandbox {
-	constructor(handle) {
+	constructor(handle, maxConnections) {
 		this._h = handle;
 		this._inflight = new Set();
 		this._procs = new Set();
 		this._closing = null;
+		this._execsMax = maxConnections || DEFAULT_CONNECTIONS;
+		this._execsRunning = 0;
+		this._execsQueued = [];
 		/** Absolute path of the .asp.json in use. */
 		this.configPath = lib.configPath(handle);
 		/** The sandbox workspace (absolute path in the sandbox). */
@@ -1110,6 +1203,9 @@ class Sandbox {
 		if (signal && signal.aborted)
 			throw new AspError(ASP_ECANCELLED, 'exec: cancelled before it started (the AbortSignal was already aborted)', { cause: signal.reason });
 
+		if (!onData && !stdin.length && !deadline)
+			return this._run('exec', (h) => this._execWaited(h, cmd, {
+				cwd, env, timeout, killGrace, maxOutput, signal }));
 		return this._run('exec', async (h) => {
 			let token = null;
 			let streamId = 0;
@@ -1178,6 +1274,97 @@ class Sandbox {
 					lib.cancelFree(token);
 			}
 		});
+	}
+
+	/*
+	 * exec without a thread while the command runs (see the waiter): the
+	 * start on a worker, stdin closed at once (exec without stdin gives end of
+	 * input; a proc's stays open), then the waiter. At most maxConnections of
+	 * this handle's commands run so at once, as asp_exec's would (more would
+	 * open more channels on a connection than the server's MaxSessions).
+	 */
+	async _execWaited(h, cmd, o) {
+		await this._execSlot(o.signal);
+		let token = null;
+		let onAbort = null;
+		try {
+			const err = newErr();
+			if (o.signal) {
+				const t = [null];
+				const rc = lib.cancelNew(t, err);
+				if (rc)
+					throw errorFrom(rc, err);
+				token = t[0];
+				onAbort = () => lib.cancelTrigger(token);
+				o.signal.addEventListener('abort', onAbort, { once: true });
+			}
+			const po = {
+				version: PROC_OPTIONS_VERSION,
+				call: { version: 0, cancel: token, timeout_ms: 0 },
+				cwd: o.cwd,
+				env: o.env.length ? [...o.env, null] : null,
+				kill_after_ms: o.timeout,
+				kill_grace_ms: o.killGrace,
+				max_output: o.maxOutput,
+				flags: 0,
+				term: null,
+				cols: 0,
+				rows: 0,
+			};
+			const out = [null];
+			let rc = await callAsync(lib.procStart, out, h, cmd, po, err);
+			if (rc)
+				throw errorFrom(rc, err);
+			const p = out[0];
+			rc = await callAsync(lib.procCloseStdin, p, err);
+			if (rc) {
+				await callAsync(lib.procFree, p);
+				throw errorFrom(rc, err);
+			}
+			const r = await waitEnded(p);
+			try {
+				return execResult(r);
+			} finally {
+				lib.resFree(r);
+			}
+		} finally {
+			if (onAbort)
+				o.signal.removeEventListener('abort', onAbort);
+			if (token)
+				lib.cancelFree(token);
+			this._execSlotFree();
+		}
+	}
+
+	/* A turn among this handle's waited execs; an AbortSignal ends the wait for one. */
+	_execSlot(signal) {
+		if (this._execsRunning < this._execsMax) {
+			this._execsRunning++;
+			return Promise.resolve();
+		}
+		return new Promise((resolve, reject) => {
+			const onAbort = () => {
+				this._execsQueued.splice(this._execsQueued.indexOf(turn), 1);
+				reject(new AspError(ASP_ECANCELLED, 'exec: cancelled while it waited for its turn (maxConnections ' +
+					`commands of this sandbox were running)`, { cause: signal.reason }));
+			};
+			const turn = () => {
+				if (signal)
+					signal.removeEventListener('abort', onAbort);
+				resolve();
+			};
+			if (signal)
+				signal.addEventListener('abort', onAbort, { once: true });
+			this._execsQueued.push(turn);
+		});
+	}
+
+	_execSlotFree() {
+		const next = this._execsQueued.shift();
+		if (next)
+			next();
+		else
+			this._execsRunning--;
 	}
 
 	/**
@@ -1588,7 +1775,7 @@ async function open(opts = {}) {
 	const rc = await callAsync(lib.open, out, o, err);
 	if (rc)
 		throw errorFrom(rc, err);
-	return new Sandbox(out[0]);
+	return new Sandbox(out[0], o.max_connections);
 }
 
 /** Discovery only: $ASP_CONFIG, else .asp.json in startDir and its parents. */

@@ -1,10 +1,12 @@
 'use strict';
 /*
- * Every sandbox call holds a libuv worker thread while it runs. libuv's
- * default pool has 4, so without the binding's sizing a fifth concurrent
- * exec waits for one of the first four to end. Eight commands that each wait
- * until all eight have started show whether they really run at once: they
- * can only all succeed when eight calls hold threads together.
+ * A call that lasts as long as its command (exec with onData, stdin or a
+ * deadline; a Process's reads and waits) holds a libuv worker thread while
+ * it runs. libuv's default pool has 4, so without the binding's sizing a
+ * fifth such exec waits for one of the first four to end. A plain exec holds
+ * none while its command runs: one waiter thread waits for all of them
+ * (asp_proc_wait_any). Commands that each wait until all have started show
+ * whether they really run at once.
  */
 
 const assert = require('node:assert/strict');
@@ -31,16 +33,20 @@ after(async () => {
  * rendezvous commands; each gives up after about giveUpS seconds.
  * Returns their exit codes.
  */
-function rendezvous(tag, giveUpS, poolSize) {
+function rendezvous(tag, giveUpS, poolSize, { n = N, handles = 1, held = true } = {}) {
+	/* A deadline takes exec's thread-held route; without one it is the waiter's. */
+	const opts = held ? '{ deadline: 600000 }' : '{}';
 	const script = `
 		const asp = require(${JSON.stringify(path.resolve(__dirname, '..'))});
 		(async () => {
-			const sb = await asp.open({ config: process.argv[1], maxConnections: ${N} });
+			const sbs = [];
+			for (let i = 0; i < ${handles}; i++)
+				sbs.push(await asp.open({ config: process.argv[1], maxConnections: ${n} }));
 			const cmd = 'echo $$ >> ${tag}; i=0; ' +
-				'while [ "$(wc -l < ${tag})" -lt ${N} ]; do ' +
+				'while [ "$(wc -l < ${tag})" -lt ${n} ]; do ' +
 				'i=$((i+1)); [ $i -gt ${giveUpS * 20} ] && exit 1; sleep 0.05; done';
-			const rs = await Promise.all(Array.from({ length: ${N} }, () => sb.exec(cmd)));
-			await sb.close();
+			const rs = await Promise.all(Array.from({ length: ${n} }, (_, i) => sbs[i % ${handles}].exec(cmd, ${opts})));
+			await Promise.all(sbs.map((sb) => sb.close()));
 			process.stdout.write(JSON.stringify(rs.map((r) => r.exitCode)));
 		})().catch((e) => { console.error(e); process.exit(2); });`;
 	const env = { ...process.env };
@@ -62,5 +68,11 @@ describe('libuv thread pool', () => {
 	it('an explicit UV_THREADPOOL_SIZE wins (4 threads: the first four give up waiting)', async () => {
 		const codes = await rendezvous('arrived-four', 2, 4);
 		assert.deepEqual([...codes].sort(), [0, 0, 0, 0, 1, 1, 1, 1]);
+	});
+
+	/* With the same control's pool cut to 2, plain execs on 3 handles still all meet. */
+	it('12 plain execs on 3 handles run at once with 2 threads in the pool', async () => {
+		const codes = await rendezvous('arrived-waited', 10, 2, { n: 12, handles: 3, held: false });
+		assert.deepEqual(codes, Array(12).fill(0));
 	});
 });
