@@ -9,9 +9,10 @@
  *
  * Workloads: lat, conc, bulk, cold (+ scale_conns for ssh2, many for asp). ssh2's writes are
  * plain SFTP writes (writeFile); the binding's are atomic (its default).
- * Each of the binding's calls holds a libuv worker thread while it runs; the
- * binding starts the pool with 64 threads unless UV_THREADPOOL_SIZE is set
- * (bench/run.py sets 128, above the largest caller count).
+ * Each of the binding's calls holds a libuv worker thread while it runs,
+ * except a plain exec's wait for its command (the binding's waiter); the
+ * binding starts the pool with 64 threads unless UV_THREADPOOL_SIZE is set,
+ * and the bench leaves it to the binding.
  */
 const fs = require('node:fs');
 const net = require('node:net');

@@ -388,7 +388,7 @@ PEERS = [
          {"lat", "conc", "bulk", "cold", "wan", "scale"},
          check=_exists(os.path.join(BENCH, "node_modules", "ssh2"), "npm install in bench/")),
     Peer("node libasp", ["node", os.path.join(BENCH, "peer_node.js"), "impl=asp"],
-         {"lat", "conc", "bulk", "cold", "wan", "many"}, env={"UV_THREADPOOL_SIZE": "128"},
+         {"lat", "conc", "bulk", "cold", "wan", "many"},
          check=_exists(os.path.join(ROOT, "bindings", "node", "node_modules", "koffi"),
                        "npm install in bindings/node")),
     Peer("python libasp", [PY, os.path.join(BENCH, "peer_pyasp.py")],
@@ -1258,7 +1258,8 @@ METHOD = """## Method
   come from memory or from a tmpfs file respectively.
 - Concurrency: every peer gets min(callers, max_conn) connections; libasp's `max_connections` is
   that number; asyncssh/paramiko/ssh2 spread callers over their connections as channels.
-  The Node binding runs with `UV_THREADPOOL_SIZE=128` so libuv does not cap it at 4 calls.
+  The Node binding runs with its own libuv pool size (64 threads, set when it loads; libuv's default
+  is 4): a plain `exec` holds no thread while its command runs, the other calls one each.
 - WAN: `bench/delayproxy` holds each byte RTT/2 in each direction on 127.0.0.1 (no bandwidth limit,
   no loss): 50 ms RTT in the tables, and the scale's other RTTs (10 and 100 ms) in the latency plot.
   Its TCP connect is local, so cold-start RTT counts there are one RTT short of a real link for every
