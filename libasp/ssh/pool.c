@@ -54,10 +54,34 @@ static struct held *held_find(asp_pool *p, const asp_conn *c)
 	return NULL;
 }
 
-/* Under the lock: running commands ride on c. */
+/* Under the lock: how many running commands ride on c. */
+static unsigned int held_procs(asp_pool *p, const asp_conn *c)
+{
+	struct held *h = held_find(p, c);
+
+	return h ? h->procs : 0;
+}
+
 static int held_by_procs(asp_pool *p, const asp_conn *c)
 {
-	return held_find(p, c) != NULL;
+	return held_procs(p, c) > 0;
+}
+
+/*
+ * Under the lock, every idle connection carrying commands: the one carrying
+ * fewest (the most recently used of those). Each command is a session on
+ * its connection, and a server allows so many per connection (OpenSSH's
+ * MaxSessions 10): piled on one, the 10th start is refused while the
+ * others have room.
+ */
+static unsigned int idle_least_held(asp_pool *p)
+{
+	unsigned int best = p->nidle - 1;
+
+	for (unsigned int i = p->nidle - 1; i-- > 0;)
+		if (held_procs(p, p->idle[i]) < held_procs(p, p->idle[best]))
+			best = i;
+	return best;
 }
 
 static void abs_deadline(struct timespec *ts, unsigned int ms)
@@ -341,14 +365,14 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			 * The most recently used idle one that carries no running
 			 * command with a handle; one that does only when the cap
 			 * leaves no room for another (its commands then wait for
-			 * this call to hand the connection back).
+			 * this call to hand the connection back), the one with fewest.
 			 */
 			unsigned int i = p->nidle;
 			while (i > 0 && held_by_procs(p, p->idle[i - 1]))
 				i--;
 			if (i == 0 && p->total < p->max)
 				break;
-			i = i ? i - 1 : p->nidle - 1;
+			i = i ? i - 1 : idle_least_held(p);
 			c = p->idle[i];
 			memmove(&p->idle[i], &p->idle[i + 1], (p->nidle - i - 1) * sizeof(p->idle[0]));
 			p->nidle--;

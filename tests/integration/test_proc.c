@@ -360,6 +360,54 @@ START_TEST(test_proc_several_on_one_connection)
 }
 END_TEST
 
+/*
+ * Commands with a handle spread over the pool's connections: with every
+ * connection carrying some, a start goes to the one carrying fewest. 24 on 4
+ * connections fit the server's MaxSessions 10 per connection (6 each, beside
+ * the SFTP and warm channels); piled on the most recently used one, the 13th
+ * start was refused ("Channel open failure").
+ */
+START_TEST(test_proc_spread_over_connections)
+{
+	enum { N = 24 };
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_proc *p[N];
+	asp_exec_result *r;
+	asp_error err = { 0 };
+	char *out, line[16];
+	int i;
+
+	oo.config_path = fx.config;
+	oo.max_connections = 4;
+	test_open_options(&oo);
+	asp_sandbox *sb = sb_open_opts(&oo);
+	ck_assert_int_eq(asp_sandbox_warm(sb, 4, NULL, &err), ASP_OK);
+	for (i = 0; i < N; i++) {
+		int rc = asp_proc_start(&p[i], sb, "cat", NULL, &err);
+		ck_assert_msg(rc == ASP_OK, "start %d of %d on 4 connections: %s: %s", i + 1, N,
+			      asp_error_name(rc), err.message);
+	}
+	r = run(sb, "echo beside");
+	assert_stream(r, ASP_STDOUT, "beside\n", 7);
+	asp_exec_result_free(r);
+	for (i = 0; i < N; i++) {
+		snprintf(line, sizeof(line), "proc %d\n", i);
+		write_ok(p[i], line);
+		out = read_until(p[i], line, NULL);
+		ck_assert_str_eq(out, line);
+		free(out);
+		ck_assert_int_eq(asp_proc_close_stdin(p[i], NULL), ASP_OK);
+	}
+	for (i = 0; i < N; i++) {
+		r = wait_ok(p[i]);
+		assert_exited(r, 0);
+		asp_exec_result_free(r);
+		asp_proc_free(p[i]);
+	}
+	asp_close(sb);
+}
+END_TEST
+
 START_TEST(test_proc_kill_after_and_cancel)
 {
 	asp_sandbox *sb = sb_open(fx.config);
@@ -634,6 +682,7 @@ Suite *suite_proc(void)
 	tcase_add_test(tc, test_proc_pty);
 	tcase_add_test(tc, test_proc_pty_ctrl_c_sleep);
 	tcase_add_test(tc, test_proc_several_on_one_connection);
+	tcase_add_test(tc, test_proc_spread_over_connections);
 	tcase_add_test(tc, test_proc_hostile_input);
 	tcase_add_test(tc, test_proc_wait_any);
 	suite_add_tcase(s, tc);
