@@ -155,6 +155,14 @@ static int capture_flatten(capture *cp, unsigned char **out, size_t *len)
 /* ------------------------------------------------------------ the run */
 
 #define IO_BUF 65536
+/*
+ * Output is read into a buffer of READ_SMALL on the stack until a read fills
+ * it; only then does the run get its IO_BUF on the heap. A running command
+ * that says little (most: a thousand of them wait at once for asp.aio and
+ * Node) so costs no 64 KiB each. A small stack buffer is fine on FFI
+ * threads, whose stacks can be small (koffi's default is 128 KiB).
+ */
+#define READ_SMALL 4096
 #define ASP_EXEC_SCRIPT_MAX 32768u /* the wrapper script, all quoted: see asp__exec_run */
 #define ASP_INLINE_STDIN_MAX 4096u   /* well below a pipe's buffer: printf never waits */
 #define ASP_PRIME_SCRIPT_MAX 4096u /* a primed shell reads its script a byte at a time (the watchdog is in its boot) */
@@ -183,7 +191,7 @@ struct asp_run {
 	int nocwd;
 	/* stdin */
 	size_t stdin_off;
-	unsigned char *rbuf;    /* IO_BUF bytes for reading output (heap: FFI threads have small stacks) */
+	unsigned char *rbuf;    /* IO_BUF bytes for reading output, once a read filled READ_SMALL (below) */
 	unsigned char *fdbuf;   /* IO_BUF bytes of stdin_fd data not yet sent, when stdin_fd is used */
 	size_t fdbuf_len, fdbuf_off;
 	int fd_eof, eof_sent;
@@ -345,17 +353,22 @@ static void between_streams(int helper)
 
 static int read_streams(run *x, int *progress, asp_error *err)
 {
-	unsigned char *buf = x->rbuf;
+	unsigned char small[READ_SMALL];
 	int stream, rc;
 
 	for (stream = 0; stream < 2; stream++) {
 		for (;;) {
-			ssize_t n = libssh2_channel_read_ex(x->ch, stream, (char *)buf, IO_BUF);
+			unsigned char *buf = x->rbuf ? x->rbuf : small;
+			size_t cap = x->rbuf ? IO_BUF : sizeof(small);
+			ssize_t n = libssh2_channel_read_ex(x->ch, stream, (char *)buf, cap);
 			if (n == LIBSSH2_ERROR_EAGAIN || n == 0)
 				break;
 			if (n < 0)
 				return asp__ssh_error(x->c, (int)n, err, "reading command output");
 			*progress = 1;
+			/* A full small read: there is more to come; without the memory, go on small. */
+			if ((size_t)n == cap && !x->rbuf)
+				x->rbuf = asp__malloc(IO_BUF);
 			rc = stream == 0 ? take_stdout(x, buf, (size_t)n, err)
 					 : deliver(x, ASP_STDERR, buf, (size_t)n, err);
 			if (rc)
@@ -955,7 +968,7 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 		return rc;
 	}
 	if (!(x->r = asp__calloc(1, sizeof(*x->r))) || capture_init(&x->r->out[0], o->max_output) ||
-	    capture_init(&x->r->out[1], o->max_output) || !(x->rbuf = asp__malloc(IO_BUF)) ||
+	    capture_init(&x->r->out[1], o->max_output) ||
 	    (streams_fd(o) && !(x->fdbuf = asp__malloc(IO_BUF))) ||
 	    (primed.len && primed.len < ASP_PRIME_SCRIPT_MAX - 16 &&
 	     asp__prime_frame(&x->frame, (char *)primed.data, primed.len))) {

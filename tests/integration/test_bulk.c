@@ -1000,6 +1000,60 @@ START_TEST(test_bulk_idle_connection_holds_no_buffers)
 }
 END_TEST
 
+/*
+ * A running command that has said little holds no 64 KiB read buffer: a
+ * thousand of them wait at once behind asp.aio and Node's one waiter. 16
+ * commands running on 4 connections add less than 24 KiB of heap each (the
+ * buffer on the heap from the start made it 77 KiB); one that writes 1 MiB
+ * still comes back whole, read through the large buffer it then gets.
+ */
+START_TEST(test_bulk_quiet_commands_hold_no_read_buffer)
+{
+	enum { N = 16 };
+	asp_sandbox *sb = open_bulk(4, 0);
+	asp_proc *p[N];
+	asp_exec_result *r;
+	asp_error err = { 0 };
+	size_t before, after, len;
+	const unsigned char *out;
+	int rc;
+
+	ASSERT_OK(asp_sandbox_warm(sb, 4, NULL, &err), err, "asp_sandbox_warm");
+	asp_exec_result_free(run(sb, "true"));
+	before = heap_in_use();
+	for (int i = 0; i < N; i++) {
+		rc = asp_proc_start(&p[i], sb, "echo started; read -r x", NULL, &err);
+		ck_assert_msg(rc == ASP_OK, "asp_proc_start %d: %s: %s", i, asp_error_name(rc), err.message);
+	}
+	for (int i = 0; i < N; i++) {
+		char line[16];
+		size_t got = 0;
+		asp_stream st;
+		ASSERT_OK(asp_proc_read(&got, &st, p[i], line, sizeof(line), 20000, &err), err, "asp_proc_read");
+		ck_assert_msg(got == 8 && !memcmp(line, "started\n", 8), "proc %d said %zu bytes", i, got);
+	}
+	after = heap_in_use();
+	fprintf(stderr, "bulk: heap per running quiet command: %ld bytes\n",
+		((long)after - (long)before) / N);
+	ck_assert_msg(after < before + N * 24576u, "%d quiet commands hold %zu KiB of heap (%zu each)",
+		      N, (after - before) / 1024, (after - before) / N);
+	for (int i = 0; i < N; i++) {
+		ASSERT_OK(asp_proc_close_stdin(p[i], &err), err, "asp_proc_close_stdin");
+		ASSERT_OK(asp_proc_wait(&r, p[i], 20000, &err), err, "asp_proc_wait");
+		ck_assert_int_eq(asp_exec_result_exit_code(r), 1);
+		asp_exec_result_free(r);
+		asp_proc_free(p[i]);
+	}
+	r = run(sb, "head -c 1048576 /dev/zero | tr '\\0' x");
+	out = asp_exec_result_output(r, ASP_STDOUT, &len);
+	ck_assert_uint_eq(len, 1048576);
+	for (size_t k = 0; k < len; k++)
+		ck_assert_msg(out[k] == 'x', "byte %zu of 1 MiB is %d", k, out[k]);
+	asp_exec_result_free(r);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_bulk(void)
 {
 	TCase *slow;
@@ -1014,6 +1068,7 @@ Suite *suite_bulk(void)
 	tcase_add_test(tc, test_bulk_cancel_mid_write);
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
+	tcase_add_test(tc, test_bulk_quiet_commands_hold_no_read_buffer);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "bulk-slow", FIXTURE_CHECKED, setup, teardown, 240);
 	tcase_add_test(slow, test_bulk_sha256_both_ways);
