@@ -15,6 +15,7 @@
 #include "proc.h"
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@
 #define PROC_QUEUE_MAX (1u << 20) /* unread output before the command is made to wait */
 #define PROC_SLICE_MS 50u         /* longest wait before a look at what other calls took in */
 #define PROC_BUSY_MS 5u           /* asp_proc_wait_any: a look again after the connection was busy */
+#define PROC_QUIET_MS 1000u       /* asp_proc_wait_any: a look when nobody used the connection since */
 #define PROC_TERM_DEFAULT "xterm-256color"
 
 struct asp_proc {
@@ -57,6 +59,7 @@ struct asp_proc {
 	uint64_t any_timer;     /* its next timer then (0: none) */
 	short any_events;       /* what its socket was to be polled for */
 	int any_busy;           /* another call had its connection */
+	unsigned long any_uses; /* its connection's uses counter right after its own take */
 };
 
 static int queue_output(asp_stream stream, const unsigned char *d, size_t n, void *ud)
@@ -135,6 +138,7 @@ static int look(asp_proc *p, uint64_t deadline, want_fn want, struct pollfd *fd,
 		return 0;
 	if (rc)
 		return rc;
+	p->any_uses = atomic_load(&p->c->uses); /* ours: nobody else has it until we hand it back */
 	while (progress && !done) {
 		asp_error e;
 		progress = 0;
@@ -512,13 +516,26 @@ static int spoke(const struct pollfd *set, nfds_t n, int fd)
 /*
  * Under p->mu: whether asp_proc_wait_any must look at p now, from what its
  * last look saw. Else *until is lowered to when it must: a proc is looked
- * at at least every slice (another call on its connection may have taken
- * in its bytes, which no poll shows), when a timer of its run is due, and
- * a little after a look found its connection busy.
+ * at a slice after its connection was used by anyone else (who may have
+ * taken in its bytes, which no poll shows), when a timer of its run is due,
+ * a little after a look found its connection busy, and at least every
+ * PROC_QUIET_MS (a use that starts while the caller sleeps in poll is seen
+ * only at the next round). Its socket's poll covers the rest: a thousand
+ * quiet commands cost a thousand looks a second, not twenty thousand.
  */
+#ifdef ASP_TEST_HOOKS
+static _Atomic unsigned long stat_any_looks;
+
+unsigned long asp__proc_any_looks(void)
+{
+	return stat_any_looks;
+}
+#endif
+
 static int any_due(const asp_proc *p, uint64_t now, uint64_t *until)
 {
-	uint64_t at = p->any_looked + (p->any_busy ? PROC_BUSY_MS : PROC_SLICE_MS);
+	int used = atomic_load(&p->c->uses) != p->any_uses;
+	uint64_t at = p->any_looked + (p->any_busy ? PROC_BUSY_MS : used ? PROC_SLICE_MS : PROC_QUIET_MS);
 
 	if (p->any_timer && p->any_timer < at)
 		at = p->any_timer;
@@ -616,6 +633,7 @@ int asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeo
 				pthread_mutex_unlock(&p->mu);
 				continue;
 			}
+			ASP_TEST_COUNT(stat_any_looks);
 			was = p->waiting;
 			p->waiting = 1; /* as asp_proc_wait: output nobody reads goes to the result */
 			rc = look(p, now + 1, ended, &pf, &pnext);

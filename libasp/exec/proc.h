@@ -19,4 +19,9 @@
 int asp__proc_start(asp_proc **out, asp_pool *pool, asp_conn *c, const char *command, const char *cwd,
 		    const asp_proc_options *opts, int *started, asp_error *err);
 
+#ifdef ASP_TEST_HOOKS
+/* Tests: how many looks asp_proc_wait_any has made at its commands, in this process. */
+unsigned long asp__proc_any_looks(void);
+#endif
+
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -646,6 +647,7 @@ int asp__conn_check_idle(asp_conn *c)
 	 * answered and a close is seen; then look at what is left.
 	 */
 	if (c->sftp.chan) {
+		atomic_fetch_add(&c->uses, 1);
 		n = libssh2_channel_read(c->sftp.chan, &b, 0);
 		/* A server's ChannelTimeout closes the SFTP channel but keeps the TCP stream. */
 		if ((n < 0 && n != LIBSSH2_ERROR_EAGAIN) || libssh2_channel_eof(c->sftp.chan)) {
@@ -678,12 +680,18 @@ int asp__conn_keepalive(asp_conn *c)
 	 * would hide a closed stream from asp__conn_check_idle's peek.
 	 */
 	libssh2_keepalive_config(c->session, 0, (unsigned int)(asp__ssh_keepalive_ms(c) / 1000));
+	atomic_fetch_add(&c->uses, 1);
 	rc = libssh2_keepalive_send(c->session, &next);
 	if (rc && rc != LIBSSH2_ERROR_EAGAIN) {
 		c->dead = 1;
 		return ASP_ECONNLOST;
 	}
 	return 0;
+}
+
+void asp__conn_taken(asp_conn *c)
+{
+	atomic_fetch_add(&c->uses, 1);
 }
 
 uint64_t asp__conn_last_used(const asp_conn *c)

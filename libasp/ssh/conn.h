@@ -69,6 +69,8 @@ int asp__conn_keepalive(asp_conn *c);
 
 /* When the connection was last used (asp__now_ms clock). */
 uint64_t asp__conn_last_used(const asp_conn *c);
+/* c is taken out of the pool for a call: bumps its uses counter (ssh.h). */
+void asp__conn_taken(asp_conn *c);
 void asp__conn_touch(asp_conn *c);
 
 /* Which ways file calls on c took since the last take (ASP_ROUTE_* bits, log.h), for the trace; clears them. */

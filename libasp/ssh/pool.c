@@ -379,6 +379,7 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			if (asp__conn_check_idle(c)) {
 				pthread_mutex_unlock(&p->mu);
 				atomic_fetch_add(&p->takes, 1);
+				asp__conn_taken(c);
 				*out = c;
 				return 0;
 			}
@@ -494,6 +495,7 @@ int asp__pool_take(asp_pool *p, asp_conn *c, uint64_t deadline)
 			p->nidle--;
 			pthread_mutex_unlock(&p->mu);
 			atomic_fetch_add(&p->takes, 1);
+			asp__conn_taken(c);
 			return 0;
 		}
 		if (deadline && asp__now_ms() >= deadline) {

@@ -123,6 +123,13 @@ struct asp_conn {
 	_Atomic int *no_sftp;     /* asp_conn_params.no_sftp */
 	const struct asp_conn_params *params; /* what it was opened with (the handle's): for a side connection */
 	int dead;
+	/*
+	 * Bumped at each use of the session by anyone (a pool take, the
+	 * maintenance thread's idle check and keepalive): libssh2 may then have
+	 * taken in bytes of any of its channels, which a poll of the socket no
+	 * longer shows (asp_proc_wait_any looks at its commands only then).
+	 */
+	_Atomic unsigned long uses;
 	unsigned int routes;      /* ASP_ROUTE_* bits (log.h) since asp__conn_routes_take (the trace) */
 	int alloc_failed;         /* an allocation inside libssh2 failed: the session is not trusted again */
 	unsigned char *kex_capture; /* during the handshake: the server's first bytes, up to its KEXINIT */

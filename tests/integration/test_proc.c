@@ -20,6 +20,7 @@
 #include "asp.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
+#include "proc.h"
 #include "tiers.h"
 
 static fx_sshd fx;
@@ -592,6 +593,65 @@ START_TEST(test_proc_wait_any)
 }
 END_TEST
 
+/*
+ * Quiet commands whose connections nobody else uses are looked at when their
+ * socket speaks or once a second, not every 50 ms slice: 8 running `sleep`
+ * on 2 handles, 2.5 s of asp_proc_wait_any, fewer than 8 looks each (a look
+ * every slice made about 50 each). Then an exec on one of the connections:
+ * the commands still end and are named (their bytes may be in libssh2 after
+ * that exec's reads, which a poll does not show: a look a slice later does).
+ */
+START_TEST(test_proc_wait_any_quiet)
+{
+	enum { N = 8 };
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_sandbox *sb[2];
+	asp_proc *p[N];
+	asp_exec_result *r;
+	unsigned long looks;
+	size_t k;
+	int i, rc;
+
+	oo.config_path = fx.config;
+	oo.max_connections = 4;
+	test_open_options(&oo);
+	for (i = 0; i < 2; i++) {
+		sb[i] = sb_open_opts(&oo);
+		ck_assert_int_eq(asp_sandbox_warm(sb[i], 4, NULL, NULL), ASP_OK);
+	}
+	for (i = 0; i < N; i++) {
+		p[i] = start(sb[i % 2], i < N / 2 ? "sleep 4" : "sleep 5; echo late", NULL);
+		ck_assert_int_eq(asp_proc_close_stdin(p[i], NULL), ASP_OK);
+	}
+	looks = asp__proc_any_looks();
+	rc = wait_any(&k, p, N, 2500, NULL);
+	ck_assert_msg(rc == ASP_ETIMEOUT, "wait_any: %s", asp_error_name(rc));
+	looks = asp__proc_any_looks() - looks;
+	fprintf(stderr, "proc: %lu looks at %d quiet commands in 2.5 s\n", looks, N);
+	ck_assert_msg(looks >= N, "%lu looks: not even the first look at each", looks);
+	ck_assert_msg(looks < 8 * N, "%lu looks at %d quiet commands in 2.5 s (a look every slice)", looks, N);
+	r = run(sb[0], "echo beside");
+	assert_stream(r, ASP_STDOUT, "beside\n", 7);
+	asp_exec_result_free(r);
+	for (i = 0; i < N; i++) {
+		k = N;
+		ck_assert_int_eq(wait_any(&k, p, N, (int)hang_ms(), NULL), ASP_OK);
+		ck_assert_uint_lt(k, N);
+		ck_assert_int_eq(asp_proc_wait(&r, p[k], 0, NULL), ASP_OK);
+		assert_exited(r, 0);
+		if (k < N / 2)
+			assert_stream(r, ASP_STDOUT, "", 0);
+		else
+			assert_stream(r, ASP_STDOUT, "late\n", 5);
+		asp_exec_result_free(r);
+		asp_proc_free(p[k]);
+		p[k] = NULL;
+	}
+	for (i = 0; i < 2; i++)
+		asp_close(sb[i]);
+}
+END_TEST
+
 START_TEST(test_proc_hostile_input)
 {
 	asp_sandbox *sb = sb_open(fx.config);
@@ -685,6 +745,7 @@ Suite *suite_proc(void)
 	tcase_add_test(tc, test_proc_spread_over_connections);
 	tcase_add_test(tc, test_proc_hostile_input);
 	tcase_add_test(tc, test_proc_wait_any);
+	tcase_add_test(tc, test_proc_wait_any_quiet);
 	suite_add_tcase(s, tc);
 
 	tc = slow_case(s, "proc-slow", FIXTURE_UNCHECKED, proc_setup, proc_teardown, 90);
