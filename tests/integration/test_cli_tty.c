@@ -275,14 +275,20 @@ START_TEST(test_tty_ctrl_c)
 }
 END_TEST
 
-/* A remote trap proves Ctrl-C went as a byte: a local cancel would have sent SIGTERM (status 130 too). */
+/*
+ * A remote trap proves Ctrl-C went as a byte: a local cancel would have sent SIGTERM (status 130 too).
+ * The shell waits in short sleeps, not in `read`: a shell only notes a signal in its handler and runs
+ * the trap at its next command, so a SIGINT that lands after "ready" but before the shell blocks in
+ * read(2) (the shell off the CPU there, as on a loaded machine) left it reading for good, the trap
+ * never run. A sleep ends, and the trap runs after it.
+ */
 START_TEST(test_tty_ctrl_c_is_a_byte)
 {
 	char *err;
 	term t;
 	int status;
 
-	spawn_tty(&t, ARGS("--tty", "trap 'echo got-int; exit 9' INT; echo ready; while :; do read -r x; done"),
+	spawn_tty(&t, ARGS("--tty", "trap 'echo got-int; exit 9' INT; echo ready; while :; do sleep 0.2; done"),
 		  24, 80, "xterm");
 	wait_output(&t, "ready");
 	wait_raw(&t);
