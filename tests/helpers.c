@@ -65,6 +65,8 @@ asp_sandbox *sb_open_opts(const asp_open_options *o)
 	asp_error e = { 0 };
 	int rc = asp_open(&sb, o, &e);
 
+	if (rc == ASP_ECONNECT)
+		fx_sshd_report(); /* why the server did not answer */
 	ck_assert_msg(rc == ASP_OK, "asp_open(%s): %s: %s", o->config_path ? o->config_path : "NULL",
 		      asp_error_name(rc), e.message);
 	ck_assert_ptr_nonnull(sb);
