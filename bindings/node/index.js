@@ -1737,6 +1737,37 @@ class Sandbox {
 
 /* ------------------------------------------------------------ module API */
 
+/*
+ * Opens (a TCP connect and an SSH handshake: from milliseconds to seconds
+ * when a server is busy) take at most half of libuv's pool at once; the rest
+ * wait here, in order, holding no thread. libuv serves its queue in order,
+ * so 500 opens queued at once made every later call wait behind all of them:
+ * an exec on a sandbox already open waited for the 500th handshake to start.
+ */
+const openQueue = [];
+let opensRunning = 0;
+
+function opensAtOnce() {
+	const size = Number(process.env.UV_THREADPOOL_SIZE) || THREADPOOL_SIZE;
+	return Math.max(1, Math.floor(size / 2));
+}
+
+async function openTurn() {
+	if (opensRunning < opensAtOnce()) {
+		opensRunning++;
+		return;
+	}
+	await new Promise((resolve) => openQueue.push(resolve));
+}
+
+function openDone() {
+	const next = openQueue.shift();
+	if (next)
+		next();
+	else
+		opensRunning--;
+}
+
 sizeThreadPool();
 
 function fileTransport(v) {
@@ -1772,7 +1803,13 @@ async function open(opts = {}) {
 	};
 	const out = [null];
 	const err = newErr();
-	const rc = await callAsync(lib.open, out, o, err);
+	await openTurn();
+	let rc;
+	try {
+		rc = await callAsync(lib.open, out, o, err);
+	} finally {
+		openDone();
+	}
 	if (rc)
 		throw errorFrom(rc, err);
 	return new Sandbox(out[0], o.max_connections);

@@ -70,6 +70,45 @@ describe('libuv thread pool', () => {
 		assert.deepEqual([...codes].sort(), [0, 0, 0, 0, 1, 1, 1, 1]);
 	});
 
+	/*
+	 * Opens take at most half the pool: 8 opens of a server that accepts and
+	 * never speaks (each ends at its connectTimeout) are started first, then
+	 * an exec on a sandbox already open, with a pool of 4. The exec ends
+	 * first; with every open let into libuv's queue, it waited behind them.
+	 */
+	it('opens take at most half the pool: a later exec does not wait behind them', async () => {
+		const script = `
+			const asp = require(${JSON.stringify(path.resolve(__dirname, '..'))});
+			const fs = require('node:fs');
+			const net = require('node:net');
+			(async () => {
+				const held = [];
+				const silent = net.createServer((s) => held.push(s));
+				await new Promise((r) => silent.listen(0, '127.0.0.1', r));
+				const cfg = JSON.parse(fs.readFileSync(process.argv[1], 'utf8'));
+				cfg.connection.port = silent.address().port;
+				const sb = await asp.open({ config: process.argv[1] });
+				const order = [];
+				const stalls = Array.from({ length: 8 }, () =>
+					asp.open({ configText: JSON.stringify(cfg), connectTimeout: 3000 })
+						.then(() => order.push('opened'), (e) => order.push(e.code)));
+				const ex = sb.exec('echo hi').then((r) => order.push('exec ' + r.stdout.toString().trim()));
+				await Promise.all([...stalls, ex]);
+				await sb.close();
+				held.forEach((s) => s.destroy());
+				silent.close();
+				process.stdout.write(JSON.stringify(order));
+			})().catch((e) => { console.error(e); process.exit(2); });`;
+		const env = { ...process.env, UV_THREADPOOL_SIZE: '4' };
+		const order = await new Promise((resolve, reject) => {
+			execFile(process.execPath, ['-e', script, fx.config], { env, timeout: 120_000 }, (err, stdout, stderr) =>
+				(err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(JSON.parse(stdout))));
+		});
+		assert.equal(order.length, 9, JSON.stringify(order));
+		assert.equal(order[0], 'exec hi', JSON.stringify(order));
+		assert.ok(order.slice(1).every((c) => c === 'ASP_ECONNECT' || c === 'ASP_ETIMEOUT'), JSON.stringify(order));
+	});
+
 	/* With the same control's pool cut to 2, plain execs on 3 handles still all meet. */
 	it('12 plain execs on 3 handles run at once with 2 threads in the pool', async () => {
 		const codes = await rendezvous('arrived-waited', 10, 2, { n: 12, handles: 3, held: false });
