@@ -319,6 +319,20 @@ START_TEST(test_proc_pty_ctrl_c_sleep)
 }
 END_TEST
 
+/* End each of n `cat`s: stdin closed, exit 0 waited for, freed. */
+static void end_all(asp_proc **p, int n)
+{
+	for (int i = 0; i < n; i++) {
+		asp_exec_result *r;
+
+		ck_assert_int_eq(asp_proc_close_stdin(p[i], NULL), ASP_OK);
+		r = wait_ok(p[i]);
+		assert_exited(r, 0);
+		asp_exec_result_free(r);
+		asp_proc_free(p[i]);
+	}
+}
+
 START_TEST(test_proc_several_on_one_connection)
 {
 	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
@@ -350,13 +364,7 @@ START_TEST(test_proc_several_on_one_connection)
 	r = run(sb, "echo again");
 	assert_stream(r, ASP_STDOUT, "again\n", 6);
 	asp_exec_result_free(r);
-	for (i = 0; i < 3; i++) {
-		ck_assert_int_eq(asp_proc_close_stdin(p[i], NULL), ASP_OK);
-		r = wait_ok(p[i]);
-		assert_exited(r, 0);
-		asp_exec_result_free(r);
-		asp_proc_free(p[i]);
-	}
+	end_all(p, 3);
 	asp_close(sb);
 }
 END_TEST
@@ -397,14 +405,8 @@ START_TEST(test_proc_spread_over_connections)
 		out = read_until(p[i], line, NULL);
 		ck_assert_str_eq(out, line);
 		free(out);
-		ck_assert_int_eq(asp_proc_close_stdin(p[i], NULL), ASP_OK);
 	}
-	for (i = 0; i < N; i++) {
-		r = wait_ok(p[i]);
-		assert_exited(r, 0);
-		asp_exec_result_free(r);
-		asp_proc_free(p[i]);
-	}
+	end_all(p, N);
 	asp_close(sb);
 }
 END_TEST
