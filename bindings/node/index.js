@@ -1062,6 +1062,25 @@ function checkKeys(what, opts) {
 	}
 }
 
+/*
+ * { token, onAbort }: an asp_cancel that signal's abort triggers (its
+ * listener added), or nulls without a signal. The caller removes the
+ * listener and frees the token.
+ */
+function signalToken(signal) {
+	if (!signal)
+		return { token: null, onAbort: null };
+	const out = [null];
+	const err = newErr();
+	const rc = lib.cancelNew(out, err);
+	if (rc)
+		throw errorFrom(rc, err);
+	const token = out[0];
+	const onAbort = () => lib.cancelTrigger(token);
+	signal.addEventListener('abort', onAbort, { once: true });
+	return { token, onAbort };
+}
+
 /* A file call's { signal, timeout }, checked before the call starts. */
 function callSpec(what, opts) {
 	if (opts === null || typeof opts !== 'object')
@@ -1085,16 +1104,7 @@ async function withCall(spec, fn) {
 	let token = null;
 	let onAbort = null;
 	try {
-		if (spec.signal) {
-			const out = [null];
-			const err = newErr();
-			const rc = lib.cancelNew(out, err);
-			if (rc)
-				throw errorFrom(rc, err);
-			token = out[0];
-			onAbort = () => lib.cancelTrigger(token);
-			spec.signal.addEventListener('abort', onAbort, { once: true });
-		}
+		({ token, onAbort } = signalToken(spec.signal));
 		return await fn({ version: CALL_OPTIONS_VERSION, cancel: token, timeout_ms: spec.timeout });
 	} finally {
 		if (onAbort)
@@ -1289,15 +1299,7 @@ class Sandbox {
 		let onAbort = null;
 		try {
 			const err = newErr();
-			if (o.signal) {
-				const t = [null];
-				const rc = lib.cancelNew(t, err);
-				if (rc)
-					throw errorFrom(rc, err);
-				token = t[0];
-				onAbort = () => lib.cancelTrigger(token);
-				o.signal.addEventListener('abort', onAbort, { once: true });
-			}
+			({ token, onAbort } = signalToken(o.signal));
 			const po = {
 				version: PROC_OPTIONS_VERSION,
 				call: { version: 0, cancel: token, timeout_ms: 0 },
@@ -1538,15 +1540,7 @@ class Sandbox {
 			const err = newErr();
 			let ok = false;
 			try {
-				if (signal) {
-					const t = [null];
-					const rc = lib.cancelNew(t, err);
-					if (rc)
-						throw errorFrom(rc, err);
-					token = t[0];
-					onAbort = () => lib.cancelTrigger(token);
-					signal.addEventListener('abort', onAbort, { once: true });
-				}
+				({ token, onAbort } = signalToken(signal));
 				const o = {
 					version: PROC_OPTIONS_VERSION,
 					call: { version: 0, cancel: token, timeout_ms: deadline },
