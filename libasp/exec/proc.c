@@ -513,6 +513,15 @@ static int spoke(const struct pollfd *set, nfds_t n, int fd)
 	return hit && hit->revents;
 }
 
+#ifdef ASP_TEST_HOOKS
+static _Atomic unsigned long stat_any_looks;
+
+unsigned long asp__proc_any_looks(void)
+{
+	return stat_any_looks;
+}
+#endif
+
 /*
  * Under p->mu: whether asp_proc_wait_any must look at p now, from what its
  * last look saw. Else *until is lowered to when it must: a proc is looked
@@ -523,15 +532,6 @@ static int spoke(const struct pollfd *set, nfds_t n, int fd)
  * only at the next round). Its socket's poll covers the rest: a thousand
  * quiet commands cost a thousand looks a second, not twenty thousand.
  */
-#ifdef ASP_TEST_HOOKS
-static _Atomic unsigned long stat_any_looks;
-
-unsigned long asp__proc_any_looks(void)
-{
-	return stat_any_looks;
-}
-#endif
-
 static int any_due(const asp_proc *p, uint64_t now, uint64_t *until)
 {
 	int used = atomic_load(&p->c->uses) != p->any_uses;
