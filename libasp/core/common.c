@@ -157,6 +157,36 @@ void asp__mem_fill_hint(void *p, size_t n)
 #endif
 }
 
+static int page_is_zero(const unsigned char *p, size_t n)
+{
+	return !p[0] && !memcmp(p, p + 1, n - 1); /* every byte equals the next, the first is 0 */
+}
+
+/*
+ * Give back to the kernel the whole pages of [p, p + n) that hold only
+ * zeros. Private anonymous memory, which malloc's is, reads as zeros again
+ * where advised MADV_DONTNEED, so nothing changes but the resident size,
+ * until a page is written again. For a block made zeroed and mostly left
+ * so: libssh2 1.10's session is 58 KiB, 50 of them two packet buffers that
+ * it writes only as far as its packets reach (docs/ARCHITECTURE.md, "Memory
+ * per connection"). Advice only: an error changes nothing.
+ */
+void asp__mem_release_zeros(void *p, size_t n)
+{
+	const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)p + ps - 1) & ~(ps - 1), e = ((uintptr_t)p + n) & ~(ps - 1);
+
+	while (a < e) { /* a run of zero pages from a, then the page that ends it */
+		uintptr_t z = a;
+
+		while (z < e && page_is_zero((const unsigned char *)z, ps))
+			z += ps;
+		if (z > a)
+			(void)madvise((void *)a, z - a, MADV_DONTNEED);
+		a = z + ps;
+	}
+}
+
 char *asp__strndup(const char *s, size_t n)
 {
 	char *d = asp__malloc(n + 1);

@@ -49,6 +49,8 @@ void *asp__realloc(void *p, size_t n);
 /* Buffers of at least this many bytes get asp__mem_fill_hint's advice. */
 #define ASP_MEM_LARGE ((size_t)4 << 20)
 void asp__mem_fill_hint(void *p, size_t n);
+/* Release the pages of a block that hold only zeros (they read as zeros again). */
+void asp__mem_release_zeros(void *p, size_t n);
 char *asp__strdup(const char *s);
 char *asp__strndup(const char *s, size_t n);
 /* printf into a new string; NULL on allocation failure. */

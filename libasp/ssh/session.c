@@ -309,8 +309,12 @@ LIBSSH2_SESSION *asp__ssh_session_new(asp_conn *c)
 	c->ssh_blocks.prev = c->ssh_blocks.next = &c->ssh_blocks;
 	session = libssh2_session_init_ex(ssh_alloc, ssh_free, ssh_realloc, c);
 
-	if (session)
+	if (session) {
 		set_io_callbacks(session);
+		/* Most of it is packet buffers, zero until packets reach that far. */
+		if (block_data(c->ssh_blocks.next) == (void *)session)
+			asp__mem_release_zeros(session, block_size(c->ssh_blocks.next));
+	}
 	/* Optional: without it an algorithm mismatch is reported as libssh2 words it. */
 	/*
 	 * It starts small and grows to at most ASP_KEXINIT_CAPTURE_MAX: a banner and

@@ -1,7 +1,8 @@
 /*
  * test_mem.c - buffers sized once (asp__buf_reserve) and the huge-page
  * advice large ones get (asp__mem_fill_hint), read back from the kernel's
- * own account of this process's mappings (/proc/self/smaps, "VmFlags: hg").
+ * own account of this process's mappings (/proc/self/smaps, "VmFlags: hg"),
+ * and the zero pages asp__mem_release_zeros gives back (mincore).
  */
 #include <check.h>
 #include <stdint.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "common.h"
 
@@ -99,6 +101,51 @@ START_TEST(test_large_reserve_asks_for_huge_pages)
 }
 END_TEST
 
+/* 1 when the page that holds addr is in memory (mincore). */
+static int resident(const void *addr)
+{
+	const uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+	unsigned char v = 0;
+
+	ck_assert_int_eq(mincore((void *)((uintptr_t)addr & ~(ps - 1)), ps, &v), 0);
+	return v & 1;
+}
+
+/*
+ * A block of 12 pages starting mid-page, all written (in memory), zeros
+ * but a byte in page 3 and the first and last bytes of the block: the
+ * zero pages wholly inside it leave memory, the others stay, and every
+ * byte reads as before. The control: the same block unreleased stays.
+ */
+START_TEST(test_release_zeros_keeps_every_byte)
+{
+	const size_t ps = (size_t)sysconf(_SC_PAGESIZE), n = 12 * ps;
+	unsigned char *map = mmap(NULL, 14 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned char *b;
+
+	ck_assert_ptr_ne(map, MAP_FAILED);
+	b = map + ps / 2;
+	memset(map, 0, 14 * ps);
+	b[0] = 1;
+	b[3 * ps] = 2;
+	b[n - 1] = 3;
+	for (size_t i = 0; i < 14; i++)
+		ck_assert_msg(resident(map + i * ps), "page %zu of the control is not in memory", i);
+	asp__mem_release_zeros(b, n);
+	/* Pages of the mapping: 0 holds b[0], 3 b[3 * ps], 12 b[n - 1]; 1-2 and 4-11 are zeros. */
+	for (size_t i = 0; i < 14; i++) {
+		int keep = i == 0 || i == 3 || i >= 12;
+		ck_assert_msg(resident(map + i * ps) == keep, "page %zu: %s", i,
+			      keep ? "released, but it holds data or lies partly outside the block"
+				   : "still in memory, though all zeros inside the block");
+	}
+	for (size_t i = 0; i < n; i++)
+		ck_assert_msg(b[i] == (i == 0 ? 1 : i == 3 * ps ? 2 : i == n - 1 ? 3 : 0),
+			      "byte %zu reads %d", i, b[i]);
+	munmap(map, 14 * ps);
+}
+END_TEST
+
 Suite *suite_mem(void)
 {
 	Suite *s = suite_create("mem");
@@ -106,6 +153,7 @@ Suite *suite_mem(void)
 
 	tcase_add_test(tc, test_reserve_sizes_once);
 	tcase_add_test(tc, test_large_reserve_asks_for_huge_pages);
+	tcase_add_test(tc, test_release_zeros_keeps_every_byte);
 	suite_add_tcase(s, tc);
 	return s;
 }
