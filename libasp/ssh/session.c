@@ -153,12 +153,18 @@ static size_t block_size(asp_ssh_block *b)
 	return malloc_usable_size(b) - sizeof(*b);
 }
 
-/* Unlink b, wipe and free it. */
-static void block_free(asp_ssh_block *b)
+/*
+ * Unlink b, wipe and free it. release: b is the session's own block, whose
+ * wiped pages go back to the kernel (asp__mem_release_zeros): freed, 58 KiB
+ * of the wipe's zeros would stay resident until malloc hands it out again.
+ */
+static void block_free(asp_ssh_block *b, int release)
 {
 	b->prev->next = b->next;
 	b->next->prev = b->prev;
 	OPENSSL_cleanse(b, malloc_usable_size(b));
+	if (release)
+		asp__mem_release_zeros(b, malloc_usable_size(b));
 	asp__free(b);
 	ASP_TEST_ADD(stat_live, -1);
 }
@@ -187,9 +193,10 @@ static LIBSSH2_ALLOC_FUNC(ssh_alloc)
  */
 static LIBSSH2_FREE_FUNC(ssh_free)
 {
-	(void)abstract;
+	asp_conn *c = *abstract;
+
 	if (ptr)
-		block_free(data_block(ptr));
+		block_free(data_block(ptr), ptr == (void *)c->session);
 }
 
 /* A move by realloc() would leave the old block unwiped: move it ourselves. */
@@ -339,7 +346,7 @@ void asp__ssh_session_free(asp_conn *c)
 		;
 	c->session = NULL;
 	while (c->ssh_blocks.next != &c->ssh_blocks) {
-		block_free(c->ssh_blocks.next);
+		block_free(c->ssh_blocks.next, 0);
 		ASP_TEST_COUNT(stat_reclaimed);
 	}
 }
