@@ -737,14 +737,6 @@ static uint64_t probe(asp_sandbox *sb)
 	return ticks * 10;
 }
 
-/*
- * After a pause, the call's end primes a shell, and the next command runs
- * on it: its shell started after the call before it had ended (never during
- * it), its stdin starts right after its script, the loop's variables are
- * gone, its exit code comes through. A call that ends in between (a write)
- * makes the primed shell stale: the next command runs on a shell started
- * after that call. Calls without a pause prime nothing.
- */
 /* A file call after a pause primes nothing; a command after the same pause does. */
 START_TEST(test_warm_file_call_primes_nothing)
 {
@@ -773,12 +765,20 @@ START_TEST(test_warm_file_call_primes_nothing)
 }
 END_TEST
 
+/*
+ * After a pause, the call's end primes a shell, and the next command runs
+ * on it: its shell started after the call before it had ended (never during
+ * it), its stdin starts right after its script, the loop's variables are
+ * gone, its exit code comes through. A call that ends in between (a write)
+ * makes the primed shell stale: the next command runs on a shell started
+ * after that call. Calls without a pause prime nothing.
+ */
 START_TEST(test_warm_primed_shell_after_pause)
 {
 	asp_exec_stats s0, s1;
 	asp_error e = { 0 };
 	asp_sandbox *sb;
-	uint64_t ended, started;
+	uint64_t begun, started;
 
 	server_up(NULL);
 	sb = sb_open(fx.config);
@@ -789,9 +789,13 @@ START_TEST(test_warm_primed_shell_after_pause)
 	ck_assert_msg(s1.primed == s0.primed, "calls without a pause primed %lu shells",
 		      s1.primed - s0.primed);
 	fx_sleep_ms(300);
-	/* A call after a pause, busy for 500 ms: a shell primed during it would start too early. */
+	/*
+	 * A call after a pause, busy for 500 ms: a shell primed during it would
+	 * start too early. Its sleep ends 500 ms or more after `begun`; both
+	 * clocks count in 10 ms ticks, rounded down.
+	 */
+	begun = uptime_ms();
 	expect_stdout(sb, "sleep 0.5", "");
-	ended = uptime_ms();
 	s1 = stats();
 	ck_assert_msg(s1.primed == s0.primed + 1, "a call after a pause primed %lu shells",
 		      s1.primed - s0.primed);
@@ -801,8 +805,9 @@ START_TEST(test_warm_primed_shell_after_pause)
 	s1 = stats();
 	ck_assert_msg(s1.primed_used == s0.primed_used + 1, "the command after a pause did not run on "
 		      "the primed shell (used %lu)", s1.primed_used - s0.primed_used);
-	ck_assert_msg(started + 50 >= ended, "the primed shell started at %llu ms, the call before it "
-		      "ended at %llu ms", (unsigned long long)started, (unsigned long long)ended);
+	ck_assert_msg(started + 20 >= begun + 500, "the primed shell started at %llu ms, during the "
+		      "call before it (begun at %llu ms, busy for 500 ms)", (unsigned long long)started,
+		      (unsigned long long)begun);
 	/*
 	 * The probe came after a pause too: its end primed a shell, which the
 	 * write makes stale (or uses, when the write takes the shell route: a
@@ -812,8 +817,8 @@ START_TEST(test_warm_primed_shell_after_pause)
 	ck_assert_uint_eq(s1.primed, s0.primed + 1);
 	asp__chan_prime_pause(60000);
 	fx_sleep_ms(300);
+	begun = uptime_ms();
 	ck_assert_int_eq(asp_write(sb, "primed.txt", "x", 1, NULL, &e), ASP_OK);
-	ended = uptime_ms();
 	s0 = stats();
 	started = probe(sb);
 	s1 = stats();
@@ -821,9 +826,9 @@ START_TEST(test_warm_primed_shell_after_pause)
 	ck_assert_msg(s1.primed_used == s0.primed_used && s1.primed == s0.primed,
 		      "the command after the write: %lu primed shells used, %lu primed",
 		      s1.primed_used - s0.primed_used, s1.primed - s0.primed);
-	ck_assert_msg(started + 50 >= ended, "the command after the write ran on a shell started at "
-		      "%llu ms, before the write ended (%llu ms)", (unsigned long long)started,
-		      (unsigned long long)ended);
+	ck_assert_msg(started + 20 >= begun, "the command after the write ran on a shell started at "
+		      "%llu ms, before the write began (%llu ms)", (unsigned long long)started,
+		      (unsigned long long)begun);
 	asp_close(sb);
 }
 END_TEST
