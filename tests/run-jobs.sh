@@ -10,10 +10,13 @@
 # (5 or so). At most N jobs run at once, and their weights add up to at
 # most W (default 12; a job heavier than W runs alone). Jobs start in the
 # order given, the first that fits first: put the longest first. Each job's output goes
-# to LOGDIR/NAME.log. As each ends, one line says ok or FAIL, its time, and
-# the test runner's own count when the log has one (check's "Checks: ...");
-# the logs of failed jobs are printed last, where a CI log's tail shows
-# them. The last line is "TITLE: N passed, N failed"; the exit status is 0
+# to LOGDIR/NAME.log. As each ends, one line says ok or FAIL, its time,
+# the test runner's own count when the log has one (check's "Checks: ..."),
+# and the processor time it and the children it waited for used (user +
+# system; a container engine's daemons are not its children); the logs of failed jobs are printed last, where a CI log's tail shows
+# them. Then the wall and the summed processor time ("TITLE: wall W s, cpu
+# C s": on a machine whose cores are all busy, C is what a change must cut),
+# and "TITLE: N passed, N failed"; the exit status is 0
 # only when every job passed and at least one ran.
 #
 # A job that runs longer than ASP_JOB_LIMIT seconds (default 1800) is
@@ -54,14 +57,15 @@ now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%6.1f", b - a }'; }
 
 declare -A pid_of=() start_of=() index_of=() pending=()
-passed=0 failed=0 failed_names=() busy=0
+passed=0 failed=0 failed_names=() busy=0 cpu_all=0
 t0=$(now)
 
 # One job. timeout(1) runs it in a process group of its own and signals the
 # whole group at the limit, so a hung test's children go too.
 start_job() {
 	local i=$1
-	timeout -k 10 "$limit" bash -c "${cmds[$i]}" </dev/null >"$logdir/${names[$i]}.log" 2>&1 &
+	timeout -k 10 "$limit" bash -c 'TIMEFORMAT="%U %S"; { time bash -c "$1" </dev/null >"$2" 2>&1; } 2>"$3"' \
+		_ "${cmds[$i]}" "$logdir/${names[$i]}.log" "$logdir/${names[$i]}.cpu" &
 	pid_of[$i]=$!
 	index_of[$!]=$i
 	start_of[$i]=$(now)
@@ -82,7 +86,7 @@ start_what_fits() {
 }
 
 finish_job() {
-	local i=$1 rc=$2 log="$logdir/${names[$1]}.log" what count
+	local i=$1 rc=$2 log="$logdir/${names[$1]}.log" what count cpu
 	count=$(grep -a -o '[0-9]*%: Checks: [0-9]*, Failures: [0-9]*, Errors: [0-9]*' "$log" |
 		awk -F'[:,] *' '{ c += $3; f += $5; e += $7 } END { if (NR) printf "checks %d, failures %d, errors %d", c, f, e }')
 	if [ "$rc" -eq 0 ]; then
@@ -94,8 +98,10 @@ finish_job() {
 		failed=$((failed + 1))
 		failed_names+=("$i")
 	fi
+	cpu=$(awk 'NF == 2 { printf "%.0f", $1 + $2 }' "$logdir/${names[$i]}.cpu" 2>/dev/null)
+	cpu_all=$((cpu_all + ${cpu:-0}))
 	printf '%-4s %s s  %s%s\n' "$what" "$(secs "${start_of[$i]}" "$(now)")" "${names[$i]}" \
-		"${count:+  ($count)}"
+		"${count:+  ($count)}${cpu:+  cpu $cpu s}"
 	unset "pid_of[$i]"
 	busy=$((busy - weights[i]))
 }
@@ -117,6 +123,6 @@ for i in "${failed_names[@]}"; do
 	echo "==== last 150 lines of $logdir/${names[$i]}.log"
 	tail -n 150 "$logdir/${names[$i]}.log"
 done
-echo "$title: wall $(secs "$t0" "$(now)") s"
+echo "$title: wall $(secs "$t0" "$(now)") s, cpu $cpu_all s"
 echo "$title: $passed passed, $failed failed"
 [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
