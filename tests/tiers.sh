@@ -10,7 +10,7 @@
 # job's time and a "N passed, N failed" line. The Makefile builds first: this script
 # only runs what is built.
 #
-#   check   = unit integration static fuzz-replay python node
+#   check   = python node unit integration static fuzz-replay
 #   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb
 #
 # Every test of the integration binary runs in exactly one of the two
@@ -184,14 +184,13 @@ group_valgrind() {
 }
 
 # Podman (with the kubernetes Pod and the isolation probes) and Docker end
-# to end, as two chains that go through the engines in opposite orders.
-# An engine never serves two runs at once: each run holds its engine's
-# lock (flock), so a chain that gets ahead waits for the other. All Podman
-# work shares one lock, so it sets the tier's floor: Podman runs once,
-# with the ASan+UBSan build (the same code as the plain one, instrumented),
-# and Docker runs twice, plain and instrumented. A plain Podman run and a
-# second run of the probes held that lock 7 to 12 minutes more on a loaded
-# machine, where the chain neared the 30-minute job limit.
+# to end, each once, with the ASan+UBSan build (the same code as the plain
+# one, instrumented). An engine never serves two runs at once: each run
+# holds its engine's lock (flock). All Podman work shares one lock, so it
+# sets the tier's floor. A plain Podman run and a second run of the probes
+# held that lock 7 to 12 minutes more on a loaded machine; a plain Docker
+# run, the same 19 tests again, kept containers starting for 10 minutes on
+# the tier's two busy cores, where every other job waited for processor time.
 engine_run() { # ENGINE BUILD [ENV...]: the provisioning tests of one engine, under its lock
 	local engine=$1 build=$2 probes=
 	shift 2
@@ -200,12 +199,11 @@ engine_run() { # ENGINE BUILD [ENV...]: the provisioning tests of one engine, un
 	     "ASF_PROVISION=$build/bin/asf-provision ./$build/tests/test-provision$probes'"
 }
 group_provision() {
-	job provision-podman-docker $W_SAN \
-		"$(engine_run podman "$SAN_BUILD" "$(san_env provision-podman)") && $(engine_run docker "$BUILD")"
+	job provision-podman $W_SAN "$(engine_run podman "$SAN_BUILD" "$(san_env provision-podman)")"
 	# Then mkrootfs.sh's agent profile in a Podman sandbox (it takes the Podman lock itself, for
 	# up only): as a job of its own it held one of the tier's job slots for 7 to 9 minutes
-	# while it waited for that lock, which the other chain holds until about here.
-	job provision-docker-podman $W_SAN \
+	# while it waited for that lock.
+	job provision-docker $W_SAN \
 		"$(engine_run docker "$SAN_BUILD" "$(san_env provision-docker)") && sh tests/provision/agent-profile.sh"
 }
 
@@ -228,7 +226,7 @@ group_deb() { job deb $W_CORE "BUILD=$BUILD sh tests/deb/test-deb.sh"; }
 
 expand() {
 	case $1 in
-	check) echo unit integration static fuzz-replay python node ;;
+	check) echo python node unit integration static fuzz-replay ;;
 	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb ;;
 	*) echo "$1" ;;
 	esac
