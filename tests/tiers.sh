@@ -10,7 +10,7 @@
 # job's time and a "N passed, N failed" line. The Makefile builds first: this script
 # only runs what is built.
 #
-#   check   = python node unit integration static fuzz-replay
+#   check   = unit integration static fuzz-replay python node
 #   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb
 #
 # Every test of the integration binary runs in exactly one of the two
@@ -226,7 +226,7 @@ group_deb() { job deb $W_CORE "BUILD=$BUILD sh tests/deb/test-deb.sh"; }
 
 expand() {
 	case $1 in
-	check) echo python node unit integration static fuzz-replay ;;
+	check) echo unit integration static fuzz-replay python node ;;
 	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb ;;
 	*) echo "$1" ;;
 	esac
