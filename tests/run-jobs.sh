@@ -13,11 +13,12 @@
 # to LOGDIR/NAME.log. As each ends, one line says ok or FAIL, its time,
 # the test runner's own count when the log has one (check's "Checks: ..."),
 # and the processor time it and the children it waited for used (user +
-# system; a container engine's daemons are not its children); the logs of failed jobs are printed last, where a CI log's tail shows
-# them. Then the wall and the summed processor time ("TITLE: wall W s, cpu
-# C s": on a machine whose cores are all busy, C is what a change must cut),
-# and "TITLE: N passed, N failed"; the exit status is 0
-# only when every job passed and at least one ran.
+# system; a container engine's daemons are not its children). The logs of
+# failed jobs are printed last, where a CI log's tail shows them; then the
+# wall and the summed processor time ("TITLE: wall W s, cpu C s": on a
+# machine whose cores are all busy, C is what a change must cut) and
+# "TITLE: N passed, N failed". The exit status is 0 only when every job
+# passed and at least one ran.
 #
 # A job that runs longer than ASP_JOB_LIMIT seconds (default 1800) is
 # stopped, with its process group, and fails: a hung test must not eat the

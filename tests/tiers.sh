@@ -189,8 +189,8 @@ group_valgrind() {
 # holds its engine's lock (flock). All Podman work shares one lock, so it
 # sets the tier's floor. A plain Podman run and a second run of the probes
 # held that lock 7 to 12 minutes more on a loaded machine; a plain Docker
-# run, the same 19 tests again, kept containers starting for 10 minutes on
-# the tier's two busy cores, where every other job waited for processor time.
+# run was the same 19 tests again, starting containers on the tier's two
+# busy cores, where every other job waits for processor time.
 engine_run() { # ENGINE BUILD [ENV...]: the provisioning tests of one engine, under its lock
 	local engine=$1 build=$2 probes=
 	shift 2
