@@ -156,8 +156,9 @@ describe('exec on the waiter', () => {
 			}
 			assert.equal(sshds.length, 2, 'the session sshd and its monitor');
 			assert.ok(!sshds.includes(fx.pid), 'not the listener');
+			assert.ok(sshds.every(alive), `sshd ${sshds} not alive before the kill`);
 			/*
-			 * Both were seen alive above. The monitor ends by itself once its
+			 * Both were seen alive just now. The monitor ends by itself once its
 			 * child is killed: on a busy machine it can be gone before its own
 			 * kill, which has then nothing left to do (ESRCH).
 			 */
