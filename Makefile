@@ -59,8 +59,8 @@ INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
 
 # Every target that is not a file, in one place.
 .PHONY: all lib tools tests check check-deep check-slow check-san check-valgrind check-alloc \
-        check-makefile check-fuzz-replay fuzz soak check-wipe check-python check-node \
-        check-node-binding check-node-pi check-provision \
+        check-makefile check-fuzz-replay fuzz fuzz-build fuzz-have-clang soak check-wipe \
+        check-python check-node check-node-binding check-node-pi check-provision \
         check-shfs check-routes check-build check-deep-build check-build-san alloc-build npm-deps \
         bench bench-smoke bench-build bench-bins install install-lib install-asp-exec \
         install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
@@ -279,16 +279,30 @@ FUZZ_RUNNER ?=
 check-fuzz-replay: $(FUZZ_REPLAY)
 	$(foreach t,$(FUZZ_TARGETS),$(FUZZ_RUNNER) ./$(BUILD)/fuzz/replay-$(t) $(FUZZ_CORPUS_$(t)) &&) true
 
-# Each run starts from the seeds (copied under their hashes, as libFuzzer
-# names its own finds) and keeps what it finds in $(FUZZ_BUILD)/corpus-TARGET.
-fuzz:
+# The fuzzers share one instrumented build of the library (FUZZ_OBJ; check-deep
+# builds them before its jobs start, which then only run them). Each run starts
+# from the seeds (copied under their hashes, as libFuzzer names its own finds)
+# and keeps what it finds in $(FUZZ_BUILD)/corpus-TARGET.
+FUZZ_CFLAGS := -std=c11 -D_GNU_SOURCE -DASP_TEST_HOOKS -g -O1 -Iinclude $(LIB_INC) $(DEP_CFLAGS)
+FUZZ_OBJ    := $(LIB_SRC:libasp/%.c=$(FUZZ_BUILD)/obj/%.o)
+
+fuzz-have-clang:
 	@command -v clang >/dev/null || { echo "fuzz: clang is missing (make deps installs it)"; exit 1; }
-	@mkdir -p $(FUZZ_BUILD)
+
+$(FUZZ_BUILD)/obj/%.o: libasp/%.c $(LIB_HDR) include/asp.h | fuzz-have-clang
+	@mkdir -p $(@D)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz-%: tests/fuzz/fuzz_%.c $(FUZZ_OBJ)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined -o $@ $< $(FUZZ_OBJ) $(DEP_LIBS)
+
+fuzz-build: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz-%)
+.SECONDARY: $(FUZZ_OBJ)
+
+fuzz: fuzz-build
 	$(foreach t,$(FUZZ_TARGETS),$(call fuzz_one,$(t)))
 
 define fuzz_one
-	clang -std=c11 -D_GNU_SOURCE -DASP_TEST_HOOKS -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude $(LIB_INC) \
-	    $(DEP_CFLAGS) -o $(FUZZ_BUILD)/fuzz-$(1) tests/fuzz/fuzz_$(1).c $(LIB_SRC) $(DEP_LIBS)
 	mkdir -p $(FUZZ_BUILD)/corpus-$(1)
 	n=0; for f in $$(find $(FUZZ_CORPUS_$(1)) -type f ! -name '*.expect'); do \
 	  cp "$$f" $(FUZZ_BUILD)/corpus-$(1)/$$(sha1sum < "$$f" | cut -c1-40) && n=$$((n + 1)); \
@@ -317,7 +331,7 @@ check: deps
 check-deep: deps
 	$(MAKE) -j2 check-build check-deep-build
 	$(MAKE) -j2 SAN=1 check-build-san
-	$(MAKE) alloc-build
+	$(MAKE) -j2 alloc-build fuzz-build
 	$(TIERS) deep
 
 # What the tiers run, built before any job starts (jobs never build, so
