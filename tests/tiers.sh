@@ -10,7 +10,7 @@
 # job's time and a "N passed, N failed" line. The Makefile builds first: this script
 # only runs what is built.
 #
-#   check   = unit integration static fuzz-replay python node
+#   check   = unit python node integration static fuzz-replay
 #   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb
 #
 # Every test of the integration binary runs in exactly one of the two
@@ -173,10 +173,14 @@ group_san() {
 }
 
 group_valgrind() {
-	local s
+	local s only
 	for s in $(order "$integ"); do
 		[[ " $VALGRIND_SKIP " == *" $s "* ]] && continue
-		job "valgrind-$s" $W_CORE "CK_TIMEOUT_MULTIPLIER=$VALGRIND_SLOWDOWN ASP_TEST_SUITE=$s $VALGRIND ./$BUILD/tests/test-integration"
+		# discover_race's race_cli case races asp-exec processes, which valgrind does not
+		# follow (plain and ASan run it): here it spun the racer for nothing.
+		only=
+		[ "$s" = discover_race ] && only="CK_RUN_CASE=race "
+		job "valgrind-$s" $W_CORE "${only}CK_TIMEOUT_MULTIPLIER=$VALGRIND_SLOWDOWN ASP_TEST_SUITE=$s $VALGRIND ./$BUILD/tests/test-integration"
 	done
 	job valgrind-unit $W_CORE "CK_FORK=no $VALGRIND ./$BUILD/tests/test-unit"
 	job valgrind-fuzz-replay $W_CORE "$MAKE_QUIET check-fuzz-replay FUZZ_RUNNER='$VALGRIND'"
@@ -226,7 +230,7 @@ group_deb() { job deb $W_CORE "BUILD=$BUILD sh tests/deb/test-deb.sh"; }
 
 expand() {
 	case $1 in
-	check) echo unit integration static fuzz-replay python node ;;
+	check) echo unit python node integration static fuzz-replay ;;
 	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb ;;
 	*) echo "$1" ;;
 	esac
