@@ -835,6 +835,7 @@ static void many(void)
 	bench_thread sampler, *th;
 	double c0, w0, wall, cpu, *col;
 	asp_sandbox *warm;
+	long rss0;
 
 	if (!f)
 		die("many needs configs=FILE");
@@ -855,6 +856,7 @@ static void many(void)
 	warm = open_sb(m.paths[0], 1, 0);
 	run_true(warm);
 	asp_close(warm);
+	rss0 = rss_kb();
 	bench_thread_start(&sampler, many_sampler, &m);
 	c0 = cpu_s();
 	w0 = now_ms();
@@ -869,8 +871,8 @@ static void many(void)
 	m.done = 1;
 	bench_thread_join(&sampler);
 	printf("{\"peer\": \"%s\", \"op\": \"many\", \"unit\": \"s\", \"n\": %ld, \"wall_s\": %.4f, "
-	       "\"cpu_s\": %.4f, \"peak_threads\": %ld, \"samples\": [%.4f], \"phases\": {",
-	       peer, n, wall, cpu, (long)m.peak_threads, wall);
+	       "\"cpu_s\": %.4f, \"peak_threads\": %ld, \"rss0_kb\": %ld, \"samples\": [%.4f], \"phases\": {",
+	       peer, n, wall, cpu, (long)m.peak_threads, rss0, wall);
 	for (int p = 0; p < MANY_PHASES; p++) {
 		for (long i = 0; i < n; i++)
 			col[i] = m.ms[i][p];

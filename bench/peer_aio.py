@@ -14,7 +14,7 @@ import asyncio
 import sys
 
 from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many, many_data, now_ms,
-                         small_data, verify, ws_file)
+                         rss_kb, small_data, verify, ws_file)
 
 try:
     import asp.aio
@@ -108,11 +108,12 @@ async def many():
         await sb.close()
         m["close"] = now_ms() - t
 
+    rss0 = rss_kb()
     peak = ThreadPeak()
     c0, w0 = cpu_s(), now_ms()
     await asyncio.gather(*(one(i) for i in range(n)))
     wall, cpu = (now_ms() - w0) / 1e3, cpu_s() - c0
-    emit_many(PEER, n, wall, cpu, peak.stop(), ms)
+    emit_many(PEER, n, wall, cpu, peak.stop(), ms, rss0)
 
 
 WORKLOADS = {"lat": lat, "conc": conc, "many": many}

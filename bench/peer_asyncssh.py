@@ -195,11 +195,12 @@ async def many():
         await conn.wait_closed()
         m["close"] = now_ms() - t
 
+    rss0 = rss_kb()
     peak = ThreadPeak()
     c0, w0 = cpu_s(), now_ms()
     await asyncio.gather(*(one(i) for i in range(n)))
     wall, cpu = (now_ms() - w0) / 1e3, cpu_s() - c0
-    emit_many(PEER, n, wall, cpu, peak.stop(), ms)
+    emit_many(PEER, n, wall, cpu, peak.stop(), ms, rss0)
 
 
 WORKLOADS = {"many": many, "lat": lat, "conc": conc, "bulk": bulk, "cold": cold, "scale_conns": scale_conns}

@@ -373,6 +373,7 @@ async function aspMain(w) {
 			await sb.close();
 			m.close = now() - t;
 		};
+		const rss0 = Math.round(process.memoryUsage().rss / 1024);
 		const c0 = cpu(), w0 = now();
 		await Promise.all(Array.from({ length: n }, (_, i) => one(i)));
 		const wall = (now() - w0) / 1e3, cp = cpu() - c0;
@@ -384,7 +385,7 @@ async function aspMain(w) {
 			phases[p] = [Math.round(col[n >> 1] * 100) / 100, Math.round(col[n - 1] * 100) / 100];
 		}
 		process.stdout.write(`${JSON.stringify({ peer: PEER, op: 'many', unit: 's', n, wall_s: wall, cpu_s: cp,
-			peak_threads: peak, samples: [wall], phases })}\n`);
+			peak_threads: peak, rss0_kb: rss0, samples: [wall], phases })}\n`);
 	} else if (w === 'cold') {
 		delete process.env.ASP_CONFIG;
 		const s = [];
