@@ -646,6 +646,8 @@ typedef struct many_ctx {
 	_Atomic long next;
 	_Atomic int done;
 	_Atomic long peak_threads;
+	_Atomic long live;         /* sandboxes from the start of their open to the end of their close */
+	_Atomic long peak_live;
 } many_ctx;
 
 static long threads_now(void)
@@ -696,6 +698,9 @@ static asp_sandbox *many_open(many_ctx *m, long i)
 	o.config_path = m->paths[i];
 	o.max_connections = 1;
 	o.connect_timeout_ms = SCALE_CONNECT_MS; /* as asyncssh's login_timeout, 120 s */
+	for (long live = ++m->live, peak = m->peak_live; live > peak;)
+		if (atomic_compare_exchange_weak(&m->peak_live, &peak, live))
+			break;
 	check(asp_open(&sb, &o, &e), &e, m->paths[i]);
 	m->ms[i][MANY_OPEN] = now_ms() - t;
 	return sb;
@@ -735,6 +740,7 @@ static void many_finish(many_ctx *m, long i, asp_sandbox *sb)
 	m->ms[i][MANY_READ] = now_ms() - t;
 	t = now_ms();
 	asp_close(sb);
+	m->live--;
 	m->ms[i][MANY_CLOSE] = now_ms() - t;
 }
 
@@ -871,8 +877,9 @@ static void many(void)
 	m.done = 1;
 	bench_thread_join(&sampler);
 	printf("{\"peer\": \"%s\", \"op\": \"many\", \"unit\": \"s\", \"n\": %ld, \"wall_s\": %.4f, "
-	       "\"cpu_s\": %.4f, \"peak_threads\": %ld, \"rss0_kb\": %ld, \"samples\": [%.4f], \"phases\": {",
-	       peer, n, wall, cpu, (long)m.peak_threads, rss0, wall);
+	       "\"cpu_s\": %.4f, \"peak_threads\": %ld, \"rss0_kb\": %ld, "
+	       "\"peak_open\": %ld, \"samples\": [%.4f], \"phases\": {",
+	       peer, n, wall, cpu, (long)m.peak_threads, rss0, (long)m.peak_live, wall);
 	for (int p = 0; p < MANY_PHASES; p++) {
 		for (long i = 0; i < n; i++)
 			col[i] = m.ms[i][p];

@@ -13,7 +13,7 @@ cannot be imported.
 import asyncio
 import sys
 
-from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many, many_data, now_ms,
+from peer_common import (ThreadPeak, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many, Live, many_data, now_ms,
                          rss_kb, small_data, verify, ws_file)
 
 try:
@@ -90,10 +90,12 @@ async def many():
     async with asp.aio.open(config=paths[0], max_connections=1) as sb:  # warm the library
         await run_true(sb)
     ms = [dict() for _ in range(n)]
+    live = Live()
 
     async def one(i):
         m, data = ms[i], many_data(i)
         t = now_ms()
+        live.up()
         sb = await asp.aio.open(config=paths[i], max_connections=1, connect_timeout=120)
         m["open"], t = now_ms() - t, now_ms()
         r = await sb.exec("sleep 1; echo %d" % i)
@@ -106,6 +108,7 @@ async def many():
             sys.exit("read %d: not what was written" % i)
         m["read"], t = now_ms() - t, now_ms()
         await sb.close()
+        live.down()
         m["close"] = now_ms() - t
 
     rss0 = rss_kb()
@@ -113,7 +116,7 @@ async def many():
     c0, w0 = cpu_s(), now_ms()
     await asyncio.gather(*(one(i) for i in range(n)))
     wall, cpu = (now_ms() - w0) / 1e3, cpu_s() - c0
-    emit_many(PEER, n, wall, cpu, peak.stop(), ms, rss0)
+    emit_many(PEER, n, wall, cpu, peak.stop(), ms, rss0, live.peak)
 
 
 WORKLOADS = {"lat": lat, "conc": conc, "many": many}

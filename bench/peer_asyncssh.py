@@ -15,7 +15,7 @@ import warnings
 warnings.filterwarnings("ignore")  # asyncssh imports deprecated ciphers on import
 import asyncssh  # noqa: E402
 
-from peer_common import (ThreadPeak, abg_rows, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many,  # noqa: E402
+from peer_common import (ThreadPeak, abg_rows, arg, arg_i, arg_list, atimed, cpu_s, emit, emit_many, Live,  # noqa: E402
                          emit_raw, many_data, now_ms, path, rss_kb, sizes_reps, small_data, verify, ws_file)
 
 PEER = arg("peer", "asyncssh")
@@ -172,10 +172,12 @@ async def many():
     warm.close()
     await warm.wait_closed()
     ms = [dict() for _ in range(n)]
+    live = Live()
 
     async def one(i):
         m, data, name = ms[i], many_data(i), path("m-%d.bin" % i)
         t = now_ms()
+        live.up()
         conn = await connect(ports[i % len(ports)])
         m["open"], t = now_ms() - t, now_ms()
         r = await conn.run("sleep 1; echo %d" % i, check=False)
@@ -193,6 +195,7 @@ async def many():
         sftp.exit()
         conn.close()
         await conn.wait_closed()
+        live.down()
         m["close"] = now_ms() - t
 
     rss0 = rss_kb()
@@ -200,7 +203,7 @@ async def many():
     c0, w0 = cpu_s(), now_ms()
     await asyncio.gather(*(one(i) for i in range(n)))
     wall, cpu = (now_ms() - w0) / 1e3, cpu_s() - c0
-    emit_many(PEER, n, wall, cpu, peak.stop(), ms, rss0)
+    emit_many(PEER, n, wall, cpu, peak.stop(), ms, rss0, live.peak)
 
 
 WORKLOADS = {"many": many, "lat": lat, "conc": conc, "bulk": bulk, "cold": cold, "scale_conns": scale_conns}

@@ -192,15 +192,32 @@ def many_data(i):
     return bytes((i * 31 + k * 7) & 0xff for k in range(4096))
 
 
-def emit_many(peer, n, wall, cpu, peak_threads, ms, rss0):
+class Live:
+    """Sandboxes from the start of their open to the end of their close, and their peak (one
+    event loop: no lock)."""
+
+    def __init__(self):
+        self.now = self.peak = 0
+
+    def up(self):
+        self.now += 1
+        self.peak = max(self.peak, self.now)
+
+    def down(self):
+        self.now -= 1
+
+
+def emit_many(peer, n, wall, cpu, peak_threads, ms, rss0, peak_open):
     """ms: one dict phase -> milliseconds per sandbox. Median and max of each phase. rss0: the
-    process's RSS (KiB) when the N flows started, after the warm-up."""
+    process's RSS (KiB) when the N flows started, after the warm-up; peak_open: the most sandboxes
+    open at once (Live)."""
     phases = {}
     for p in MANY_PHASES:
         col = sorted(m[p] for m in ms)
         phases[p] = [round(col[len(col) // 2], 2), round(col[-1], 2)]
     emit_raw(peer=peer, op="many", unit="s", n=n, wall_s=round(wall, 4), cpu_s=round(cpu, 4),
-             peak_threads=peak_threads, rss0_kb=rss0, samples=[round(wall, 4)], phases=phases)
+             peak_threads=peak_threads, rss0_kb=rss0, peak_open=peak_open, samples=[round(wall, 4)],
+             phases=phases)
 
 
 # The bg rows of the SSH-library peers: what a harness without asp_bg_* does. One exec starts

@@ -350,6 +350,7 @@ async function aspMain(w) {
 		let peak = threadsNow();
 		const sampler = setInterval(() => { peak = Math.max(peak, threadsNow()); }, 20);
 		const ms = Array.from({ length: n }, () => ({}));
+		let live = 0, peakOpen = 0; // sandboxes from the start of their open to the end of their close
 		const one = async (i) => {
 			const m = ms[i], name = `m-${i}.bin`;
 			try { await oneSteps(i, m, name); } catch (e) {
@@ -361,6 +362,7 @@ async function aspMain(w) {
 		const oneSteps = async (i, m, name) => {
 			const data = Buffer.from(Array.from({ length: 4096 }, (_, k) => (i * 31 + k * 7) & 0xff));
 			let t = now();
+			peakOpen = Math.max(peakOpen, ++live);
 			const sb = await asp.open({ config: paths[i], maxConnections: 1, connectTimeout: 120000 });
 			m.open = now() - t; t = now(); m.phase = 'exec';
 			const r = await sb.exec(`sleep 1; echo ${i}`);
@@ -371,6 +373,7 @@ async function aspMain(w) {
 			if (!(await sb.read(name)).equals(data)) throw new Error(`read ${i}: not what was written`);
 			m.read = now() - t; t = now(); m.phase = 'close';
 			await sb.close();
+			live--;
 			m.close = now() - t;
 		};
 		const rss0 = Math.round(process.memoryUsage().rss / 1024);
@@ -385,7 +388,7 @@ async function aspMain(w) {
 			phases[p] = [Math.round(col[n >> 1] * 100) / 100, Math.round(col[n - 1] * 100) / 100];
 		}
 		process.stdout.write(`${JSON.stringify({ peer: PEER, op: 'many', unit: 's', n, wall_s: wall, cpu_s: cp,
-			peak_threads: peak, rss0_kb: rss0, samples: [wall], phases })}\n`);
+			peak_threads: peak, rss0_kb: rss0, peak_open: peakOpen, samples: [wall], phases })}\n`);
 	} else if (w === 'cold') {
 		delete process.env.ASP_CONFIG;
 		const s = [];
