@@ -4,6 +4,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "fixture/fixture.h"
@@ -448,6 +450,20 @@ long status_kb(const char *field)
 		}
 	fclose(f);
 	return v;
+}
+
+int test_lock(const char *name)
+{
+	char path[256];
+	int fd;
+
+	snprintf(path, sizeof(path), "/run/lock/asp-test-%s.lock", name);
+	/* Read-only: flock needs no write access, so any user can take a lock root made. */
+	fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+	ck_assert_msg(fd >= 0, "cannot open %s: %s", path, strerror(errno));
+	while (flock(fd, LOCK_EX) != 0)
+		ck_assert_msg(errno == EINTR, "cannot lock %s: %s", path, strerror(errno));
+	return fd;
 }
 
 /* Reset VmHWM to the current RSS (Linux >= 4.0). */

@@ -85,6 +85,14 @@ long status_kb(const char *field);
 int text_is_clean(const char *s);
 int reset_peak(void);
 
+/*
+ * A machine-wide resource that parallel test jobs share (make check-deep runs
+ * a suite plain, on far routes, under ASan and valgrind at once): an exclusive
+ * flock on /run/lock/asp-test-NAME.lock, held until the returned descriptor is
+ * closed or the test's process ends, however it ends.
+ */
+int test_lock(const char *name);
+
 /* ------------------------------------------------------ local files and bytes */
 
 /* workspace/rel in one of 8 rotating static buffers (tests are single-threaded). */

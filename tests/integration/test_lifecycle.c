@@ -22,14 +22,11 @@
  */
 #include <check.h>
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,18 +313,13 @@ static int watchdog_sleep_samples(void)
  * tick's place, which sends every watchdog of the user back to `sleep` while
  * it is there (a failed run: 43 samples of `sleep 0.5` in
  * tick_bash_starts_nothing on far routes). The two tests that depend on the
- * tick's state hold this lock; it goes with the test's process. One that
- * failed before putting the FIFO back left the regular file: the test that
- * needs the FIFO removes what is not one first.
+ * tick's state hold its lock (test_lock). One that failed before putting the
+ * FIFO back left the regular file: the test that needs the FIFO removes what
+ * is not one first.
  */
 static int tick_lock(void)
 {
-	int fd = open("/run/lock/asp-test-tick.lock", O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
-
-	ck_assert_msg(fd >= 0, "cannot open the tick's lock: %s", strerror(errno));
-	while (flock(fd, LOCK_EX) != 0)
-		ck_assert_msg(errno == EINTR, "cannot lock the tick's lock: %s", strerror(errno));
-	return fd;
+	return test_lock("tick");
 }
 
 /* Under bash the watchdog waits on its tick: no process between polls. */

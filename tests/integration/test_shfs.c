@@ -19,14 +19,11 @@
  */
 #include <check.h>
 #include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,17 +48,11 @@ static void shfs_setup(void)
 /*
  * The login-shell users are machine-wide: this suite may run in several
  * processes at once (make check-deep runs it plain, on far routes and under
- * ASan in parallel). Whoever makes, uses or removes them holds this lock; it
- * goes with the process that held it, however that ends.
+ * ASan in parallel). Whoever makes, uses or removes them holds their lock.
  */
 static int users_lock(void)
 {
-	int fd = open("/run/lock/asp-test-shfs-users.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-
-	ck_assert_msg(fd >= 0, "cannot open the users' lock: %s", strerror(errno));
-	while (flock(fd, LOCK_EX) != 0)
-		ck_assert_msg(errno == EINTR, "cannot lock the users' lock: %s", strerror(errno));
-	return fd;
+	return test_lock("shfs-users");
 }
 
 static void shfs_teardown(void)
