@@ -120,6 +120,8 @@ group_static() {
 	job makefile $W_WAIT "$MAKE_QUIET check-makefile"
 	job meta $W_BUSY "BUILD=$BUILD sh tests/meta.sh"
 	job schema $W_WAIT "$PYTHON tests/schema_agree.py"
+	# bench/run.py's goal verdicts and busy warning, from fixed results (no benchmark runs).
+	job bench-report $W_WAIT "$PYTHON tests/bench_report.py"
 	job style $W_WAIT "sh tests/check-style.sh"
 	job layers-selftest $W_WAIT "sh tests/check-layers-selftest.sh"
 	job layers $W_WAIT "sh tests/check-layers.sh"
