@@ -856,7 +856,12 @@ START_TEST(test_warm_primed_shell_watchdog_started_at_boot)
 	unsigned long long ticks;
 	long age_ms, pid;
 	size_t len;
-	int n = 0;
+	/*
+	 * The watchdog's processes are counted: a broken tick (the lifecycle
+	 * suite's tick_broken_still_kills, run at once by another job as the
+	 * same sandbox user) gives it a `sleep` child. Its lock keeps them apart.
+	 */
+	int n = 0, lock = test_lock("tick");
 
 	server_up(NULL);
 	sb = sb_open(fx.config);
@@ -894,6 +899,7 @@ START_TEST(test_warm_primed_shell_watchdog_started_at_boot)
 		      "(its token is not the one the call was killed by)", pid);
 	asp_exec_result_free(r);
 	asp_close(sb);
+	close(lock);
 }
 END_TEST
 
