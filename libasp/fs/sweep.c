@@ -28,13 +28,18 @@ typedef struct sweep_wait {
 	uint64_t due_ms;          /* asp__now_ms clock: when to look again */
 } sweep_wait;
 
+/*
+ * The two lists grow as they fill, up to their caps: most handles write into
+ * one directory or two, and a process may hold a thousand handles (3.6 KiB
+ * each when both lists were arrays of their caps).
+ */
 struct asp_sweep {
 	pthread_mutex_t mu;
 	unsigned int lease_s;     /* this handle's lease, written into its temp names */
-	char *dirs[SWEEP_DIRS];   /* directories already swept (a ring) */
-	size_t ndirs, next_dir;
-	sweep_wait wait[SWEEP_PENDING]; /* not stale yet when seen */
-	size_t nwait;
+	char **dirs;              /* directories already swept (a ring once SWEEP_DIRS) */
+	size_t ndirs, next_dir, dirs_cap;
+	sweep_wait *wait;         /* not stale yet when seen */
+	size_t nwait, wait_cap;
 	int64_t clock_offset_s;   /* server time minus asp__now_ms() / 1000, as last measured */
 	int have_offset;
 	char *server;             /* the shared table's key: which sandbox (NULL: not shared) */
@@ -145,6 +150,8 @@ void asp__sweep_free(asp_sweep *sw)
 		asp__free(sw->dirs[i]);
 	for (i = 0; i < sw->nwait; i++)
 		asp__free(sw->wait[i].path);
+	asp__free(sw->dirs);
+	asp__free(sw->wait);
 	asp__free(sw->server);
 	pthread_mutex_destroy(&sw->mu);
 	asp__free(sw);
@@ -170,11 +177,33 @@ int asp__sweep_due(asp_sweep *sw)
 	return due;
 }
 
+/*
+ * v (*cap items of size, n of them used) with room for one more, grown to at
+ * most max items; NULL when it is full or out of memory (v stands).
+ */
+static void *room(void *v, size_t *cap, size_t n, size_t max, size_t size)
+{
+	size_t want = *cap ? 2 * *cap : 4;
+
+	if (n < *cap)
+		return v;
+	if (*cap >= max)
+		return NULL;
+	if (want > max)
+		want = max;
+	if ((v = asp__realloc(v, want * size)) != NULL)
+		*cap = want;
+	return v;
+}
+
 /* Remember a temp file that is not stale yet (takes path); dropped when the list is full. */
 static void sweep_wait_add(asp_sweep *sw, char *path, uint32_t lease_s, uint64_t in_s)
 {
+	sweep_wait *w;
+
 	pthread_mutex_lock(&sw->mu);
-	if (sw->nwait < SWEEP_PENDING) {
+	if ((w = room(sw->wait, &sw->wait_cap, sw->nwait, SWEEP_PENDING, sizeof(*w))) != NULL) {
+		sw->wait = w;
 		sw->wait[sw->nwait].path = path;
 		sw->wait[sw->nwait].lease_s = lease_s;
 		sw->wait[sw->nwait++].due_ms = asp__now_ms() + in_s * 1000u;
@@ -277,7 +306,7 @@ void asp__sweep_run_due(asp_conn *c, asp_sweep *sw, const asp_fsops *ops)
 static int sweep_claim_dir(asp_sweep *sw, const char *dir)
 {
 	size_t i;
-	char *d;
+	char *d, **dirs;
 
 	pthread_mutex_lock(&sw->mu);
 	for (i = 0; i < sw->ndirs; i++) {
@@ -288,7 +317,13 @@ static int sweep_claim_dir(asp_sweep *sw, const char *dir)
 	}
 	if ((d = asp__strdup(dir)) != NULL) {
 		if (sw->ndirs < SWEEP_DIRS) {
-			sw->dirs[sw->ndirs++] = d;
+			if ((dirs = room(sw->dirs, &sw->dirs_cap, sw->ndirs, SWEEP_DIRS, sizeof(*dirs))) != NULL) {
+				sw->dirs = dirs;
+				sw->dirs[sw->ndirs++] = d;
+			} else { /* out of memory: not claimed, so not swept; a later write tries */
+				asp__free(d);
+				d = NULL;
+			}
 		} else {
 			asp__free(sw->dirs[sw->next_dir]);
 			sw->dirs[sw->next_dir] = d;

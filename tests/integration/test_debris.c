@@ -541,6 +541,94 @@ START_TEST(test_fresh_handles_share_one_sweep)
 }
 END_TEST
 
+/*
+ * A handle remembers the last 256 directories it swept (a ring): after
+ * writes into 260 directories it sweeps none of the last 256 again, and
+ * the first one again. The list grows as it fills (from a few entries).
+ */
+#define SWEEP_DIRS_KEPT 256
+
+static void make_dir(const char *name)
+{
+	char path[600];
+	struct passwd *pw = getpwnam(fx.user);
+
+	snprintf(path, sizeof(path), "%s/%s", fx.workspace, name);
+	ck_assert_msg(mkdir(path, 0755) == 0, "mkdir %s: %s", path, strerror(errno));
+	ck_assert(pw != NULL);
+	ck_assert_int_eq(lchown(path, pw->pw_uid, pw->pw_gid), 0);
+}
+
+START_TEST(test_sweep_remembers_256_dirs)
+{
+	asp_sandbox *sb = open_sb(fx.config, 0);
+	unsigned long n0, n1, n2, n3;
+	char path[64];
+	int i, ndirs = SWEEP_DIRS_KEPT + 4;
+
+	for (i = 0; i < ndirs; i++) {
+		snprintf(path, sizeof(path), "d%d", i);
+		make_dir(path);
+	}
+	asp__sweep_shared_reset();
+	asp__sweep_stats(&n0);
+	for (i = 0; i < ndirs; i++) {
+		snprintf(path, sizeof(path), "d%d/f", i);
+		write_text(sb, path, "1\n");
+	}
+	asp__sweep_stats(&n1);
+	ck_assert_msg(n1 - n0 == (unsigned long)ndirs, "writes into %d directories listed %lu", ndirs, n1 - n0);
+	/* Only what this handle remembers counts now: not what the process does. */
+	asp__sweep_shared_reset();
+	for (i = ndirs - 1; i >= ndirs - SWEEP_DIRS_KEPT; i--) {
+		snprintf(path, sizeof(path), "d%d/f", i);
+		write_text(sb, path, "2\n");
+	}
+	asp__sweep_stats(&n2);
+	ck_assert_msg(n2 == n1, "the handle listed %lu of the last %d directories it swept again", n2 - n1,
+		      SWEEP_DIRS_KEPT);
+	write_text(sb, "d0/f", "3\n");
+	asp__sweep_stats(&n3);
+	ck_assert_msg(n3 - n2 == 1, "the oldest directory, out of the ring, was listed %lu times", n3 - n2);
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * A sweep that finds temp files not stale yet remembers up to 64 of them and
+ * removes those once they are; the rest wait for a later sweep of their
+ * directory. 70 planted with lease 1 s (stale at 2 x 1 + 3 s old), 2 s
+ * old: none goes at the write that sweeps; after 5 s, the next call
+ * removes 64, and 6 stay.
+ */
+#define SWEEP_WAIT_KEPT 64
+
+START_TEST(test_sweep_waits_on_64_temps)
+{
+	asp_sandbox *sb = open_sb(fx.config, 0);
+	char dir[400], name[64];
+	asp_stat_info st;
+	asp_error err = { 0 };
+	int i, n = SWEEP_WAIT_KEPT + 6, rc;
+
+	make_dir("wait");
+	snprintf(dir, sizeof(dir), "%s/wait", fx.workspace);
+	for (i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), ".p%d.asp-0123456789ab-1.tmp", i);
+		plant(dir, name, 2, 0);
+	}
+	asp__sweep_shared_reset();
+	write_text(sb, "wait/x", "x\n");
+	ck_assert_int_eq(count_temps(dir, NULL), n);
+	fx_sleep_ms(5000);
+	rc = asp_stat(&st, sb, "wait/x", NULL, &err);
+	ASSERT_OK(rc, err, "asp_stat");
+	ck_assert_msg(count_temps(dir, NULL) == n - SWEEP_WAIT_KEPT, "%d of %d waiting temp files left, not %d",
+		      count_temps(dir, NULL), n, n - SWEEP_WAIT_KEPT);
+	asp_close(sb);
+}
+END_TEST
+
 Suite *suite_debris(void)
 {
 	TCase *slow;
@@ -552,6 +640,8 @@ Suite *suite_debris(void)
 	tcase_add_test(tc, test_crash_then_same_handle_next_call);
 	tcase_add_test(tc, test_crash_then_same_handle_close);
 	tcase_add_test(tc, test_fresh_handles_share_one_sweep);
+	tcase_add_test(tc, test_sweep_remembers_256_dirs);
+	tcase_add_test(tc, test_sweep_waits_on_64_temps);
 	suite_add_tcase(s, tc);
 	slow = slow_case(s, "debris-slow", FIXTURE_CHECKED, setup, teardown, 120);
 	tcase_add_test(slow, test_crash_close_while_down_then_fresh_handle);
