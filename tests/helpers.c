@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -465,6 +466,22 @@ int test_lock(const char *name)
 		ck_assert_msg(errno == EINTR, "cannot lock %s: %s", path, strerror(errno));
 	return fd;
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+/* ASan's allocator replaces malloc's bookkeeping; its runtime says what is in use. */
+size_t __sanitizer_get_current_allocated_bytes(void);
+size_t test_heap_in_use(void)
+{
+	return __sanitizer_get_current_allocated_bytes();
+}
+#else
+size_t test_heap_in_use(void)
+{
+	struct mallinfo2 m = mallinfo2();
+
+	return m.uordblks + m.hblkhd;
+}
+#endif
 
 /* Reset VmHWM to the current RSS (Linux >= 4.0). */
 int reset_peak(void)

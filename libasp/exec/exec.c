@@ -212,7 +212,7 @@ struct asp_run {
 	/* the run's own (asp__run_start), for the end */
 	const char *cwd;
 	uint64_t t0, tdeadline; /* start; kill_after_ms's end, or 0 */
-	asp_buf script, inl;
+	asp_buf script, inl;    /* the exec request, without and with stdin inside; freed once sent */
 	/* a running command with a handle (proc.c): stdin stays open until closed */
 	int proc, pty;
 	asp_buf pin;            /* stdin written and not yet sent: [pin_off, len) */
@@ -988,6 +988,9 @@ static int run_begin(run **out, asp_conn *c, const char *command, const char *cw
 			return run_end(NULL, x, rc, err);
 		x->t_answer = asp__now_ms(); /* the shell starts now: its start is timed (take_stdout) */
 	}
+	/* Sent (or the primed shell's frame is): 4 KiB less for each command while it runs. */
+	asp__buf_free(&x->script);
+	asp__buf_free(&x->inl);
 	/*
 	 * Started: from here the command's kill timer and cancel rule, and the
 	 * call's deadline only when the caller set call.timeout_ms (an exec;

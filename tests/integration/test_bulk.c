@@ -19,7 +19,6 @@
  */
 #include <check.h>
 #include <ctype.h>
-#include <malloc.h>
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -37,22 +36,6 @@
 #include "fixture/proxy.h"
 #include "helpers.h"
 #include "tiers.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-/* ASan's allocator replaces malloc's bookkeeping; its runtime says what is in use. */
-size_t __sanitizer_get_current_allocated_bytes(void);
-static size_t heap_in_use(void)
-{
-	return __sanitizer_get_current_allocated_bytes();
-}
-#else
-static size_t heap_in_use(void)
-{
-	struct mallinfo2 m = mallinfo2();
-
-	return m.uordblks + m.hblkhd;
-}
-#endif
 
 #define MiB (1024u * 1024u)
 
@@ -990,13 +973,13 @@ START_TEST(test_bulk_idle_connection_holds_no_buffers)
 	int rc;
 
 	asp_exec_result_free(r);
-	before = heap_in_use();
+	before = test_heap_in_use();
 	rc = asp_write(sb, "idle.bin", data, 64 * MiB, NULL, &err);
 	ASSERT_OK(rc, err, "asp_write");
 	rc = asp_read(&got, &glen, sb, "idle.bin", 0, ASP_READ_ALL, NULL, &err);
 	ASSERT_OK(rc, err, "asp_read");
 	asp_free(got);
-	after = heap_in_use();
+	after = test_heap_in_use();
 	fprintf(stderr, "bulk: heap in use after 64 MiB each way on one idle connection: %+ld KiB\n",
 		((long)after - (long)before) / 1024);
 	ck_assert_msg(after < before + 256 * 1024, "the idle connection holds %zu KiB more than "
@@ -1090,7 +1073,7 @@ START_TEST(test_bulk_quiet_commands_hold_no_read_buffer)
 
 	ASSERT_OK(asp_sandbox_warm(sb, 4, NULL, &err), err, "asp_sandbox_warm");
 	asp_exec_result_free(run(sb, "true"));
-	before = heap_in_use();
+	before = test_heap_in_use();
 	for (int i = 0; i < N; i++) {
 		rc = asp_proc_start(&p[i], sb, "echo started; read -r x", NULL, &err);
 		ck_assert_msg(rc == ASP_OK, "asp_proc_start %d: %s: %s", i, asp_error_name(rc), err.message);
@@ -1102,7 +1085,7 @@ START_TEST(test_bulk_quiet_commands_hold_no_read_buffer)
 		ASSERT_OK(asp_proc_read(&got, &st, p[i], line, sizeof(line), 20000, &err), err, "asp_proc_read");
 		ck_assert_msg(got == 8 && !memcmp(line, "started\n", 8), "proc %d said %zu bytes", i, got);
 	}
-	after = heap_in_use();
+	after = test_heap_in_use();
 	fprintf(stderr, "bulk: heap per running quiet command: %ld bytes\n",
 		((long)after - (long)before) / N);
 	ck_assert_msg(after < before + N * 24576u, "%d quiet commands hold %zu KiB of heap (%zu each)",

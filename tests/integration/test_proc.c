@@ -252,6 +252,43 @@ START_TEST(test_proc_free_kills_running)
 }
 END_TEST
 
+/*
+ * A running command holds no copy of what started it: the exec request (the
+ * command inside libasp's wrapper) is freed once sent. A command of 16 KiB
+ * adds less than 8 KiB to the heap while it runs; the request, kept, was
+ * 32 KiB (grown by doubling), for every running command of a harness.
+ */
+START_TEST(test_proc_running_holds_no_request)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	const char *tail = "; sleep 1; echo done";
+	size_t n = 16 * 1024, before, during;
+	char *cmd = malloc(n + strlen(tail) + 1);
+	asp_exec_result *r;
+	asp_proc *p;
+
+	ck_assert_ptr_nonnull(cmd);
+	memset(cmd, 'x', n);
+	memcpy(cmd, ": ", 2);
+	strcpy(cmd + n, tail);
+	r = run(sb, "true"); /* the connection is up and warm */
+	asp_exec_result_free(r);
+	before = test_heap_in_use();
+	p = start(sb, cmd, NULL);
+	during = test_heap_in_use();
+	fprintf(stderr, "proc: a running command of %zu bytes holds %+ld bytes of heap\n", strlen(cmd),
+		(long)during - (long)before);
+	ck_assert_msg(during < before + 8 * 1024, "a running command of %zu bytes holds %zu bytes more heap "
+		      "than before it started", strlen(cmd), during - before);
+	r = wait_ok(p);
+	assert_stream(r, ASP_STDOUT, "done\n", 5);
+	asp_exec_result_free(r);
+	asp_proc_free(p);
+	asp_close(sb);
+	free(cmd);
+}
+END_TEST
+
 START_TEST(test_proc_pty)
 {
 	asp_sandbox *sb = sb_open(fx.config);
@@ -747,6 +784,7 @@ Suite *suite_proc(void)
 	tcase_add_test(tc, test_proc_output_as_it_comes);
 	tcase_add_test(tc, test_proc_signal_term_kills_group);
 	tcase_add_test(tc, test_proc_free_kills_running);
+	tcase_add_test(tc, test_proc_running_holds_no_request);
 	tcase_add_test(tc, test_proc_pty);
 	tcase_add_test(tc, test_proc_pty_ctrl_c_sleep);
 	tcase_add_test(tc, test_proc_several_on_one_connection);
