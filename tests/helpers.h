@@ -84,7 +84,8 @@ long status_kb(const char *field);
 /* 1 when s holds no raw C0 byte, DEL, UTF-8 C1 or bidi/line separator: escaped message text. */
 int text_is_clean(const char *s);
 int reset_peak(void);
-/* Bytes malloc has handed out and not got back (ASan's count under ASan; 0 under valgrind). */
+/* Bytes malloc has handed out and not got back (ASan's count under ASan; under valgrind, whose
+ * allocator glibc does not see, it does not move). */
 size_t test_heap_in_use(void);
 
 /*
