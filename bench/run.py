@@ -1485,7 +1485,6 @@ def busy(info):
             "the load average at its start, or the CPU of other processes during it, above")
 
 
-
 def write_report(rep, out):
     """Plots next to the report (or in build/bench), then the Markdown; returns it."""
     plot_dir = os.path.join(os.path.dirname(os.path.abspath(out)) if out else os.path.join(BUILD, "bench"), "perf")

@@ -548,17 +548,6 @@ END_TEST
  */
 #define SWEEP_DIRS_KEPT 256
 
-static void make_dir(const char *name)
-{
-	char path[600];
-	struct passwd *pw = getpwnam(fx.user);
-
-	snprintf(path, sizeof(path), "%s/%s", fx.workspace, name);
-	ck_assert_msg(mkdir(path, 0755) == 0, "mkdir %s: %s", path, strerror(errno));
-	ck_assert(pw != NULL);
-	ck_assert_int_eq(lchown(path, pw->pw_uid, pw->pw_gid), 0);
-}
-
 START_TEST(test_sweep_remembers_256_dirs)
 {
 	asp_sandbox *sb = open_sb(fx.config, 0);
@@ -568,7 +557,7 @@ START_TEST(test_sweep_remembers_256_dirs)
 
 	for (i = 0; i < ndirs; i++) {
 		snprintf(path, sizeof(path), "d%d", i);
-		make_dir(path);
+		plant(fx.workspace, path, 0, 1);
 	}
 	asp__sweep_shared_reset();
 	asp__sweep_stats(&n0);
@@ -611,7 +600,7 @@ START_TEST(test_sweep_waits_on_64_temps)
 	asp_error err = { 0 };
 	int i, n = SWEEP_WAIT_KEPT + 6, rc;
 
-	make_dir("wait");
+	plant(fx.workspace, "wait", 0, 1);
 	snprintf(dir, sizeof(dir), "%s/wait", fx.workspace);
 	for (i = 0; i < n; i++) {
 		snprintf(name, sizeof(name), ".p%d.asp-0123456789ab-1.tmp", i);

@@ -313,20 +313,17 @@ static int watchdog_sleep_samples(void)
  * tick's place, which sends every watchdog of the user back to `sleep` while
  * it is there (a failed run: 43 samples of `sleep 0.5` in
  * tick_bash_starts_nothing on far routes). The two tests that depend on the
- * tick's state hold its lock (test_lock). One that failed before putting the
+ * tick's state hold its lock (test_lock("tick"), as does the warm suite's
+ * primed-shell watchdog test). One that failed before putting the
  * FIFO back left the regular file: the test that needs the FIFO removes what
  * is not one first.
  */
-static int tick_lock(void)
-{
-	return test_lock("tick");
-}
 
 /* Under bash the watchdog waits on its tick: no process between polls. */
 START_TEST(tick_bash_starts_nothing)
 {
 	asp_sandbox *sb;
-	int seen, lock = tick_lock();
+	int seen, lock = test_lock("tick");
 
 	ck_assert_int_eq(fx_sshd_start(&fx), 0);
 	ck_assert_int_eq(fx_run("t=~%s/.asp/tick; [ ! -e $t ] || [ -p $t ] || rm -f $t", fx.user), 0);
@@ -361,7 +358,7 @@ END_TEST
 /* A tick that is not a FIFO (a regular file in its place): sleeps again, and still kills. */
 START_TEST(tick_broken_still_kills)
 {
-	int seen, lock = tick_lock();
+	int seen, lock = test_lock("tick");
 
 	ck_assert_int_eq(fx_sshd_start(&fx), 0);
 	ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && rm -f $d/tick && echo x > $d/tick && chown -R %s: $d",
