@@ -93,7 +93,9 @@ typedef enum asp_error_code {
 	ASP_EPROTO = -19,     /* the server broke the SSH/SFTP protocol or sent something unexpected */
 	ASP_EIO = -20,        /* the sandbox reported an I/O failure */
 	ASP_ELIMIT = -21,     /* a result would exceed a cap (asp_open_options.max_*): nothing returned */
-	ASP_EROFS = -22       /* the sandbox's file system holding the path is read-only */
+	ASP_EROFS = -22,      /* the sandbox's file system holding the path is read-only */
+	ASP_EBUSY = -23       /* no connection has room for another command: each of max_connections
+				 carries as many as the server allows (its session limit) */
 } asp_error_code;
 
 #define ASP_ERROR_MESSAGE_MAX 512
@@ -684,6 +686,8 @@ ASP_EXTERN(int) asp_proc_options_init(asp_proc_options *opts, unsigned int versi
  * Errors: ASP_EINVAL (also unknown flags, a bad term or size), ASP_ENOENT
  * (cwd missing: found by the first call that reads its start, reported
  * by asp_proc_wait), ASP_EACCES (the server refused a terminal),
+ * ASP_EBUSY (every connection under max_connections carries as many
+ * running commands as the server allows: end one, or open with more),
  * ASP_ETIMEOUT, ASP_ECANCELLED, connection errors. Free with
  * asp_proc_free.
  */

@@ -541,11 +541,14 @@ static void trace_call(const asp_sandbox *sb, const call *cl, uint64_t t0, unsig
  * Run op on a pooled connection, bounded by the call's deadline and cancel
  * token. When the connection dies under it and the op says it cannot have
  * had an effect (or is idempotent), run it once more on a fresh connection.
+ * When the server refused it a session on a connection full of running
+ * commands, run it again on one with room (ASP_EBUSY when none has).
  */
 static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int idempotent,
 		     asp_error *err)
 {
 	asp_error before;
+	unsigned int refused = 0;
 	int attempt, rc = ASP_ERROR, cleaned = 0;
 
 	/*
@@ -556,10 +559,11 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		before = *err;
 	for (attempt = 0; attempt < 2; attempt++) {
 		asp_conn *c;
-		int started = 0, dead;
+		int started = 0, dead, full;
 		uint64_t t0 = asp__now_ms();
 
-		if ((rc = asp__pool_get(sb->pool, &c, attempt > 0, cl->cancel, cl->deadline, err)))
+		if ((rc = asp__pool_get(sb->pool, &c, (attempt > 0 ? ASP_POOL_FRESH : 0) |
+					(refused ? ASP_POOL_ROOM : 0), cl->cancel, cl->deadline, err)))
 			return explain_timeout(cl, rc, err);
 		asp__conn_begin_op(c, cl->deadline, cl->cancel);
 		atomic_fetch_add(&sb->calls_running, 1);
@@ -583,9 +587,22 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 		asp__conn_end_op(c);
 		call_end(sb, c, cl);
 		dead = asp__conn_dead(c);
+		/*
+		 * The server refused a session on a connection carrying running
+		 * commands: it has no room for more (its session limit). Nothing
+		 * started; the call goes again on one that has room, at most once
+		 * per connection.
+		 */
+		full = rc && !started && !dead && asp__chan_refused(c) && refused < sb->max_connections &&
+		       asp__pool_full(sb->pool, c);
 		if (!dead)
 			asp__sftp_idle(c); /* an idle connection holds no transfer buffers */
 		asp__pool_put(sb->pool, c);
+		if (full) {
+			refused++;
+			attempt--;
+			continue;
+		}
 		if (!rc || !dead || (started && !idempotent))
 			break;
 		/* The call's own end (its cancel token, its deadline) is not a lost connection. */

@@ -28,7 +28,8 @@ export type AspErrorCode =
 	| 'ASP_EPROTO'
 	| 'ASP_EIO'
 	| 'ASP_ELIMIT'
-	| 'ASP_EROFS';
+	| 'ASP_EROFS'
+	| 'ASP_EBUSY';
 
 /** An error reported by libasp, or an argument libasp would refuse (ASP_EINVAL). */
 export declare class AspError extends Error {

@@ -37,7 +37,7 @@ const ERROR_MESSAGE_MAX = 512;
 const ASP_EINVAL = -2;
 const ASP_ECANCELLED = -11;
 /* The last code in asp.h today; codes are only ever appended, see loadCodes(). */
-const KNOWN_LAST_CODE = -22;
+const KNOWN_LAST_CODE = -23;
 
 /*
  * koffi runs a native call on a stack of its own, and an async call's stack

@@ -31,6 +31,7 @@ static const struct {
 	{ ASP_EIO, "ASP_EIO", "input/output error" },
 	{ ASP_ELIMIT, "ASP_ELIMIT", "result exceeds a limit" },
 	{ ASP_EROFS, "ASP_EROFS", "read-only file system" },
+	{ ASP_EBUSY, "ASP_EBUSY", "no room for another command" },
 };
 
 const char *asp_strerror(int code)

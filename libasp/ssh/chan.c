@@ -195,6 +195,7 @@ int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_C
 	int rc;
 
 	ASP_TEST_COUNT(stat_opens);
+	c->chan.refused = 0;
 	while (!(*out = open_window(c, window))) {
 		rc = libssh2_session_last_errno(c->session);
 		if (rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead && c->chan.spent) {
@@ -222,12 +223,19 @@ int asp__chan_open(asp_conn *c, unsigned int window, const char *what, LIBSSH2_C
 			ASP_TEST_COUNT(stat_opens);
 			continue;
 		}
-		if (rc != LIBSSH2_ERROR_EAGAIN)
+		if (rc != LIBSSH2_ERROR_EAGAIN) {
+			c->chan.refused = rc == LIBSSH2_ERROR_CHANNEL_FAILURE && !c->dead;
 			return asp__ssh_error(c, rc, err, what);
+		}
 		if ((rc = asp__ssh_wait(c, 0, -1, NULL, 0, ASP_WAIT_REPLY, err)))
 			return rc;
 	}
 	return 0;
+}
+
+int asp__chan_refused(const asp_conn *c)
+{
+	return c->chan.refused;
 }
 
 /* A channel for a command: the warm one when it is still open, else a new one. */

@@ -109,6 +109,9 @@ LIBSSH2_CHANNEL *asp__chan_kill_open_step(asp_conn *c, int *begun, int *failed);
  * few times, a little later: OpenSSH frees a closed channel's session only
  * once it has handled the close. `what` names the open in an error.
  */
+/* 1 when the last asp__chan_open on c failed because the server refused it (its session limit). */
+int asp__chan_refused(const asp_conn *c);
+
 /*
  * A channel for a command: the warm one when it is still open (*warm 1),
  * else a new one (asp__chan_open).

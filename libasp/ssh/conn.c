@@ -694,6 +694,16 @@ void asp__conn_taken(asp_conn *c)
 	atomic_fetch_add(&c->uses, 1);
 }
 
+unsigned int asp__conn_procs_room(const asp_conn *c)
+{
+	return c->procs_room;
+}
+
+void asp__conn_set_procs_room(asp_conn *c, unsigned int n)
+{
+	c->procs_room = n;
+}
+
 uint64_t asp__conn_last_used(const asp_conn *c)
 {
 	return c->last_used_ms;

@@ -67,6 +67,14 @@ int asp__conn_check_idle(asp_conn *c);
 /* Send a keepalive on an idle connection. 0, or <0 when it is dead. */
 int asp__conn_keepalive(asp_conn *c);
 
+/*
+ * Running commands with a handle c had room for beside its other channels:
+ * how many it carried when the server refused one more session; 0 while
+ * not known. Read and set under the pool's lock (pool.c).
+ */
+unsigned int asp__conn_procs_room(const asp_conn *c);
+void asp__conn_set_procs_room(asp_conn *c, unsigned int n);
+
 /* When the connection was last used (asp__now_ms clock). */
 uint64_t asp__conn_last_used(const asp_conn *c);
 /* c is taken out of the pool for a call: bumps its uses counter (ssh.h). */

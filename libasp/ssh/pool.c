@@ -68,19 +68,59 @@ static int held_by_procs(asp_pool *p, const asp_conn *c)
 }
 
 /*
- * Under the lock, every idle connection carrying commands: the one carrying
- * fewest (the most recently used of those). Each command is a session on
- * its connection, and a server allows so many per connection (OpenSSH's
- * MaxSessions 10): piled on one, the 10th start is refused while the
- * others have room.
+ * A server allows so many sessions per connection (OpenSSH's MaxSessions
+ * 10), and each running command is one: c is full when it carries as many
+ * as it had when the server refused one more (asp__pool_full).
  */
-static unsigned int idle_least_held(asp_pool *p)
+static int is_full(asp_pool *p, const asp_conn *c)
 {
-	unsigned int best = p->nidle - 1;
+	unsigned int room = asp__conn_procs_room(c);
 
-	for (unsigned int i = p->nidle - 1; i-- > 0;)
-		if (held_procs(p, p->idle[i]) < held_procs(p, p->idle[best]))
+	return room && held_procs(p, c) >= room;
+}
+
+/* Under the lock: how many of the pool's connections are full, and the commands they all carry. */
+static unsigned int count_full(asp_pool *p, unsigned int *procs)
+{
+	unsigned int n = 0;
+
+	*procs = 0;
+	for (unsigned int i = 0; i < p->nheld; i++) {
+		if (p->held[i].orphan)
+			continue;
+		*procs += p->held[i].procs;
+		n += is_full(p, p->held[i].c);
+	}
+	return n;
+}
+
+/*
+ * Under the lock, the idle connection a call gets: the most recently used
+ * one that carries no running command with a handle. One that does only
+ * when the cap leaves no room for another connection (its commands then
+ * wait for this call to hand it back): the one carrying fewest (the most
+ * recently used of those) that is not full; a full one only when every
+ * connection is, and the call does not need room (`room`). p->nidle when
+ * none fits: the caller connects a new one, or waits.
+ */
+static unsigned int pick(asp_pool *p, int room)
+{
+	unsigned int i = p->nidle, best = p->nidle, procs;
+
+	while (i > 0 && held_by_procs(p, p->idle[i - 1]))
+		i--;
+	if (i > 0)
+		return i - 1;
+	if (p->total < p->max)
+		return p->nidle;
+	for (i = p->nidle; i-- > 0;)
+		if (!is_full(p, p->idle[i]) &&
+		    (best == p->nidle || held_procs(p, p->idle[i]) < held_procs(p, p->idle[best])))
 			best = i;
+	if (best == p->nidle && !room && count_full(p, &procs) == p->total)
+		for (i = p->nidle; i-- > 0;)
+			if (best == p->nidle || held_procs(p, p->idle[i]) < held_procs(p, p->idle[best]))
+				best = i;
 	return best;
 }
 
@@ -349,9 +389,10 @@ static int connect_slot(asp_pool *p, asp_conn **out, const asp_cancel *cancel, u
 }
 
 /* asp__pool_get; without `wait`, 1 instead of waiting when all connections are in use. */
-static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cancel *cancel,
+static int get(asp_pool *p, asp_conn **out, unsigned int how, int wait, const asp_cancel *cancel,
 	       uint64_t deadline, asp_error *err)
 {
+	unsigned int i, procs;
 	asp_conn *c;
 
 	pthread_mutex_lock(&p->mu);
@@ -360,19 +401,7 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 			pthread_mutex_unlock(&p->mu);
 			return asp__error(err, ASP_ECANCELLED, "cancelled while waiting for a connection");
 		}
-		if (!fresh && p->nidle > 0) {
-			/*
-			 * The most recently used idle one that carries no running
-			 * command with a handle; one that does only when the cap
-			 * leaves no room for another (its commands then wait for
-			 * this call to hand the connection back), the one with fewest.
-			 */
-			unsigned int i = p->nidle;
-			while (i > 0 && held_by_procs(p, p->idle[i - 1]))
-				i--;
-			if (i == 0 && p->total < p->max)
-				break;
-			i = i ? i - 1 : idle_least_held(p);
+		if (!(how & ASP_POOL_FRESH) && p->nidle > 0 && (i = pick(p, how & ASP_POOL_ROOM)) < p->nidle) {
 			c = p->idle[i];
 			memmove(&p->idle[i], &p->idle[i + 1], (p->nidle - i - 1) * sizeof(p->idle[0]));
 			p->nidle--;
@@ -393,9 +422,16 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 		}
 		if (p->total < p->max)
 			break;
-		if (fresh && p->nidle > 0) {
+		if ((how & ASP_POOL_ROOM) && count_full(p, &procs) == p->total) {
+			pthread_mutex_unlock(&p->mu);
+			return asp__error(err, ASP_EBUSY, "no room for another command: the server refused one "
+					  "more session on every connection (max_connections %u), which carry %u "
+					  "running commands with a handle in all; end one, or open the sandbox with "
+					  "more connections", p->max, procs);
+		}
+		if ((how & ASP_POOL_FRESH) && p->nidle > 0) {
 			/* Make room for a fresh connection by closing an idle one (not one commands ride on). */
-			unsigned int i = p->nidle;
+			i = p->nidle;
 			while (i > 0 && held_by_procs(p, p->idle[i - 1]))
 				i--;
 			if (i > 0) {
@@ -425,10 +461,10 @@ static int get(asp_pool *p, asp_conn **out, int fresh, int wait, const asp_cance
 	return connect_slot(p, out, cancel, deadline, err);
 }
 
-int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
+int asp__pool_get(asp_pool *p, asp_conn **out, unsigned int how, const asp_cancel *cancel,
 		  uint64_t deadline, asp_error *err)
 {
-	return get(p, out, fresh, 1, cancel, deadline, err);
+	return get(p, out, how, 1, cancel, deadline, err);
 }
 
 int asp__pool_try_get(asp_pool *p, asp_conn **out, const asp_cancel *cancel, uint64_t deadline,
@@ -472,9 +508,24 @@ void asp__pool_unhold(asp_pool *p, asp_conn *c)
 		close = h->orphan;
 		*h = p->held[--p->nheld];
 	}
+	pthread_cond_signal(&p->returned); /* room on c for a call that waits for it (pick) */
 	pthread_mutex_unlock(&p->mu);
 	if (close)
 		asp__conn_close(c);
+}
+
+int asp__pool_full(asp_pool *p, asp_conn *c)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&p->mu);
+	if ((n = held_procs(p, c)))
+		asp__conn_set_procs_room(c, n);
+	pthread_mutex_unlock(&p->mu);
+	if (n)
+		asp__log(p->params->log, ASP_LOG_INFO, "pool: the server refused a session beside %u running "
+			 "commands on one connection: calls go to the others while it carries that many", n);
+	return n > 0;
 }
 
 int asp__pool_take(asp_pool *p, asp_conn *c, uint64_t deadline)

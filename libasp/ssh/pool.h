@@ -13,12 +13,19 @@ typedef struct asp_pool asp_pool;
 int asp__pool_new(asp_pool **out, const asp_conn_params *params, unsigned int max,
 		  unsigned int idle_close_s, asp_error *err);
 
+/* How asp__pool_get chooses (bits). */
+#define ASP_POOL_FRESH 1u /* never reuse an idle connection (the last one died) */
+#define ASP_POOL_ROOM 2u  /* one with room for another session (the last one had none):
+			     ASP_EBUSY when every connection is full (asp__pool_full) */
+
 /*
  * Check out a connection for exclusive use: an idle one that looks alive
- * (most recently used first), else a new one when under the cap, else wait
- * for one to be returned. With `fresh`, never reuse an idle connection.
+ * (most recently used first; one carrying running commands only when the
+ * cap leaves no room for another, and not a full one while another may have
+ * room), else a new one when under the cap, else wait for one to be
+ * returned. `how`: ASP_POOL_* bits.
  */
-int asp__pool_get(asp_pool *p, asp_conn **out, int fresh, const asp_cancel *cancel,
+int asp__pool_get(asp_pool *p, asp_conn **out, unsigned int how, const asp_cancel *cancel,
 		  uint64_t deadline, asp_error *err);
 
 /*
@@ -46,6 +53,14 @@ int asp__pool_fill(asp_pool *p, unsigned int n, const asp_cancel *cancel, uint64
  */
 int asp__pool_hold(asp_pool *p, asp_conn *c);
 void asp__pool_unhold(asp_pool *p, asp_conn *c);
+
+/*
+ * The server refused c (checked out) one more session: c is full while it
+ * carries as many running commands as now (a server allows so many sessions
+ * per connection: OpenSSH's MaxSessions), and calls go to other connections
+ * meanwhile. 1, or 0 when c carries none (nothing learned).
+ */
+int asp__pool_full(asp_pool *p, asp_conn *c);
 
 /*
  * Check out c itself, a held connection, waiting while another call has

@@ -77,6 +77,7 @@ typedef struct asp_chan_state {
 	uint64_t warm_sent_ms;    /* when the warm channel's CHANNEL_OPEN went out */
 	LIBSSH2_CHANNEL *shell;   /* its exec request out (shell_ready 0) or answered (1); or NULL */
 	LIBSSH2_CHANNEL *spent;   /* a shell told to end (EOF sent), freed once it has closed */
+	int refused;              /* the last asp__chan_open was refused: the server's session limit */
 	int shell_ready;
 	int shell_off;            /* no more primed shells on this connection */
 	int shell_lost;           /* primed shells in a row found closed by the server */
@@ -136,6 +137,7 @@ struct asp_conn {
 	size_t kex_capture_len;   /* (kexinit.h; explains an algorithm mismatch), or NULL */
 	size_t kex_capture_cap;   /* its allocated size (grows to ASP_KEXINIT_CAPTURE_MAX) */
 	int kex_capture_done;
+	unsigned int procs_room;  /* asp__conn_procs_room (conn.h); under the pool's lock */
 	int shell_bad;            /* the login shell did not run the command wrapper (fish, csh):
 				     small files stay on SFTP (asp__route_files_faster) */
 	asp_chan_state chan;      /* the warm channel and the primed shell (chan.c) */

@@ -448,6 +448,116 @@ START_TEST(test_proc_spread_over_connections)
 }
 END_TEST
 
+/*
+ * Starts from many threads at once spread too: a connection taken by one
+ * start is not there for the next, so "fewest among the idle ones" alone
+ * piled starts on whichever came back first, and its 9th was refused
+ * ("Channel open failure") while other connections had room.
+ */
+struct start_at_once {
+	asp_sandbox *sb;
+	pthread_barrier_t *go;
+	asp_proc *p;
+	int rc;
+	asp_error err;
+};
+
+static void *start_at_once_main(void *arg)
+{
+	struct start_at_once *s = arg;
+
+	pthread_barrier_wait(s->go);
+	s->rc = asp_proc_start(&s->p, s->sb, "cat", NULL, &s->err);
+	return NULL;
+}
+
+START_TEST(test_proc_spread_from_threads)
+{
+	enum { N = 28, ROUNDS = 3 };
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	struct start_at_once s[N];
+	pthread_t th[N];
+	pthread_barrier_t go;
+	asp_error err = { 0 };
+	char *out, line[16];
+	int i, round;
+
+	oo.config_path = fx.config;
+	oo.max_connections = 4;
+	test_open_options(&oo);
+	asp_sandbox *sb = sb_open_opts(&oo);
+	ck_assert_int_eq(asp_sandbox_warm(sb, 4, NULL, &err), ASP_OK);
+	for (round = 0; round < ROUNDS; round++) {
+		asp_proc *p[N];
+
+		ck_assert_int_eq(pthread_barrier_init(&go, NULL, N), 0);
+		for (i = 0; i < N; i++) {
+			memset(&s[i], 0, sizeof(s[i]));
+			s[i].sb = sb;
+			s[i].go = &go;
+			ck_assert_int_eq(pthread_create(&th[i], NULL, start_at_once_main, &s[i]), 0);
+		}
+		for (i = 0; i < N; i++)
+			ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+		pthread_barrier_destroy(&go);
+		for (i = 0; i < N; i++) {
+			ck_assert_msg(s[i].rc == ASP_OK, "round %d: start %d of %d at once on 4 connections: %s: %s",
+				      round + 1, i + 1, N, asp_error_name(s[i].rc), s[i].err.message);
+			p[i] = s[i].p;
+		}
+		for (i = 0; i < N; i++) {
+			snprintf(line, sizeof(line), "proc %d\n", i);
+			write_ok(p[i], line);
+			out = read_until(p[i], line, NULL);
+			ck_assert_str_eq(out, line);
+			free(out);
+		}
+		end_all(p, N);
+	}
+	asp_close(sb);
+}
+END_TEST
+
+/*
+ * Every connection full: a start is ASP_EBUSY and says why (it was a
+ * protocol error, "Channel open failure"); so is asp_exec beside it. A call
+ * without a new session (stat over the open SFTP channel) still goes, and
+ * once a command ends there is room again.
+ */
+START_TEST(test_proc_no_room_is_busy)
+{
+	enum { MAX = 12 };
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_stat_info st;
+	asp_exec_result *r = NULL;
+	asp_error err = { 0 };
+	asp_proc *p[MAX], *q;
+	int n, rc = ASP_OK;
+
+	oo.config_path = fx.config;
+	oo.max_connections = 1;
+	test_open_options(&oo);
+	asp_sandbox *sb = sb_open_opts(&oo);
+	ck_assert_int_eq(asp_stat(&st, sb, ".", NULL, &err), ASP_OK);
+	for (n = 0; n < MAX && (rc = asp_proc_start(&p[n], sb, "cat", NULL, &err)) == ASP_OK; n++)
+		;
+	/* MaxSessions 10: 9 commands beside the SFTP channel, 10 over shell commands alone. */
+	ck_assert_msg(n >= 1 && n <= 10, "%d commands started on one connection", n);
+	ASSERT_ERR(rc, err, ASP_EBUSY, "no room for another command");
+	ASSERT_ERR(rc, err, ASP_EBUSY, "max_connections 1");
+	rc = asp_exec(&r, sb, "echo beside", NULL, &err);
+	ASSERT_ERR(rc, err, ASP_EBUSY, "no room for another command");
+	ck_assert_ptr_null(r);
+	if (test_file_transport() != ASP_FILES_EXEC)
+		ck_assert_int_eq(asp_stat(&st, sb, ".", NULL, &err), ASP_OK);
+	end_all(&p[--n], 1);
+	q = start(sb, "cat", NULL);
+	end_all(&q, 1);
+	end_all(p, n);
+	asp_close(sb);
+}
+END_TEST
+
 START_TEST(test_proc_kill_after_and_cancel)
 {
 	asp_sandbox *sb = sb_open(fx.config);
@@ -789,6 +899,8 @@ Suite *suite_proc(void)
 	tcase_add_test(tc, test_proc_pty_ctrl_c_sleep);
 	tcase_add_test(tc, test_proc_several_on_one_connection);
 	tcase_add_test(tc, test_proc_spread_over_connections);
+	tcase_add_test(tc, test_proc_spread_from_threads);
+	tcase_add_test(tc, test_proc_no_room_is_busy);
 	tcase_add_test(tc, test_proc_hostile_input);
 	tcase_add_test(tc, test_proc_wait_any);
 	tcase_add_test(tc, test_proc_wait_any_quiet);

@@ -28,7 +28,7 @@ from .errors import (AccessError, AspError, AspTimeout, AuthError, Cancelled, Co
                      ConnectError, ConnectionLost, ErrorCode, Exists, HostKeyError,
                      InvalidArgument, IsADirectory, NoConfigError, NoSpace, NotADirectory,
                      NotEmpty, NotFoundError, OutOfMemory, ProtocolError, RemoteIOError,
-                     LimitExceeded, ReadOnlyFileSystem, exception_class)
+                     LimitExceeded, ReadOnlyFileSystem, SandboxBusy, exception_class)
 
 __version__ = "0.1.0"
 
@@ -49,5 +49,5 @@ __all__ = [
     "AspError", "InvalidArgument", "OutOfMemory", "ConfigError", "NoConfigError",
     "HostKeyError", "AuthError", "ConnectError", "AspTimeout", "ConnectionLost", "Cancelled",
     "NotFoundError", "IsADirectory", "AccessError", "Exists", "NotADirectory", "NotEmpty",
-    "NoSpace", "ProtocolError", "RemoteIOError", "LimitExceeded", "ReadOnlyFileSystem",
+    "NoSpace", "ProtocolError", "RemoteIOError", "LimitExceeded", "ReadOnlyFileSystem", "SandboxBusy",
 ]

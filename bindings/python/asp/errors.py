@@ -44,6 +44,7 @@ class ErrorCode(enum.IntEnum):
     EIO = -20
     ELIMIT = -21
     EROFS = -22
+    EBUSY = -23
 
 
 class AspError(Exception):
@@ -212,6 +213,13 @@ class ReadOnlyFileSystem(AspError, OSError):
     os_errno = _errno.EROFS
 
 
+class SandboxBusy(AspError):
+    """ASP_EBUSY: no connection has room for another command: each of max_connections carries as
+    many running commands as the server allows (its session limit). End one, or open with more
+    connections."""
+    default_code = ErrorCode.EBUSY
+
+
 EXCEPTIONS = {
     ErrorCode.ERROR: AspError,
     ErrorCode.EINVAL: InvalidArgument,
@@ -235,6 +243,7 @@ EXCEPTIONS = {
     ErrorCode.EIO: RemoteIOError,
     ErrorCode.ELIMIT: LimitExceeded,
     ErrorCode.EROFS: ReadOnlyFileSystem,
+    ErrorCode.EBUSY: SandboxBusy,
 }
 
 

@@ -77,6 +77,7 @@ const NODE_ERRORS = {
 	ASP_ENOTEMPTY: ['ENOTEMPTY', 'directory not empty'],
 	ASP_ENOSPC: ['ENOSPC', 'no space left on device'],
 	ASP_EROFS: ['EROFS', 'read-only file system'],
+	ASP_EBUSY: ['EBUSY', 'resource busy or locked'],
 	ASP_EIO: ['EIO', 'i/o error'],
 	ASP_ETIMEOUT: ['ETIMEDOUT', 'operation timed out'],
 	ASP_ELIMIT: ['EFBIG', 'file too large'],
