@@ -433,21 +433,24 @@ void asp__config_free(asp_config *cfg)
 static int absolute_path(char **out, const char *path, asp_error *err)
 {
 	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
-	char dir[PATH_MAX], real[PATH_MAX];
 	size_t n = slash ? (size_t)(slash - path) : 0;
+	char *dir, *real;
+	int e;
 
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else if (n == 0)
-		snprintf(dir, sizeof(dir), "/");
-	else if (n < sizeof(dir))
-		snprintf(dir, sizeof(dir), "%.*s", (int)n, path);
-	else
+	/* realpath's own buffer: two PATH_MAX arrays here were most of a caller thread's stack. */
+	if (n >= PATH_MAX)
 		return asp__error(err, ASP_ECONFIG, "%s: path too long", path);
-	if (!realpath(dir, real))
-		return asp__error(err, ASP_ECONFIG, "%s: cannot resolve directory: %s", path,
-				  ASP_ERRNO_TEXT(errno));
+	dir = !slash ? asp__strdup(".") : n == 0 ? asp__strdup("/") : asp__sprintf("%.*s", (int)n, path);
+	if (!dir)
+		return asp__error(err, ASP_ENOMEM, "out of memory");
+	real = realpath(dir, NULL);
+	e = errno;
+	asp__free(dir);
+	if (!real)
+		return asp__error(err, e == ENOMEM ? ASP_ENOMEM : ASP_ECONFIG, "%s: cannot resolve directory: %s",
+				  path, ASP_ERRNO_TEXT(e));
 	*out = asp__sprintf("%s%s%s", real, strcmp(real, "/") ? "/" : "", base);
+	free(real); /* realpath's memory comes from libc */
 	return *out ? 0 : asp__error(err, ASP_ENOMEM, "out of memory");
 }
 

@@ -1122,7 +1122,7 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 {
 	LIBSSH2_CHANNEL *ch = NULL;
 	asp_buf s = { 0 };
-	char buf[4096], obuf[4096];
+	char buf[4096];
 	int rc, started = 0;
 
 	if (asp__buf_puts(&s, script))
@@ -1132,12 +1132,12 @@ int asp__exec_simple(asp_conn *c, const char *script, int *status, asp_buf *out,
 	while (!libssh2_channel_eof(ch)) {
 		ssize_t n = libssh2_channel_read_ex(ch, 1, buf, sizeof(buf)), m;
 
-		between_streams(1);
-		m = libssh2_channel_read_ex(ch, 0, obuf, sizeof(obuf));
 		if (n > 0 && errout && errout->len < 4096)
 			asp__buf_put(errout, buf, (size_t)n);
+		between_streams(1);
+		m = libssh2_channel_read_ex(ch, 0, buf, sizeof(buf));
 		if (m > 0 && out && out->len < 4096)
-			asp__buf_put(out, obuf, (size_t)m);
+			asp__buf_put(out, buf, (size_t)m);
 		if ((n < 0 && n != LIBSSH2_ERROR_EAGAIN) || (m < 0 && m != LIBSSH2_ERROR_EAGAIN)) {
 			rc = asp__ssh_error(c, (int)(n < 0 && n != LIBSSH2_ERROR_EAGAIN ? n : m), err,
 					    "running a helper command");
