@@ -976,6 +976,18 @@ class TestThreads(SandboxTest):
         with self.assertRaises(RuntimeError):
             sb.exec("echo x", on_output=lambda s, d: sb.close())
 
+    def test_close_of_another_sandbox_inside_a_callback(self):
+        """The refusal is per sandbox (the calls in flight are counted per thread and sandbox)."""
+        a, b = asp.open(FX.config), asp.open(FX.config)
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        r = a.exec("echo x", on_output=lambda s, d: b.close())
+        self.assertEqual(r.stdout, b"x\n")
+        self.assertTrue(b.closed)
+        with self.assertRaises(RuntimeError):
+            a.exec("echo y", on_output=lambda s, d: a.close())
+        self.assertFalse(a.closed)
+
 
 # ====================================================================== libasp bugs found
 
