@@ -356,6 +356,20 @@ START_TEST(test_proc_pty_ctrl_c_sleep)
 }
 END_TEST
 
+/* Each of n `cat`s gives back the line written to it. */
+static void echo_through_all(asp_proc **p, int n)
+{
+	char *out, line[16];
+
+	for (int i = 0; i < n; i++) {
+		snprintf(line, sizeof(line), "proc %d\n", i);
+		write_ok(p[i], line);
+		out = read_until(p[i], line, NULL);
+		ck_assert_str_eq(out, line);
+		free(out);
+	}
+}
+
 /* End each of n `cat`s: stdin closed, exit 0 waited for, freed. */
 static void end_all(asp_proc **p, int n)
 {
@@ -420,7 +434,6 @@ START_TEST(test_proc_spread_over_connections)
 	asp_proc *p[N];
 	asp_exec_result *r;
 	asp_error err = { 0 };
-	char *out, line[16];
 	int i;
 
 	oo.config_path = fx.config;
@@ -436,13 +449,7 @@ START_TEST(test_proc_spread_over_connections)
 	r = run(sb, "echo beside");
 	assert_stream(r, ASP_STDOUT, "beside\n", 7);
 	asp_exec_result_free(r);
-	for (i = 0; i < N; i++) {
-		snprintf(line, sizeof(line), "proc %d\n", i);
-		write_ok(p[i], line);
-		out = read_until(p[i], line, NULL);
-		ck_assert_str_eq(out, line);
-		free(out);
-	}
+	echo_through_all(p, N);
 	end_all(p, N);
 	asp_close(sb);
 }
@@ -479,7 +486,6 @@ START_TEST(test_proc_spread_from_threads)
 	pthread_t th[N];
 	pthread_barrier_t go;
 	asp_error err = { 0 };
-	char *out, line[16];
 	int i, round;
 
 	oo.config_path = fx.config;
@@ -505,13 +511,7 @@ START_TEST(test_proc_spread_from_threads)
 				      round + 1, i + 1, N, asp_error_name(s[i].rc), s[i].err.message);
 			p[i] = s[i].p;
 		}
-		for (i = 0; i < N; i++) {
-			snprintf(line, sizeof(line), "proc %d\n", i);
-			write_ok(p[i], line);
-			out = read_until(p[i], line, NULL);
-			ck_assert_str_eq(out, line);
-			free(out);
-		}
+		echo_through_all(p, N);
 		end_all(p, N);
 	}
 	asp_close(sb);
