@@ -1,6 +1,7 @@
 """asp.Process and asp.aio.AsyncProcess against the sshd fixture: stdin written while the
 command runs, output as it comes, close of stdin, signals, wait with a timeout, a terminal,
-several processes on one connection beside exec, close of a running process, bad input."""
+several processes on one connection beside exec, no room for another (SandboxBusy), close of a
+running process, bad input."""
 
 import asyncio
 import os
@@ -150,6 +151,28 @@ class ProcessTest(SandboxTest):
             sb.start(f"sleep {arg}")
             pid = find_sleep(arg)
         self.assertTrue(wait_dead(pid, HANG))
+
+    def test_no_room_is_sandbox_busy(self):
+        """Every connection at the server's session limit (MaxSessions 10): SandboxBusy, which
+        says what to do; a process that ends makes room again."""
+        with asp.open(self.fx.config, max_connections=1) as sb:
+            procs = []
+            with self.assertRaises(asp.SandboxBusy) as cm:
+                for _ in range(12):
+                    procs.append(sb.start("cat"))
+            self.assertEqual(cm.exception.code, asp.ErrorCode.EBUSY)
+            self.assertIn("no room for another command", str(cm.exception))
+            self.assertIn("max_connections 1", str(cm.exception))
+            self.assertTrue(1 <= len(procs) <= 10, len(procs))
+            last = procs.pop()
+            last.close_stdin()
+            self.assertEqual(last.wait(timeout=HANG).exit_code, 0)
+            last.close()
+            procs.append(sb.start("cat"))
+            for p in procs:
+                p.close_stdin()
+                self.assertEqual(p.wait(timeout=HANG).exit_code, 0)
+                p.close()
 
     def test_bad_input(self):
         with self.assertRaises(asp.InvalidArgument):
