@@ -95,17 +95,32 @@ static unsigned int count_full(asp_pool *p, unsigned int *procs)
 }
 
 /*
+ * Under the lock, the idle connection carrying fewest commands (the most
+ * recently used of those), with `not_full` not a full one; p->nidle when none.
+ */
+static unsigned int fewest(asp_pool *p, int not_full)
+{
+	unsigned int best = p->nidle;
+
+	for (unsigned int i = p->nidle; i-- > 0;)
+		if ((!not_full || !is_full(p, p->idle[i])) &&
+		    (best == p->nidle || held_procs(p, p->idle[i]) < held_procs(p, p->idle[best])))
+			best = i;
+	return best;
+}
+
+/*
  * Under the lock, the idle connection a call gets: the most recently used
  * one that carries no running command with a handle. One that does only
  * when the cap leaves no room for another connection (its commands then
- * wait for this call to hand it back): the one carrying fewest (the most
- * recently used of those) that is not full; a full one only when every
- * connection is, and the call does not need room (`room`). p->nidle when
- * none fits: the caller connects a new one, or waits.
+ * wait for this call to hand it back): the one carrying fewest that is not
+ * full; a full one only when every connection is, and the call does not
+ * need room (`room`). p->nidle when none fits: the caller connects a new
+ * one, or waits.
  */
 static unsigned int pick(asp_pool *p, int room)
 {
-	unsigned int i = p->nidle, best = p->nidle, procs;
+	unsigned int i = p->nidle, procs;
 
 	while (i > 0 && held_by_procs(p, p->idle[i - 1]))
 		i--;
@@ -113,15 +128,9 @@ static unsigned int pick(asp_pool *p, int room)
 		return i - 1;
 	if (p->total < p->max)
 		return p->nidle;
-	for (i = p->nidle; i-- > 0;)
-		if (!is_full(p, p->idle[i]) &&
-		    (best == p->nidle || held_procs(p, p->idle[i]) < held_procs(p, p->idle[best])))
-			best = i;
-	if (best == p->nidle && !room && count_full(p, &procs) == p->total)
-		for (i = p->nidle; i-- > 0;)
-			if (best == p->nidle || held_procs(p, p->idle[i]) < held_procs(p, p->idle[best]))
-				best = i;
-	return best;
+	if ((i = fewest(p, 1)) == p->nidle && !room && count_full(p, &procs) == p->total)
+		i = fewest(p, 0);
+	return i;
 }
 
 static void abs_deadline(struct timespec *ts, unsigned int ms)
