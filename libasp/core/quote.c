@@ -112,14 +112,22 @@ static int put_env(asp_buf *out, const char *entry, size_t index, asp_error *err
  * own).
  *
  * Between polls it waits on its tick: under bash, `read -t` on a FIFO,
- * ~/.asp/tick (made by the first watchdog that misses it; nothing writes
- * to it), which starts no process. Other shells lack a fractional
- * `read -t` and fork a `sleep`, as does bash when the read did not time
- * out (no FIFO there, or something wrote to it): a half-second wait either
- * way, never a busy loop. `sleep` per poll was about 40 ms of a 2-core
- * sandbox's CPU per `sleep 1` command under load (bench "many", N=100). A
- * TERM ends a bash watchdog at once (no trap: bash would run it only after
- * the read); the sleeping one traps TERM to take its sleep along.
+ * ~/.asp/tick, which starts no process. Nothing writes to it. The first
+ * watchdog that finds no FIFO there makes one under its own name and
+ * renames it into place, over whatever else is there but a directory: the
+ * path is never missing while a FIFO is swapped in, so the `<>` open
+ * (which creates what it does not find) cannot leave a regular file, and
+ * one that is there (the FIFO removed from outside between a watchdog's
+ * check and its open) is replaced by the next watchdog that starts, which
+ * running watchdogs then find at their next poll. Other shells lack a
+ * fractional `read -t` and fork a `sleep`, as does bash when the read did
+ * not time out (no FIFO there, or something wrote to it): a half-second
+ * wait either way, never a busy loop. `sleep` per poll was about 40 ms of
+ * a 2-core sandbox's CPU per `sleep 1` command under load (bench "many",
+ * N=100). A TERM ends a bash watchdog at once (no trap: bash would run it
+ * only after the read); the sleeping one traps TERM to take its sleep
+ * along. The watchdog's text goes with every command's exec request, which
+ * has a size limit: keep it short.
  *
  * It is the shell function _asp_wd, whose argument is the call's token
  * (the kill script finds the call's processes by it, as $_asp_t), and
@@ -141,10 +149,11 @@ static int kill_quoted(asp_buf *out, const char *token);
 static int put_watchdog_fn(asp_buf *out)
 {
 	if (asp__buf_puts(out, "_asp_wl() { "
-			  "[ -z \"${ZSH_VERSION-}\" ] || setopt shwordsplit 2>/dev/null; "
-			  "s=; w=$$; q=$_asp_q; t=; [ -n \"${BASH_VERSION-}\" ] && [ -n \"${HOME-}\" ] && "
-			  "{ t=$HOME/.asp/tick; [ -p \"$t\" ] || "
-			  "{ mkdir -p -m 700 \"$HOME/.asp\" && mkfifo -m 600 \"$t\"; } 2>/dev/null; }; "
+			  "[ -z \"${ZSH_VERSION-}\" ] || setopt shwordsplit; "
+			  "s=; w=$$; q=$_asp_q; t=; [ \"${BASH_VERSION-}\" ] && [ \"${HOME-}\" ] && "
+			  "{ t=$HOME/.asp/tick; [ -p \"$t\" ] || [ -d \"$t\" ] || "
+			  "{ mkdir -p -m 700 \"${t%/*}\" && mkfifo -m 600 \"$t$w\" && "
+			  "mv -f \"$t$w\" \"$t\"; } 2>/dev/null; }; "
 			  "[ -p \"$t\" ] || trap 'kill $s 2>/dev/null; exit 0' TERM; "
 			  "while { read -r l < /proc/$w/stat; } 2>/dev/null; do "
 			  "set -- ${l##*) }; [ \"$1\" = Z ] && exit 0; [ \"$2\" = \"$q\" ] || "
@@ -154,7 +163,7 @@ static int put_watchdog_fn(asp_buf *out)
 			  "[ $? -gt 128 ] || { sleep " WATCHDOG_POLL " & s=$!; wait $s; }; "
 			  "done; }; "
 			  "_asp_wd() { _asp_q=$PPID; _asp_t=$1; [ -r /proc/$$/stat ] && "
-			  "if [ -n \"${BASH_VERSION-}\" ]; then _asp_wl </dev/null >/dev/null 2>&1 & disown $!; "
+			  "if [ \"${BASH_VERSION-}\" ]; then _asp_wl </dev/null >/dev/null 2>&1 & disown $!; "
 			  "else ( _asp_wl & ) </dev/null >/dev/null 2>&1 & fi; unset _asp_q _asp_t; }; "))
 		return ASP_ENOMEM;
 	return 0;
@@ -312,12 +321,12 @@ static int kill_text(asp_buf *out, const char *g, const char *token, unsigned in
 	return asp__buf_printf(out,
 			       "trap '' TERM; m=' '; "
 			       "G=; command -v grep >/dev/null 2>&1 && G=1; "
-			       "env_has() { if [ -n \"$G\" ]; then case $h in *\" $1 \"*) return 0;; esac; "
+			       "env_has() { if [ \"$G\" ]; then case $h in *\" $1 \"*) return 0;; esac; "
 			       "return 1; fi; { while IFS= read -r e || [ -n \"$e\" ]; do "
 			       "case $e in *%s*) return 0;; esac; e=; done < /proc/$1/environ; } 2>/dev/null; "
 			       "return 1; }; "
 			       "scan() { n=1; while [ $n = 1 ]; do n=0; h=' '; "
-			       "[ -n \"$G\" ] && for e in $(grep -lsF -e %s /proc/[0-9]*/environ 2>/dev/null); "
+			       "[ \"$G\" ] && for e in $(grep -lsF -e %s /proc/[0-9]*/environ 2>/dev/null); "
 			       "do e=${e#/proc/}; h=\"$h${e%%/environ} \"; done; "
 			       "for f in /proc/[0-9]*/stat; do p=${f#/proc/}; p=${p%%/stat}; "
 			       "case \"$m\" in *\" $p \"*) continue;; esac; "

@@ -17,8 +17,9 @@
  * read with bash's `read -t`), which starts no process; other shells, or
  * a tick that is not a FIFO, sleep as before. The tick rows count the
  * `sleep 0.5` processes in a running command's session: none under bash,
- * some under dash and with a broken tick (which shows the count sees
- * them), and a broken tick still kills on connection loss.
+ * some under dash and with a broken tick (a directory in its place: which
+ * shows the count sees them), and a broken tick still kills on connection
+ * loss. A regular file in its place is replaced by the next watchdog.
  */
 #include <check.h>
 #include <dirent.h>
@@ -309,14 +310,14 @@ static int watchdog_sleep_samples(void)
 /*
  * The tick is the sandbox user's, ~/.asp/tick, and that user is machine-wide:
  * make check-deep runs this suite plain, on far routes, under ASan and under
- * valgrind at once, and tick_broken_still_kills puts a regular file in the
+ * valgrind at once, and tick_broken_still_kills puts a directory in the
  * tick's place, which sends every watchdog of the user back to `sleep` while
- * it is there (a failed run: 43 samples of `sleep 0.5` in
- * tick_bash_starts_nothing on far routes). The two tests that depend on the
- * tick's state hold its lock (test_lock("tick"), as does the warm suite's
- * primed-shell watchdog test). One that failed before putting the
- * FIFO back left the regular file: the test that needs the FIFO removes what
- * is not one first.
+ * it is there (a failed run, when it was a regular file: 43 samples of
+ * `sleep 0.5` in tick_bash_starts_nothing on far routes). The tests that
+ * depend on the tick's state hold its lock (test_lock("tick"), as does the
+ * warm suite's primed-shell watchdog test). One that failed before putting
+ * the FIFO back left the directory: the test that needs the FIFO removes
+ * what is not one first.
  */
 
 /* Under bash the watchdog waits on its tick: no process between polls. */
@@ -326,7 +327,7 @@ START_TEST(tick_bash_starts_nothing)
 	int seen, lock = test_lock("tick");
 
 	ck_assert_int_eq(fx_sshd_start(&fx), 0);
-	ck_assert_int_eq(fx_run("t=~%s/.asp/tick; [ ! -e $t ] || [ -p $t ] || rm -f $t", fx.user), 0);
+	ck_assert_int_eq(fx_run("t=~%s/.asp/tick; [ ! -e $t ] || [ -p $t ] || rm -rf $t", fx.user), 0);
 	/* The first watchdog makes the tick when it is missing (in the background): one call first. */
 	sb = sb_open(fx.config);
 	expect_stdout(sb, "true", "");
@@ -355,24 +356,61 @@ START_TEST(tick_dash_sleeps)
 }
 END_TEST
 
-/* A tick that is not a FIFO (a regular file in its place): sleeps again, and still kills. */
+/*
+ * Puts `what` in the tick's place: made beside it and renamed over it, since
+ * another job's new watchdog can put a FIFO back at any moment (a CI
+ * failure: an `rm` followed by `echo x >` wrote into the FIFO made between
+ * them, 30 of 200 such replacements beside a loop making it; none renamed).
+ * A directory cannot be renamed over a FIFO: the FIFO goes first, in a loop
+ * until the directory wins the race.
+ */
+static void put_in_tick(const char *what)
+{
+	if (!strcmp(what, "file"))
+		ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && echo x > $d/tick.broken && chown -R %s: $d && "
+					"mv -f $d/tick.broken $d/tick", fx.user, fx.user), 0);
+	else
+		ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && chown %s: $d && for i in $(seq 100); do "
+					"[ -d $d/tick ] || { rm -f $d/tick; mkdir $d/tick 2>/dev/null; }; done; "
+					"[ -d $d/tick ] && chown %s: $d/tick", fx.user, fx.user, fx.user), 0);
+}
+
+/*
+ * A regular file in the tick's place (an open with `<>` creates one where the
+ * FIFO was removed from outside) is a FIFO again after the next command:
+ * its watchdog renames a new FIFO over it.
+ */
+START_TEST(tick_file_is_replaced)
+{
+	asp_sandbox *sb;
+	int seen, lock = test_lock("tick");
+
+	ck_assert_int_eq(fx_sshd_start(&fx), 0);
+	put_in_tick("file");
+	ck_assert_int_eq(fx_run("[ -f ~%s/.asp/tick ]", fx.user), 0);
+	sb = sb_open(fx.config);
+	expect_stdout(sb, "true", "");
+	asp_close(sb);
+	seen = watchdog_sleep_samples();
+	ck_assert_msg(seen == 0, "the watchdog started `sleep 0.5` in %d samples after a file in the tick's "
+		      "place", seen);
+	ck_assert_int_eq(fx_run("[ -p ~%s/.asp/tick ]", fx.user), 0);
+	fx_sshd_stop(&fx);
+	close(lock);
+}
+END_TEST
+
+/* A tick that cannot be a FIFO (a directory in its place): sleeps again, and still kills. */
 START_TEST(tick_broken_still_kills)
 {
 	int seen, lock = test_lock("tick");
 
 	ck_assert_int_eq(fx_sshd_start(&fx), 0);
-	/*
-	 * Renamed into place: between an `rm` and an `echo x >` another job's new
-	 * watchdog could make the FIFO again, and `echo x >` then wrote into it
-	 * (a CI failure under valgrind, no `sleep` seen; 30 of 200 such
-	 * replacements left a FIFO beside a loop making it, none renamed).
-	 */
-	ck_assert_int_eq(fx_run("d=~%s/.asp; mkdir -p $d && echo x > $d/tick.broken && chown -R %s: $d && "
-				"mv -f $d/tick.broken $d/tick", fx.user, fx.user), 0);
+	put_in_tick("directory");
 	seen = watchdog_sleep_samples();
 	harness_killed();
-	ck_assert_int_eq(fx_run("rm -f ~%s/.asp/tick", fx.user), 0); /* the next watchdog makes the FIFO */
-	ck_assert_msg(seen > 0, "no `sleep 0.5` seen with a broken tick");
+	ck_assert_int_eq(fx_run("rm -rf ~%s/.asp/tick", fx.user), 0); /* the next watchdog makes the FIFO */
+	ck_assert_msg(seen > 0, "no `sleep 0.5` seen with a directory in the tick's place");
 	fx_sshd_stop(&fx);
 	close(lock);
 }
@@ -393,6 +431,7 @@ Suite *suite_lifecycle(void)
 			    (int)(sizeof(shell_users) / sizeof(shell_users[0])));
 	tcase_add_test(tc, tick_bash_starts_nothing);
 	tcase_add_test(tc, tick_dash_sleeps);
+	tcase_add_test(tc, tick_file_is_replaced);
 	tcase_add_test(tc, tick_broken_still_kills);
 	suite_add_tcase(s, tc);
 	return s;
