@@ -987,7 +987,12 @@ int asp__bg_start_request(asp_buf *out, const char *cwd, const char *const *env,
 /*
  * The helper's program (bash), after the login shell checked for bash and
  * dropped what the wrapper drops. Its stderr goes nowhere; a request's goes
- * to a file under ~/.asp, read back only when the request failed. Each
+ * to a file under ~/.asp, read back only when the request failed, and
+ * removed when the helper exits. A helper killed outright (SIGKILL) leaves
+ * it: a starting helper removes those of helpers no longer running (no
+ * /proc/PID; nothing when /proc does not show the helper itself). Should
+ * one remove a live helper's (its pid in another namespace), that helper's
+ * next request makes the file again. Each
  * request runs in the helper's own shell (the bg functions return, never
  * exit: a subshell would be a fork), with stdin /dev/null so that it never
  * reads the next request. Where the sandbox has bash's loadable builtins
@@ -1018,6 +1023,8 @@ int asp__bg_start_request(asp_buf *out, const char *cwd, const char *const *env,
 	"exec 2>/dev/null; for _asp_b in mkdir rm sleep; do enable -f \"$_asp_b\" \"$_asp_b\"; done; " \
 	BG_DIR BG_STATE BG_SIZE BG_READ_FN BG_LIST_FN BG_SIGNAL_FN BG_REMOVE_FN BG_START_FN HELPER_BGSL \
 	"[ -d \"$HOME/.asp\" ] || mkdir -m 700 -- \"$HOME/.asp\"; _asp_e=$HOME/.asp/helper-$$.err; " \
+	"[ -d /proc/$$ ] && for _asp_f in \"$HOME\"/.asp/helper-*.err; do _asp_p=${_asp_f##*/helper-}; " \
+	"_asp_p=${_asp_p%.err}; [ -f \"$_asp_f\" ] && ! [ -d \"/proc/$_asp_p\" ] && rm -f -- \"$_asp_f\"; done; " \
 	"trap 'rm -f -- \"$_asp_e\"' EXIT; trap exit HUP PIPE TERM; printf '%s\\n' \"$1\"; " \
 	"while IFS= read -r -d '' _asp_q; do _asp_t=${_asp_q%% *}; _asp_q=${_asp_q#* }; " \
 	"eval \"$_asp_q\" </dev/null 2>\"$_asp_e\"; _asp_s=$?; _asp_m=; " \

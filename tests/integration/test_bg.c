@@ -364,16 +364,22 @@ START_TEST(helper_serves_calls)
 	ck_assert_msg(pid_alive(hp), "the helper %d is not running", (int)hp);
 	ck_assert_int_eq(kill(hp, SIGKILL), 0);
 	ck_assert_msg(wait_gone(hp, 10000 * fx_slowdown()), "the helper %d outlived SIGKILL", (int)hp);
+	/* Its requests' stderr file stays behind it, until the next helper starts. */
+	ck_assert_int_eq(fx_run("[ -f ~%s/.asp/helper-%d.err ]", fx.user, (int)hp), 0);
 	h0 = helper_now();
 	bg_remove_ok(sb, id2);
 	check_err(__LINE__, asp_bg_read(&b, &len, &st, sb, id2, 0, 0, NULL, &e), &e, ASP_ENOENT, id2);
 	h = helper_now();
 	ck_assert_msg(h.boots == h0.boots + 1 && h.calls >= h0.calls + 2, "after the kill: %lu helpers started, "
 		      "%lu calls", h.boots - h0.boots, h.calls - h0.calls);
-	/* It ends with its handle. */
+	ck_assert_msg(fx_run("[ ! -e ~%s/.asp/helper-%d.err ]", fx.user, (int)hp) == 0,
+		      "the killed helper's helper-%d.err outlived the next helper's start", (int)hp);
+	/* It ends with its handle, and takes its own file along. */
 	hp = helper_pid(sb);
+	ck_assert_int_eq(fx_run("[ -f ~%s/.asp/helper-%d.err ]", fx.user, (int)hp), 0);
 	asp_close(sb);
 	ck_assert_msg(wait_gone(hp, 10000 * fx_slowdown()), "the helper %d outlived asp_close", (int)hp);
+	ck_assert_int_eq(fx_run("[ ! -e ~%s/.asp/helper-%d.err ]", fx.user, (int)hp), 0);
 	asp_free(id);
 	asp_free(id2);
 }
