@@ -750,7 +750,9 @@ ASP_EXTERN(int) asp_proc_wait(asp_exec_result **out, asp_proc *p, int timeout_ms
  * end, driving all of them meanwhile from this one thread as asp_proc_wait
  * drives one (output nobody read goes to the result; cancel tokens and
  * kill timers act): one thread can wait for a thousand commands. Returns
- * ASP_OK with *index the position of one that ended (the first such), whose
+ * ASP_OK with *index the position of one that ended (of several, the one
+ * whose end a call saw first, wherever it is in the list: taken one per
+ * call, they are served in the order they ended), whose
  * asp_proc_wait then returns at once with its result or error; a command
  * whose connection fails is reported the same way. ASP_ETIMEOUT when none
  * ended in time. ASP_ECANCELLED when `wake` (optional) is or becomes

@@ -50,6 +50,7 @@ struct asp_proc {
 	int oom;                /* queued output was dropped for want of memory */
 	int stdin_closed;       /* asp_proc_close_stdin was called */
 	int ended;              /* the run ended: result or end_rc */
+	uint64_t ended_seq;     /* when a call saw it end, in the process's order of ends */
 	int end_rc;
 	asp_error end_err;
 	asp_exec_result *result;
@@ -88,6 +89,9 @@ static int queue_output(asp_stream stream, const unsigned char *d, size_t n, voi
 	return 0;
 }
 
+/* Ends in the order calls saw them: asp_proc_wait_any names the first. */
+static _Atomic uint64_t ends_seen;
+
 /* The run ended (rc: its loop's failure, or 0): keep the result or the error. */
 static void finish(asp_proc *p, int rc, const asp_error *why)
 {
@@ -101,6 +105,7 @@ static void finish(asp_proc *p, int rc, const asp_error *why)
 	p->end_err = e;
 	p->run = NULL;
 	p->ended = 1;
+	p->ended_seq = atomic_fetch_add(&ends_seen, 1);
 }
 
 /* Under p->mu: check the connection out, or end the run when it died (then 1). */
@@ -571,21 +576,30 @@ int asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeo
 		return asp__error(err, ASP_ENOMEM, "out of memory");
 	deadline = deadline_in(timeout_ms);
 	for (;;) {
-		uint64_t now = asp__now_ms(), until = deadline ? deadline : UINT64_MAX;
+		uint64_t now = asp__now_ms(), until = deadline ? deadline : UINT64_MAX, first_seq = UINT64_MAX;
 		nfds_t nfds = 0;
+		size_t first = n;
 		int due = 0;
 
-		/* What to poll for, and whether any proc is due a look at once. */
+		/*
+		 * The proc that ended first, if any has (by when a call saw it: a
+		 * caller that takes one per call serves them in the order they
+		 * ended, never the lowest place first); else what to poll for, and
+		 * whether any proc is due a look at once.
+		 */
 		for (size_t i = 0; i < n; i++) {
 			asp_proc *p = procs[i];
 
 			if (!p)
 				continue;
 			pthread_mutex_lock(&p->mu);
-			if (p->ended) {
+			if (p->ended || first < n) {
+				if (p->ended && p->ended_seq < first_seq) {
+					first = i;
+					first_seq = p->ended_seq;
+				}
 				pthread_mutex_unlock(&p->mu);
-				*index = i;
-				goto out;
+				continue;
 			}
 			due |= any_due(p, now, &until);
 			if (p->any_looked && !p->any_busy && p->any_events) {
@@ -595,6 +609,10 @@ int asp_proc_wait_any(size_t *index, asp_proc *const *procs, size_t n, int timeo
 			}
 			nfds += (nfds_t)cancel_fd(p, &fds[nfds]);
 			pthread_mutex_unlock(&p->mu);
+		}
+		if (first < n) {
+			*index = first;
+			goto out;
 		}
 		if (wake && asp_cancel_is_triggered(wake)) {
 			rc = asp__error(err, ASP_ECANCELLED, "asp_proc_wait_any: woken (its asp_cancel)");

@@ -749,6 +749,49 @@ START_TEST(test_proc_wait_any)
 END_TEST
 
 /*
+ * Of several commands that ended, asp_proc_wait_any names the one whose end
+ * was seen first, whatever their places in the list: a caller that takes
+ * one per call and does other work between calls (the bench's 16 threads
+ * each open a sandbox between looks) serves them in the order they ended.
+ * Naming the lowest index instead, a command that ended early behind
+ * ever-newer ones at lower places waited for all of them (19 s at N=1000).
+ */
+START_TEST(test_proc_wait_any_first_ended)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_exec_result *r;
+	asp_proc *p[3];
+	size_t i = 99;
+
+	p[0] = start(sb, "sleep 0.3; echo late", NULL);
+	p[1] = start(sb, "echo early", NULL);
+	p[2] = start(sb, "cat", NULL); /* runs until its stdin closes */
+	ck_assert_int_eq(wait_any(&i, p, 3, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 1);
+	/* p[1] is left as it is; p[0] ends while a wait looks at it alone. */
+	ck_assert_int_eq(wait_any(&i, p, 1, (int)hang_ms(), NULL), ASP_OK);
+	ck_assert_uint_eq(i, 0);
+	/* Both ended: p[1] first, and again until it is taken. */
+	for (int k = 0; k < 2; k++) {
+		i = 99;
+		ck_assert_int_eq(wait_any(&i, p, 3, 0, NULL), ASP_OK);
+		ck_assert_uint_eq(i, 1);
+	}
+	r = take_ended(p, 3, 1);
+	assert_stream(r, ASP_STDOUT, "early\n", 6);
+	asp_exec_result_free(r);
+	r = take_ended(p, 3, 0);
+	assert_stream(r, ASP_STDOUT, "late\n", 5);
+	asp_exec_result_free(r);
+	ck_assert_int_eq(asp_proc_close_stdin(p[2], NULL), ASP_OK);
+	r = take_ended(p, 3, 2);
+	assert_exited(r, 0);
+	asp_exec_result_free(r);
+	asp_close(sb);
+}
+END_TEST
+
+/*
  * Quiet commands whose connections nobody else uses are looked at when their
  * socket speaks or once a second, not every 50 ms slice: 8 running `sleep`
  * on 2 handles, 2.5 s of asp_proc_wait_any, fewer than 8 looks each (a look
@@ -903,6 +946,7 @@ Suite *suite_proc(void)
 	tcase_add_test(tc, test_proc_no_room_is_busy);
 	tcase_add_test(tc, test_proc_hostile_input);
 	tcase_add_test(tc, test_proc_wait_any);
+	tcase_add_test(tc, test_proc_wait_any_first_ended);
 	tcase_add_test(tc, test_proc_wait_any_quiet);
 	suite_add_tcase(s, tc);
 
