@@ -769,7 +769,8 @@ static void *many_one(void *arg)
  * One of `workers` threads: sandboxes are taken from the shared counter;
  * each is opened and its command started with a handle, then the worker
  * goes on (the next open, or a look at what runs: asp_proc_wait_any). A
- * finished command's sandbox gets its write, read and close. With no
+ * finished command's sandbox gets its write, read and close, and every
+ * command that has ended is taken so before the next open. With no
  * sandbox left to open, it waits for any of its commands.
  */
 static void *many_worker(void *arg)
@@ -785,12 +786,12 @@ static void *many_worker(void *arg)
 
 	if (!run || !procs)
 		die("calloc");
-	for (;;) {
+	for (int taking = 0;;) { /* taking: the last look found one ended, so look again first */
 		asp_exec_result *r;
 		asp_error e;
 		size_t k;
 		int rc, opened = 0;
-		long i = nrun < cap ? m->next++ : m->n;
+		long i = (!taking || nrun == 0) && nrun < cap ? m->next++ : m->n;
 
 		if (i < m->n) {
 			unsigned char data[4096];
@@ -806,8 +807,10 @@ static void *many_worker(void *arg)
 		} else if (nrun == 0) {
 			break;
 		}
-		/* Having opened one: a look; with none left to open: a wait. */
-		rc = asp_proc_wait_any(&k, procs, (size_t)nrun, opened ? 0 : -1, NULL, &e);
+		/* Having opened one, or more may end before the next open: a look; else a wait. */
+		rc = asp_proc_wait_any(&k, procs, (size_t)nrun, opened || (taking && m->next < m->n) ? 0 : -1,
+				       NULL, &e);
+		taking = rc != ASP_ETIMEOUT;
 		if (rc == ASP_ETIMEOUT)
 			continue;
 		check(rc, &e, "proc_wait_any");
