@@ -1401,7 +1401,15 @@ METHOD = """## Method
 # ------------------------------------------------------------------ machine info
 
 
-def machine_info(scale_name, env, load0):
+def source_state():
+    """The commit measured and whether its sources had local changes, read when the run starts
+    (after its build): an edit made while it runs is not in what it measures. The report's own
+    outputs (docs/) are not sources."""
+    return (out_of(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+            out_of(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs"]))
+
+
+def machine_info(scale_name, env, load0, source):
     cpu = "?"
     with open("/proc/cpuinfo") as f:
         for line in f:
@@ -1419,8 +1427,7 @@ def machine_info(scale_name, env, load0):
             ssh2v = json.load(f)["version"]
     except OSError:
         pass
-    commit = out_of(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"])
-    dirty = out_of(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])
+    commit, dirty = source
     load1 = os.getloadavg()[0]
     return {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -1519,7 +1526,8 @@ def main():
     ap.add_argument("--peers", default="", help="comma-separated peer names (default: all)")
     ap.add_argument("--out", default=None, help="Markdown report (default docs/PERFORMANCE.md; "
                     "smoke: none)")
-    ap.add_argument("--json", default=os.path.join(BUILD, "bench", "results.json"), help="raw results")
+    ap.add_argument("--json", default=None, help="raw results (default build/bench/results.json; smoke: "
+                    "build/bench/results-smoke.json, so that `make check` keeps the last real run's)")
     ap.add_argument("--smoke", action="store_true", help="fail unless every peer produced numbers")
     ap.add_argument("--bulk-sizes", default="", help="comma-separated MiB, instead of the scale's")
     ap.add_argument("--many-n", default="", help="comma-separated sandbox counts for the many workload, "
@@ -1532,6 +1540,8 @@ def main():
         return render(a.render, a.out)
     smoke = a.smoke or a.scale == "smoke"
     out = a.out if a.out is not None else ("" if smoke else os.path.join(ROOT, "docs", "PERFORMANCE.md"))
+    if a.json is None:
+        a.json = os.path.join(BUILD, "bench", "results-smoke.json" if smoke else "results.json")
     scale = dict(SCALES[a.scale])
     if a.bulk_sizes:
         scale["bulk_sizes"] = [int(x) for x in a.bulk_sizes.split(",")]
@@ -1559,6 +1569,7 @@ def main():
     else:
         cmd = " ".join(["/usr/bin/python3", "bench/run.py"] + sys.argv[1:])
     load0 = os.getloadavg()[0]
+    source = source_state()
     t0 = time.time()
     cpu0 = cpu_split()
     env = Env(scale, workloads)
@@ -1571,7 +1582,7 @@ def main():
             runner.wan = {rtt: env.start_proxy(rtt) for rtt in scale["wan_rtts"]}
         for w in workloads:
             runner.workload(w)
-        info = machine_info(a.scale, env, load0)
+        info = machine_info(a.scale, env, load0, source)
         runner.probe_algorithms()
     finally:
         env.close()
