@@ -763,12 +763,14 @@ START_TEST(test_proc_wait_any_first_ended)
 	asp_proc *p[3];
 	size_t i = 99;
 
-	p[0] = start(sb, "sleep 0.3; echo late", NULL);
+	/* p[0] ends when told (a line on its stdin): a slow start of p[1] cannot reorder them. */
+	p[0] = start(sb, "read x; echo late", NULL);
 	p[1] = start(sb, "echo early", NULL);
 	p[2] = start(sb, "cat", NULL); /* runs until its stdin closes */
 	ck_assert_int_eq(wait_any(&i, p, 3, (int)hang_ms(), NULL), ASP_OK);
 	ck_assert_uint_eq(i, 1);
 	/* p[1] is left as it is; p[0] ends while a wait looks at it alone. */
+	write_ok(p[0], "go\n");
 	ck_assert_int_eq(wait_any(&i, p, 1, (int)hang_ms(), NULL), ASP_OK);
 	ck_assert_uint_eq(i, 0);
 	/* Both ended: p[1] first, and again until it is taken. */
