@@ -37,7 +37,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "asp.h"
@@ -154,14 +153,6 @@ static void race_teardown(void)
 	unsetenv("ASP_KNOWN_HOSTS");
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /*
  * The second user: swaps the two project directories until killed. Under
  * ASan and valgrind, where an open takes 100 ms and more, it swaps for
@@ -177,7 +168,7 @@ static void start_racer(void)
 	ck_assert_int_ge(racer, 0);
 	if (racer == 0) {
 		int pace = fx_slowdown() > 1, swapped;
-		long long burst_end = mono_ms() + RACER_BURST_MS;
+		long long burst_end = fx_now_ms() + RACER_BURST_MS;
 		struct stat st;
 
 		if (setgroups(0, NULL) || setgid(test_gid) || setuid(test_uid) || getuid() == 0)
@@ -190,9 +181,9 @@ static void start_racer(void)
 				_exit(3);
 			(*swaps)++;
 			swapped = !swapped;
-			if (pace && !swapped && mono_ms() >= burst_end) {
+			if (pace && !swapped && fx_now_ms() >= burst_end) {
 				usleep(RACER_BURST_MS * 1000);
-				burst_end = mono_ms() + RACER_BURST_MS;
+				burst_end = fx_now_ms() + RACER_BURST_MS;
 			}
 		}
 	}
