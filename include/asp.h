@@ -450,7 +450,9 @@ typedef struct asp_write_options {
 	unsigned int version;
 	/* Cancel token and overall deadline, as for any call: call.cancel
 	 * stops the write with ASP_ECANCELLED (an atomic write then leaves
-	 * the target untouched); call.timeout_ms is its deadline (0: the
+	 * the target untouched; a cancel that comes once the rename was sent
+	 * is too late, and the write completes: docs/api.md says where the
+	 * exec transport differs); call.timeout_ms is its deadline (0: the
 	 * handle's op_timeout_ms). call.version may be 0 or 1: the embedded
 	 * struct has asp_call_options version 1's layout. */
 	asp_call_options call;

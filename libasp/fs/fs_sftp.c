@@ -620,6 +620,27 @@ static int rename_over(asp_conn *c, const char *from, const char *to, int target
 	return asp__sftp_fail(&r, ASP_EIO, err, "rename", to);
 }
 
+/*
+ * The rename that makes an atomic write's data the target's. The call's
+ * cancel counts up to the sending, not after: once the rename is sent the
+ * target may change whatever comes next, and ASP_ECANCELLED would say
+ * "untouched" of a replaced file. The deadline still bounds the answer (a
+ * server may trickle bytes and never answer), and its error says the
+ * target may hold either content.
+ */
+static int rename_into_place(asp_conn *c, const char *tmp, const char *path, int target_exists,
+			     asp_error *err)
+{
+	int rc;
+
+	if ((rc = asp__conn_commit(c, err)) != 0)
+		return rc;
+	if ((rc = rename_over(c, tmp, path, target_exists, err)) == ASP_ETIMEOUT)
+		asp__error_prefix(err, "write %s: the rename was sent, the target holds its old or its new "
+				  "content", SHOW(path));
+	return rc;
+}
+
 /* Remove our temp file and wait for it to be gone, so a failed write leaves nothing behind. */
 static int remove_temp(asp_conn *c, const char *path)
 {
@@ -727,7 +748,7 @@ static int write_atomic(asp_conn *c, const char *path, const void *data, size_t 
 	}
 	if (rc == 0) {
 		opened = 0;
-		if ((rc = rename_over(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
+		if ((rc = rename_into_place(c, tmp, path, found, err)) != 0 && !asp__conn_dead(c))
 			remove_temp(c, tmp);
 		if (rc == 0)
 			done->now_s = written.flags & SSH_FILEXFER_ATTR_ACMODTIME ? written.mtime : 0;

@@ -41,6 +41,15 @@ void asp__conn_end_op(asp_conn *c)
 	asp__conn_begin_op(c, 0, NULL);
 }
 
+int asp__conn_commit(asp_conn *c, asp_error *err)
+{
+	int rc = asp__ssh_op_stopped(c, err);
+
+	if (!rc)
+		asp__conn_begin_op(c, c->op_deadline, NULL);
+	return rc;
+}
+
 /* ------------------------------------------------------------ connect */
 
 static int tcp_connect(asp_conn *c, const asp_config *cfg, uint64_t deadline, int cancel_fd,

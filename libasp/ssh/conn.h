@@ -52,6 +52,14 @@ int asp__conn_open(asp_conn **out, const asp_conn_params *p, int cancel_fd, uint
 void asp__conn_begin_op(asp_conn *c, uint64_t deadline, asp_cancel *cancel);
 void asp__conn_end_op(asp_conn *c);
 
+/*
+ * A step that cannot be taken back once sent comes next (an atomic
+ * write's rename): the call's cancel stops counting until the next begin
+ * or end (its deadline still counts). ASP_ECANCELLED or ASP_ETIMEOUT when
+ * the call was stopped before, as asp__ssh_op_stopped; else 0.
+ */
+int asp__conn_commit(asp_conn *c, asp_error *err);
+
 /* Disconnect politely within a short deadline, free everything. Accepts NULL. */
 void asp__conn_close(asp_conn *c);
 

@@ -454,6 +454,19 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
 	return 0;
 }
 
+int asp__ssh_op_stopped(asp_conn *c, asp_error *err)
+{
+	if (c->op_cancel && asp_cancel_is_triggered(c->op_cancel)) {
+		c->dead = 1;
+		return asp__error(err, ASP_ECANCELLED, "%s: cancelled", c->where);
+	}
+	if (c->op_deadline && asp__now_ms() >= c->op_deadline) {
+		c->dead = 1;
+		return asp__error(err, ASP_ETIMEOUT, "%s: the call's deadline passed", c->where);
+	}
+	return 0;
+}
+
 void asp__ssh_rtt_sample(asp_conn *c, uint64_t ms)
 {
 	if (ms > UINT_MAX)

@@ -182,6 +182,23 @@ void asp__sftp_guess_stats(unsigned long *hit, unsigned long *missed)
 	*missed = stat_missed;
 }
 
+static void (*data_fn)(size_t n, void *arg);
+static void *data_arg;
+static void (*sent_fn)(const void *data, size_t n, void *arg);
+static void *sent_arg;
+
+void asp__sftp_on_data(void (*fn)(size_t n, void *arg), void *arg)
+{
+	data_fn = fn;
+	data_arg = arg;
+}
+
+void asp__sftp_on_sent(void (*fn)(const void *data, size_t n, void *arg), void *arg)
+{
+	sent_fn = fn;
+	sent_arg = arg;
+}
+
 void asp__sftp_force_guess(const void *h, size_t len)
 {
 	forced_len = 0;
@@ -214,6 +231,10 @@ static int write_some(asp_conn *c, asp_error *err)
 			return 0;
 		if (n < 0)
 			return asp__ssh_error(c, (int)n, err, "sending an SFTP request");
+#ifdef ASP_TEST_HOOKS
+		if (sent_fn)
+			sent_fn(s->out.data + s->out_off, (size_t)n, sent_arg);
+#endif
 		s->out_off += (size_t)n;
 	}
 	s->out.len = s->out_off = 0;
@@ -279,6 +300,10 @@ static int read_some(asp_conn *c, asp_error *err)
 		return 1;
 	}
 	s->in.len += (size_t)n;
+#ifdef ASP_TEST_HOOKS
+	if (data_fn)
+		data_fn((size_t)n, data_arg);
+#endif
 	return 0;
 }
 
@@ -310,6 +335,13 @@ static int next_packet(asp_conn *c, size_t *n, uint64_t deadline, asp_error *err
 		if (!s->chan) /* no channel to read more from (also how tests/fuzz feeds bytes) */
 			return asp__error(err, ASP_ECONNLOST, "%s: no SFTP channel", c->where);
 		if ((rc = write_some(c, err)) != 0)
+			return rc;
+		/*
+		 * A reader whose socket stays full never waits: it looks at the
+		 * cancel and deadline before it reads more. Not after: bytes
+		 * already taken in may hold the reply, which then counts.
+		 */
+		if ((rc = asp__ssh_op_stopped(c, err)) != 0)
 			return rc;
 		rc = read_some(c, err);
 		if (rc < 0 || rc == 2)

@@ -123,6 +123,10 @@ void asp__sftp_guessed(asp_conn *c, int hit);
 /* Tests only: guesses that hit and missed (every connection), and a guess to make instead (NULL: none). */
 void asp__sftp_guess_stats(unsigned long *hit, unsigned long *missed);
 void asp__sftp_force_guess(const void *h, size_t len);
+/* Tests only: fn(bytes, arg) runs after each read of reply bytes, on the reading thread (NULL: none). */
+void asp__sftp_on_data(void (*fn)(size_t n, void *arg), void *arg);
+/* Tests only: fn(bytes, n, arg) runs after each send of request bytes, on the sending thread (NULL: none). */
+void asp__sftp_on_sent(void (*fn)(const void *data, size_t n, void *arg), void *arg);
 #endif
 
 /* Reply decoding. */

@@ -205,6 +205,14 @@ enum {
 int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *extra,
 		  int nextra, int mode, asp_error *err);
 
+/*
+ * The call's cancel or deadline (asp__conn_begin_op), looked at without
+ * waiting: ASP_ECANCELLED or ASP_ETIMEOUT (the connection is marked dead:
+ * replies are still due), else 0. For loops that read replies: a reader
+ * whose socket is always full never waits, so it must look itself.
+ */
+int asp__ssh_op_stopped(asp_conn *c, asp_error *err);
+
 #ifdef ASP_TEST_HOOKS
 /* Tests only: how many waits so far slept until their time limit (the poll timed out). */
 unsigned long asp__ssh_waits_ran_out(void);

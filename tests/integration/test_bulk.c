@@ -10,7 +10,8 @@
  *     old or the new content;
  *   - sshd SIGKILLed mid-write (no partial target, the temp file is removed
  *     by the next call once the server is back) and mid-read;
- *   - cancel mid-write and mid-read;
+ *   - cancel mid-write and mid-read, and a cancel or deadline seen while
+ *     the replies never run dry (no wait would see it);
  *   - a file that grows while read (its size at the start is returned) or
  *     shrinks (ASP_EIO).
  * "Mid-transfer" is seen, not timed: a watcher thread triggers the fault
@@ -32,6 +33,7 @@
 
 #include "asp.h"
 #include "bulk.h"
+#include "sftp.h"
 #include "fixture/fixture.h"
 #include "fixture/proxy.h"
 #include "helpers.h"
@@ -765,6 +767,102 @@ START_TEST(test_bulk_cancel_mid_read)
 END_TEST
 
 /*
+ * A cancel, or the call's deadline, ends a read whose replies never run
+ * dry. A reading thread that was off the CPU (a loaded machine) finds its
+ * socket full when it comes back: every read returns data and none would
+ * wait, and the cancel must still be seen at once, not after the file is
+ * whole. The hook plays that thread: at 4 MiB it triggers the cancel (or
+ * lets the deadline pass) and then waits until the server stops reading
+ * (its pipe, sshd's buffers and the socket are full).
+ */
+typedef struct flow {
+	asp_cancel *cancel;   /* triggered at 4 MiB; NULL: wait for the deadline instead */
+	long long deadline;   /* fx_now_ms clock */
+	uint64_t bytes;       /* reply bytes read before the cancel */
+	int fired;
+	uint64_t later;       /* reply bytes read after it */
+	uint64_t stalled;     /* what the server had read when it stopped */
+} flow;
+
+static void on_reply_bytes(size_t n, void *arg)
+{
+	flow *f = arg;
+	uint64_t last = 0, now;
+	int same = 0;
+
+	if (f->fired) {
+		f->later += n;
+		return;
+	}
+	if ((f->bytes += n) < 4 * MiB)
+		return;
+	f->fired = 1;
+	if (f->cancel)
+		asp_cancel_trigger(f->cancel);
+	for (int i = 0; i < 400 && same < 3; i++) {
+		fx_sleep_ms(25);
+		now = server_read_bytes();
+		same = now == last ? same + 1 : 0;
+		last = now;
+	}
+	f->stalled = last;
+	while (fx_now_ms() <= f->deadline)
+		fx_sleep_ms(10);
+}
+
+static void read_while_replies_flow(int cancel)
+{
+	asp_sandbox *sb = open_bulk(1, 0);
+	asp_call_options o = ASP_CALL_OPTIONS_INIT;
+	unsigned char *data = random_bytes(64 * MiB, 9), *got = NULL;
+	asp_error err = { 0 };
+	flow f = { 0 };
+	size_t glen = 0;
+	int rc;
+
+	local_put("flow.bin", data, 64 * MiB);
+	if (cancel) {
+		ASSERT_OK(asp_cancel_new(&f.cancel, &err), err, "asp_cancel_new");
+		o.cancel = f.cancel;
+	} else {
+		o.timeout_ms = (unsigned int)(5000 * fx_slowdown());
+		f.deadline = fx_now_ms() + o.timeout_ms;
+	}
+	asp__sftp_on_data(on_reply_bytes, &f);
+	rc = asp_read(&got, &glen, sb, "flow.bin", 0, ASP_READ_ALL, &o, &err);
+	asp__sftp_on_data(NULL, NULL);
+	ck_assert_msg(f.fired, "the read ended before 4 MiB of replies (it returned %s)", asp_error_name(rc));
+	fprintf(stderr, "bulk: %s: the server had read %llu bytes when it stopped; the client read %llu more "
+		"reply bytes after it\n", cancel ? "cancel" : "deadline", (unsigned long long)f.stalled,
+		(unsigned long long)f.later);
+	ck_assert_msg(f.stalled < 64 * MiB, "the server read the whole file (%llu bytes) before it stopped",
+		      (unsigned long long)f.stalled);
+	ASSERT_ERR(rc, err, cancel ? ASP_ECANCELLED : ASP_ETIMEOUT, NULL);
+	ck_assert_msg(f.later == 0, "the read went on for %llu reply bytes after the %s",
+		      (unsigned long long)f.later, cancel ? "cancel" : "deadline");
+	/* The sandbox reads the whole file on the next call. */
+	rc = asp_read(&got, &glen, sb, "flow.bin", 0, ASP_READ_ALL, NULL, &err);
+	ASSERT_OK(rc, err, "the read after it");
+	assert_bytes("flow.bin", got, glen, data, 64 * MiB);
+	asp_free(got);
+	asp_cancel_free(f.cancel);
+	asp_close(sb);
+	free(data);
+}
+
+START_TEST(test_bulk_cancel_seen_while_replies_flow)
+{
+	read_while_replies_flow(1);
+}
+END_TEST
+
+START_TEST(test_bulk_deadline_seen_while_replies_flow)
+{
+	read_while_replies_flow(0);
+}
+END_TEST
+
+/*
  * One helper's connection dies mid-write (its sshd process is SIGKILLed: a
  * connection whose sftp-server holds the temp file open and did not when
  * the file appeared, which was the caller's), the caller's lives: the write fails at once with that part's error, the
@@ -1120,6 +1218,8 @@ Suite *suite_bulk(void)
 	tcase_add_test(tc, test_bulk_sshd_killed_mid_write);
 	tcase_add_test(tc, test_bulk_cancel_mid_write);
 	tcase_add_test(tc, test_bulk_cancel_mid_read);
+	tcase_add_test(tc, test_bulk_cancel_seen_while_replies_flow);
+	tcase_add_test(tc, test_bulk_deadline_seen_while_replies_flow);
 	tcase_add_test(tc, test_bulk_file_shrinks_while_read);
 	tcase_add_test(tc, test_bulk_quiet_commands_hold_no_read_buffer);
 	tcase_add_test(tc, test_bulk_connections_hold_little_memory);

@@ -34,6 +34,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "sftp.h"
 #include "tiers.h"
 
 #define IO_TIMEOUT_MS 1500 /* the silence timer: far below every call deadline here */
@@ -449,6 +450,98 @@ START_TEST(test_cancel_before_call_then_handle_works)
 }
 END_TEST
 
+/*
+ * A cancel that comes once the rename of an atomic write was sent is too
+ * late: the target may already have changed, and a call that said
+ * ASP_ECANCELLED would say "untouched" of a replaced file. The hook runs
+ * on the sending thread when the rename left, waits until the server has
+ * replaced the target, and triggers the cancel; the write must say
+ * ASP_OK. The same cancel before the rename (the data is still going)
+ * leaves the target as it was.
+ */
+typedef struct late {
+	asp_cancel *cancel;
+	const char *target;  /* the local path of the target */
+	const char *when;    /* the request whose sending triggers: a string in its bytes */
+	int fired;
+	int replaced;        /* the target held the new content when the cancel was triggered */
+} late;
+
+static void cancel_on_send(const void *data, size_t n, void *arg)
+{
+	late *l = arg;
+	size_t len = 0;
+	char *now;
+
+	if (l->fired || !memmem(data, n, l->when, strlen(l->when)))
+		return;
+	l->fired = 1;
+	for (int i = 0; i < 1000 && !l->replaced && !strcmp(l->when, "posix-rename@openssh.com"); i++) {
+		now = fx_read_file(l->target, &len);
+		l->replaced = now && len == 3 && !memcmp(now, "new", 3);
+		free(now);
+		if (!l->replaced)
+			fx_sleep_ms(10);
+	}
+	asp_cancel_trigger(l->cancel);
+}
+
+static void write_cancelled_at(const char *when, int want)
+{
+	asp_sandbox *sb = NULL;
+	asp_open_options oo = ASP_OPEN_OPTIONS_INIT;
+	asp_write_options wo = ASP_WRITE_OPTIONS_INIT;
+	asp_error e = { 0 };
+	char target[400], *now;
+	size_t len = 0;
+	late l = { 0 };
+	int rc;
+
+	oo.config_path = normal.config;
+	oo.file_transport = ASP_FILES_SFTP; /* the hook watches SFTP requests */
+	oo.io_timeout_ms = IO_TIMEOUT_MS;
+	ck_assert_int_eq(asp_open(&sb, &oo, &e), ASP_OK);
+	ws_path(target, sizeof(target), "late.txt");
+	ck_assert_int_eq(asp_write(sb, "late.txt", "old", 3, NULL, &e), ASP_OK);
+	ck_assert_int_eq(asp_cancel_new(&l.cancel, &e), ASP_OK);
+	l.target = target;
+	l.when = when;
+	wo.call.cancel = l.cancel;
+	asp__sftp_on_sent(cancel_on_send, &l);
+	rc = asp_write(sb, "late.txt", "new", 3, &wo, &e);
+	asp__sftp_on_sent(NULL, NULL);
+	ck_assert_msg(l.fired, "the write sent no request with %s (it returned %s)", when, asp_error_name(rc));
+	now = fx_read_file(target, &len);
+	ck_assert_ptr_nonnull(now);
+	if (want == ASP_OK) {
+		ck_assert_msg(l.replaced, "the server did not replace the target after the rename was sent");
+		ck_assert_msg(rc == ASP_OK, "a cancel after the rename was sent: %s: %s (the target holds %.*s)",
+			      asp_error_name(rc), e.message, (int)len, now);
+		ck_assert_msg(len == 3 && !memcmp(now, "new", 3), "the target holds %.*s", (int)len, now);
+	} else {
+		ck_assert_msg(rc == want, "a cancel before the rename: %s: %s", asp_error_name(rc), e.message);
+		ck_assert_msg(len == 3 && !memcmp(now, "old", 3), "the target holds %.*s", (int)len, now);
+	}
+	free(now);
+	/* The handle works on. */
+	ck_assert_int_eq(asp_write(sb, "late.txt", "end", 3, NULL, &e), ASP_OK);
+	asp_cancel_free(l.cancel);
+	asp_close(sb);
+	fx_run("rm -rf '%s'/* ", normal.workspace);
+}
+
+START_TEST(test_cancel_after_rename_sent_is_too_late)
+{
+	write_cancelled_at("posix-rename@openssh.com", ASP_OK);
+}
+END_TEST
+
+START_TEST(test_cancel_before_rename_leaves_target)
+{
+	write_cancelled_at("new", ASP_ECANCELLED);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- recursive remove */
 
 /* Watches for the login user's `rm` on a path, stops it (SIGSTOP), then optionally cancels. */
@@ -638,6 +731,8 @@ Suite *suite_deadline(void)
 	tcase_set_timeout(tn, 60);
 	tcase_add_test(tn, test_cancel_stuck_read_then_handle_works);
 	tcase_add_loop_test(tn, test_cancel_before_call_then_handle_works, 0, OP_N);
+	tcase_add_test(tn, test_cancel_after_rename_sent_is_too_late);
+	tcase_add_test(tn, test_cancel_before_rename_leaves_target);
 	suite_add_tcase(s, tn);
 	slow_tc = slow_case(s, "trickle-slow", FIXTURE_UNCHECKED, trickle_setup, trickle_teardown, 30);
 	tcase_add_test(slow_tc, test_trickle_open_default_deadline);
