@@ -714,6 +714,19 @@ START_TEST(test_bulk_cancel_mid_write)
 }
 END_TEST
 
+/* After a stopped read, the handle still reads the whole file (on a new connection). */
+static void reads_whole(asp_sandbox *sb, const char *name, const unsigned char *data, size_t len)
+{
+	asp_error err = { 0 };
+	unsigned char *got = NULL;
+	size_t glen = 0;
+	int rc = asp_read(&got, &glen, sb, name, 0, ASP_READ_ALL, NULL, &err);
+
+	ASSERT_OK(rc, err, "the read after the stopped one");
+	assert_bytes(name, got, glen, data, len);
+	asp_free(got);
+}
+
 START_TEST(test_bulk_cancel_mid_read)
 {
 	asp_sandbox *sb = open_bulk(4, 0);
@@ -755,11 +768,7 @@ START_TEST(test_bulk_cancel_mid_read)
 		asp_cancel_free(w.cancel);
 	}
 	ASSERT_ERR(rc, err, ASP_ECANCELLED, NULL);
-	/* The handle still reads the whole file. */
-	rc = asp_read(&got, &glen, sb, "r.bin", 0, ASP_READ_ALL, NULL, &err);
-	ASSERT_OK(rc, err, "the read after the cancel");
-	assert_bytes("r.bin", got, glen, data, 128 * MiB);
-	asp_free(got);
+	reads_whole(sb, "r.bin", data, 128 * MiB);
 	asp_cancel_free(w.cancel);
 	asp_close(sb);
 	free(data);
@@ -840,11 +849,7 @@ static void read_while_replies_flow(int cancel)
 	ASSERT_ERR(rc, err, cancel ? ASP_ECANCELLED : ASP_ETIMEOUT, NULL);
 	ck_assert_msg(f.later == 0, "the read went on for %llu reply bytes after the %s",
 		      (unsigned long long)f.later, cancel ? "cancel" : "deadline");
-	/* The sandbox reads the whole file on the next call. */
-	rc = asp_read(&got, &glen, sb, "flow.bin", 0, ASP_READ_ALL, NULL, &err);
-	ASSERT_OK(rc, err, "the read after it");
-	assert_bytes("flow.bin", got, glen, data, 64 * MiB);
-	asp_free(got);
+	reads_whole(sb, "flow.bin", data, 64 * MiB);
 	asp_cancel_free(f.cancel);
 	asp_close(sb);
 	free(data);
