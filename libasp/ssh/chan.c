@@ -400,6 +400,15 @@ void asp__chan_prime_pause(unsigned int ms)
 {
 	prime_pause_ms = ms ? ms : ASP_PRIME_PAUSE_MS;
 }
+
+static void (*exec_sent_fn)(void *arg);
+static void *exec_sent_arg;
+
+void asp__chan_on_exec_sent(void (*fn)(void *arg), void *arg)
+{
+	exec_sent_fn = fn;
+	exec_sent_arg = arg;
+}
 #else
 #define prime_pause_ms ASP_PRIME_PAUSE_MS
 #endif
@@ -463,8 +472,7 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command)
  * it (the command runs), REFUSED or NOT_ANSWERED when it started nothing,
  * else an ASP_E* code.
  */
-static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, int *sent,
-			asp_error *err)
+static int send_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, int *sent, asp_error *err)
 {
 	uint64_t tx = c->tx_bytes;
 	int rc;
@@ -472,8 +480,13 @@ static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script,
 	for (;;) {
 		rc = libssh2_channel_process_startup(ch, "exec", 4, (const char *)script->data,
 						     (unsigned int)script->len);
-		if (c->tx_bytes != tx)
+		if (c->tx_bytes != tx && !*sent) {
 			*sent = 1;
+#ifdef ASP_TEST_HOOKS
+			if (exec_sent_fn)
+				exec_sent_fn(exec_sent_arg);
+#endif
+		}
 		if (rc != LIBSSH2_ERROR_EAGAIN)
 			break;
 		/*
@@ -492,6 +505,27 @@ static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script,
 		return asp__ssh_error(c, rc, err, "starting the command");
 	asp__chan_warm_start(c); /* when the answer came at once: the command runs meanwhile */
 	return 0;
+}
+
+/*
+ * Once sent, the request may start the command, and then only a kill
+ * stops it: a cancel that comes while the answer is due is the run's to
+ * act on (exec.c and proc.c kill the group and say cancelled), not a
+ * reason to give the connection up. One that came before runs nothing.
+ * The call's deadline still bounds the wait.
+ */
+static int request_exec(asp_conn *c, LIBSSH2_CHANNEL *ch, const asp_buf *script, int *sent,
+			asp_error *err)
+{
+	asp_cancel *cancel;
+	int rc;
+
+	if (asp_cancel_is_triggered(c->op_cancel))
+		return asp__error(err, ASP_ECANCELLED, "%s: cancelled", c->where);
+	cancel = asp__ssh_op_cancel_swap(c, NULL);
+	rc = send_exec(c, ch, script, sent, err);
+	asp__ssh_op_cancel_swap(c, cancel);
+	return rc;
 }
 
 int asp__chan_start(asp_conn *c, const asp_buf *script, LIBSSH2_CHANNEL **out, int *started,

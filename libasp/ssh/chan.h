@@ -58,6 +58,8 @@ void asp__chan_call_end(asp_conn *c, uint64_t gen, int alone, int command);
 #ifdef ASP_TEST_HOOKS
 /* Tests only: what counts as a pause before a call, in ms past the round trip (0: the default). */
 void asp__chan_prime_pause(unsigned int ms);
+/* Tests only: fn(arg) runs on the calling thread once an exec request was sent (NULL: none). */
+void asp__chan_on_exec_sent(void (*fn)(void *arg), void *arg);
 #endif
 
 /*

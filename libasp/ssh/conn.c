@@ -46,7 +46,7 @@ int asp__conn_commit(asp_conn *c, asp_error *err)
 	int rc = asp__ssh_op_stopped(c, err);
 
 	if (!rc)
-		asp__conn_begin_op(c, c->op_deadline, NULL);
+		asp__ssh_op_cancel_swap(c, NULL);
 	return rc;
 }
 

@@ -4,6 +4,7 @@
  * wipe what libssh2 frees, the send/recv callbacks that stamp traffic, and
  * waiting on the non-blocking session with deadlines and keepalives.
  */
+#include "cancel.h"
 #include "errtext.h"
 #include "ssh.h"
 #include "kexinit.h"
@@ -465,6 +466,15 @@ int asp__ssh_op_stopped(asp_conn *c, asp_error *err)
 		return asp__error(err, ASP_ETIMEOUT, "%s: the call's deadline passed", c->where);
 	}
 	return 0;
+}
+
+asp_cancel *asp__ssh_op_cancel_swap(asp_conn *c, asp_cancel *cancel)
+{
+	asp_cancel *old = c->op_cancel;
+
+	c->op_cancel = cancel;
+	c->op_cancel_fd = asp__cancel_fd(cancel);
+	return old;
 }
 
 void asp__ssh_rtt_sample(asp_conn *c, uint64_t ms)

@@ -213,6 +213,9 @@ int asp__ssh_wait(asp_conn *c, uint64_t deadline, int cancel_fd, struct pollfd *
  */
 int asp__ssh_op_stopped(asp_conn *c, asp_error *err);
 
+/* Put cancel (NULL: none) in the call's token's place, for a step a cancel must not cut; returns the old one. */
+asp_cancel *asp__ssh_op_cancel_swap(asp_conn *c, asp_cancel *cancel);
+
 #ifdef ASP_TEST_HOOKS
 /* Tests only: how many waits so far slept until their time limit (the poll timed out). */
 unsigned long asp__ssh_waits_ran_out(void);

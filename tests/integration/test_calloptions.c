@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "chan.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
 
@@ -183,6 +184,84 @@ START_TEST(test_exec_call_cancel)
 }
 END_TEST
 
+/*
+ * A cancel that comes once the exec request was sent, before its answer
+ * was read: the command may be running, so it is the run's to stop (its
+ * group killed, a result that says cancelled), not a reason to give the
+ * connection up (ASP_ECONNLOST, "may have run in part"). The hook runs on
+ * the calling thread just after the request went out. The same for a
+ * proc: its start succeeds and its wait reports the cancel.
+ */
+static void cancel_now(void *arg)
+{
+	asp_cancel_trigger(arg);
+}
+
+/* The command was stopped before its end: its last line ("never") never came. */
+static void expect_not_ended(const asp_exec_result *r)
+{
+	size_t len = 0;
+	const unsigned char *out = asp_exec_result_output(r, ASP_STDOUT, &len);
+
+	ck_assert_msg(!memmem(out, len, "never", 5), "the command ran to its end: [%.*s]", (int)len, out);
+}
+
+START_TEST(test_exec_cancel_while_start_is_answered)
+{
+	asp_sandbox *sb = sb_open(fx.config);
+	asp_exec_options o = ASP_EXEC_OPTIONS_INIT;
+	asp_proc_options po = ASP_PROC_OPTIONS_INIT;
+	asp_exec_result *r = NULL;
+	asp_proc *proc = NULL;
+	asp_cancel *c = NULL;
+	asp_error e = { 0 };
+	char cmd[128];
+	int rc;
+
+	asp__chan_prime_pause(600000); /* no primed shell: each command goes as an exec request */
+	expect_stdout(sb, "echo warm", "warm\n"); /* the connection is up: the next request is the command's */
+	ck_assert_int_eq(asp_cancel_new(&c, &e), ASP_OK);
+	o.call.cancel = c;
+	o.kill_grace_ms = 500;
+	long_command(cmd, sizeof(cmd), "never");
+	asp__chan_on_exec_sent(cancel_now, c);
+	rc = asp_exec(&r, sb, cmd, &o, &e);
+	asp__chan_on_exec_sent(NULL, NULL);
+	ck_assert_msg(asp_cancel_is_triggered(c), "the hook did not run");
+	ck_assert_msg(rc == ASP_OK, "exec cancelled while its start was answered: %s: %s", asp_error_name(rc),
+		      e.message);
+	ck_assert_int_ne(asp_exec_result_cancelled(r), 0);
+	expect_not_ended(r);
+	asp_exec_result_free(r);
+	r = NULL;
+
+	asp_cancel_reset(c);
+	po.call.cancel = c;
+	po.kill_grace_ms = 500;
+	asp__chan_on_exec_sent(cancel_now, c);
+	rc = asp_proc_start(&proc, sb, cmd, &po, &e);
+	asp__chan_on_exec_sent(NULL, NULL);
+	ck_assert_msg(asp_cancel_is_triggered(c), "the hook did not run for the proc");
+	ck_assert_msg(rc == ASP_OK, "proc cancelled while its start was answered: %s: %s", asp_error_name(rc),
+		      e.message);
+	ASSERT_OK(asp_proc_wait(&r, proc, 20000, &e), e, "asp_proc_wait");
+	ck_assert_int_ne(asp_exec_result_cancelled(r), 0);
+	expect_not_ended(r);
+	asp_exec_result_free(r);
+	asp_proc_free(proc);
+
+	/* Nothing of either command is left, and the handle runs the next one. */
+	{
+		char ps[160];
+		snprintf(ps, sizeof(ps), "ps -eo args | grep -c -e '^sleep 47\\.%d$' || true", (int)getpid());
+		expect_stdout(sb, ps, "0\n");
+	}
+	asp__chan_prime_pause(0);
+	asp_cancel_free(c);
+	asp_close(sb);
+}
+END_TEST
+
 /* Unknown write flag bits and an embedded call version other than 0 or 1 are refused. */
 START_TEST(test_options_refused)
 {
@@ -263,6 +342,7 @@ Suite *suite_calloptions(void)
 	tcase_add_test(tc, test_exec_call_deadline_bounds_the_run);
 	tcase_add_test(tc, test_exec_kill_timer_is_a_result);
 	tcase_add_test(tc, test_exec_call_cancel);
+	tcase_add_test(tc, test_exec_cancel_while_start_is_answered);
 	tcase_add_test(tc, test_options_refused);
 	tcase_add_test(tc, test_write_flags);
 	suite_add_tcase(s, tc);
