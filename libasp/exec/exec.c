@@ -578,6 +578,17 @@ static int exit_status(run *x, asp_error *err)
 	return 0;
 }
 
+#ifdef ASP_TEST_HOOKS
+static void (*wait_fn)(void *arg);
+static void *wait_arg;
+
+void asp__exec_on_wait(void (*fn)(void *arg), void *arg)
+{
+	wait_fn = fn;
+	wait_arg = arg;
+}
+#endif
+
 static int wait_step(run *x, uint64_t deadline, asp_error *err)
 {
 	struct pollfd in = { x->o->stdin_fd, POLLIN, 0 };
@@ -585,8 +596,13 @@ static int wait_step(run *x, uint64_t deadline, asp_error *err)
 		      x->fdbuf_off == x->fdbuf_len &&
 		      !(x->o->stdin_data && x->stdin_off < x->o->stdin_len);
 	int cancel_fd = x->kill_wanted ? -1 : asp__cancel_fd(x->o->call.cancel);
-	int rc = asp__ssh_wait(x->c, deadline, cancel_fd, want_fd ? &in : NULL, want_fd,
-			       ASP_WAIT_PATIENT, err);
+	int rc;
+
+#ifdef ASP_TEST_HOOKS
+	if (wait_fn)
+		wait_fn(wait_arg);
+#endif
+	rc = asp__ssh_wait(x->c, deadline, cancel_fd, want_fd ? &in : NULL, want_fd, ASP_WAIT_PATIENT, err);
 
 	if (rc == ASP_ECANCELLED) {
 		start_kill(x, 0);
@@ -1249,7 +1265,13 @@ int asp__exec_file_script(asp_conn *c, const char *script, const void *in, size_
 	asp__conn_begin_op(c, deadline, cancel); /* exec_run ended the op at the request */
 	if (rc)
 		return rc;
-	if (asp_exec_result_timed_out(r))
+	/*
+	 * A script that exited 0 before the kill reached it did all it does (an
+	 * atomic write's mv is done): that is the call's outcome, not the stop.
+	 */
+	if (!asp_exec_result_signal(r) && asp_exec_result_exit_code(r) == 0)
+		rc = 0;
+	else if (asp_exec_result_timed_out(r))
 		rc = asp__error(err, ASP_ETIMEOUT, "%s: the call's deadline passed; its shell "
 				"command was stopped", c->where);
 	else if (asp_exec_result_cancelled(r) && asp_cancel_is_triggered(cancel))

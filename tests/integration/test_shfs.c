@@ -11,7 +11,8 @@
  *  - contents: all 256 byte values, sizes 0, 1, 4095, 4096, 65537 and
  *    1 MiB + 1, atomic and in place, whole and in ranges;
  *  - a cancel or the call's deadline stops the remote command (seen alive
- *    first, then gone) and a stopped write leaves no temp file;
+ *    first, then gone) and a stopped write leaves no temp file; a cancel
+ *    seen only after the write's script exited 0 is too late (ASP_OK);
  *  - login shells dash and BusyBox sh (users asp-shfs-dash, asp-shfs-bb,
  *    created and removed here; needs root).
  * The other suites run in exec mode too (ASP_TEST_FILE_TRANSPORT=exec,
@@ -28,6 +29,8 @@
 #include <unistd.h>
 
 #include "asp.h"
+#include "chan.h"
+#include "exec.h"
 #include "fixture/fixture.h"
 #include "helpers.h"
 #include "tiers.h"
@@ -406,6 +409,88 @@ START_TEST(test_cancelled_write_leaves_nothing)
 }
 END_TEST
 
+/*
+ * Over exec channels an atomic write's rename is the script's mv: a
+ * cancel that is seen only after the script ended on its own (mv done,
+ * exit 0 on its way) is too late, and the write says ASP_OK, as over
+ * SFTP. The hook runs before the command loop's waits: it waits until the
+ * target holds the new content, then triggers the cancel, so the next
+ * wait sees the token and the script's end together.
+ */
+/* Processes whose command line holds `text` (the script's shell has the whole script in its own). */
+static int processes_naming(const char *text)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)) != NULL) {
+		char path[300], *cmd;
+		size_t len = 0;
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		if ((cmd = fx_read_file(path, &len)) != NULL) {
+			n += memmem(cmd, len, text, strlen(text)) != NULL;
+			free(cmd);
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+typedef struct late_cancel {
+	asp_cancel *token;
+	const char *target;
+	int fired, replaced;
+} late_cancel;
+
+static void cancel_once_replaced(void *arg)
+{
+	late_cancel *l = arg;
+
+	if (l->fired)
+		return;
+	l->fired = 1;
+	for (int i = 0; i < 1000 && !l->replaced; i++) {
+		size_t len = 0;
+		char *now = fx_read_file(l->target, &len);
+		l->replaced = now && len == 3 && !memcmp(now, "new", 3);
+		free(now);
+		if (!l->replaced)
+			fx_sleep_ms(10);
+	}
+	/* And until the script has ended: no process names the file in its command line. */
+	for (int i = 0; i < 1000 && processes_naming("shfs-late.txt") > 0; i++)
+		fx_sleep_ms(10);
+	asp_cancel_trigger(l->token);
+}
+
+START_TEST(test_cancel_after_mv_is_too_late)
+{
+	asp_sandbox *sb = open_with(fx.config, ASP_FILES_EXEC, 0);
+	asp_write_options o = ASP_WRITE_OPTIONS_INIT;
+	late_cancel l = { NULL, ws_path(fx.workspace, "shfs-late.txt"), 0, 0 };
+	asp_error e = { 0 };
+	int rc;
+
+	asp__chan_prime_pause(600000); /* the script goes as an exec request: its shell's command line holds it */
+	put(sb, "shfs-late.txt", "old");
+	ck_assert_int_eq(asp_cancel_new(&l.token, &e), ASP_OK);
+	o.call.cancel = l.token;
+	asp__exec_on_wait(cancel_once_replaced, &l);
+	rc = asp_write(sb, "shfs-late.txt", "new", 3, &o, &e);
+	asp__exec_on_wait(NULL, NULL);
+	ck_assert_msg(l.fired && l.replaced, "the write's script never replaced the target while the call waited");
+	ck_assert_msg(rc == ASP_OK, "a cancel after the script's mv: %s: %s", asp_error_name(rc), e.message);
+	assert_local_content(ws_path(fx.workspace, "shfs-late.txt"), "new", 3);
+	asp__chan_prime_pause(0);
+	asp_cancel_free(l.token);
+	asp_close(sb);
+}
+END_TEST
+
 /* ------------------------------------------------------------ login shells */
 
 /* A user whose login shell is `shell`, with a workspace of its own; 0 when users cannot be made. */
@@ -510,6 +595,7 @@ Suite *suite_shfs(void)
 	tcase_add_test(tc, test_binary_contents_and_sizes);
 	tcase_add_test(tc, test_cancel_and_deadline_stop_the_command);
 	tcase_add_test(tc, test_cancelled_write_leaves_nothing);
+	tcase_add_test(tc, test_cancel_after_mv_is_too_late);
 	tcase_add_test(tc, test_login_shell_dash);
 	tcase_add_test(tc, test_login_shell_busybox);
 	suite_add_tcase(s, tc);
