@@ -470,19 +470,12 @@ typedef struct late {
 static void cancel_on_send(const void *data, size_t n, void *arg)
 {
 	late *l = arg;
-	size_t len = 0;
-	char *now;
 
 	if (l->fired || !memmem(data, n, l->when, strlen(l->when)))
 		return;
 	l->fired = 1;
-	for (int i = 0; i < 1000 && !l->replaced && !strcmp(l->when, "posix-rename@openssh.com"); i++) {
-		now = fx_read_file(l->target, &len);
-		l->replaced = now && len == 3 && !memcmp(now, "new", 3);
-		free(now);
-		if (!l->replaced)
-			fx_sleep_ms(10);
-	}
+	if (!strcmp(l->when, "posix-rename@openssh.com"))
+		l->replaced = fx_wait_file(l->target, "new", 3, 10000);
 	asp_cancel_trigger(l->cancel);
 }
 

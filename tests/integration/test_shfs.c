@@ -453,14 +453,7 @@ static void cancel_once_replaced(void *arg)
 	if (l->fired)
 		return;
 	l->fired = 1;
-	for (int i = 0; i < 1000 && !l->replaced; i++) {
-		size_t len = 0;
-		char *now = fx_read_file(l->target, &len);
-		l->replaced = now && len == 3 && !memcmp(now, "new", 3);
-		free(now);
-		if (!l->replaced)
-			fx_sleep_ms(10);
-	}
+	l->replaced = fx_wait_file(l->target, "new", 3, 10000);
 	/* And until the script has ended: no process names the file in its command line. */
 	for (int i = 0; i < 1000 && processes_naming("shfs-late.txt") > 0; i++)
 		fx_sleep_ms(10);
