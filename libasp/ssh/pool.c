@@ -231,13 +231,19 @@ static void reg_fork_parent(void)
 	pthread_mutex_unlock(&reg_mu);
 }
 
+/*
+ * The child's one thread took reg_mu in reg_fork_prepare, so it unlocks it
+ * (initializing a locked mutex again is undefined). The condition variable
+ * is made again instead: it may count the parent's maintenance thread as a
+ * waiter, a thread the child does not have.
+ */
 static void reg_fork_child(void)
 {
-	pthread_mutex_init(&reg_mu, NULL);
 	reg_cv_init();
 	reg_head = NULL;
 	reg_running = 0;
 	reg_epoch++;
+	pthread_mutex_unlock(&reg_mu);
 }
 
 static void reg_init(void)
