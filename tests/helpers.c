@@ -10,6 +10,7 @@
 #include <malloc.h>
 #include <openssl/evp.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,8 +98,8 @@ asp_sandbox *sb_open(const char *config)
 const char *ws_path(const char *workspace, const char *rel)
 {
 	static char bufs[8][PATH_MAX];
-	static unsigned int next;
-	char *b = bufs[next++ % 8];
+	static atomic_uint next; /* threads of one test take different buffers */
+	char *b = bufs[atomic_fetch_add(&next, 1) % 8];
 	int n = snprintf(b, PATH_MAX, "%s/%s", workspace, rel);
 
 	ck_assert(n > 0 && n < PATH_MAX);

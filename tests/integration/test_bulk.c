@@ -523,10 +523,12 @@ END_TEST
 
 /* ------------------------------------------------------------ atomicity */
 
+/* One reader thread's record: what it looks for (set before it starts), and what it saw. */
 typedef struct reader {
+	const char *path;
 	char old_sha[65], new_sha[65];
 	size_t old_len, new_len;
-	atomic_int stop;
+	atomic_int *stop;
 	int saw_old, saw_new, torn;
 	char torn_what[128];
 } reader;
@@ -535,9 +537,9 @@ static void *read_loop(void *arg)
 {
 	reader *r = arg;
 
-	while (!atomic_load(&r->stop) && !r->torn) {
+	while (!atomic_load(r->stop) && !r->torn) {
 		size_t n = 0;
-		char *text = fx_read_file(wpath("atomic.bin"), &n), sha[65];
+		char *text = fx_read_file(r->path, &n), sha[65];
 		if (!text) {
 			r->torn = 1;
 			snprintf(r->torn_what, sizeof(r->torn_what), "the target was missing");
@@ -567,30 +569,39 @@ START_TEST(test_bulk_readers_never_see_a_partial_file)
 	asp_sandbox *sb = open_bulk(4, 0);
 	unsigned char *old = random_bytes(MiB, 3), *big = random_bytes(64 * MiB, 4);
 	asp_error err = { 0 };
-	reader r;
+	char path[PATH_MAX];
+	reader r[2];
 	pthread_t th[2];
+	atomic_int stop;
 	uint64_t blocks = 0;
-	int rc, i;
+	int rc, i, saw_old = 0, saw_new = 0;
 
-	memset(&r, 0, sizeof(r));
-	r.old_len = MiB;
-	r.new_len = 64 * MiB;
-	sha256_hex(old, MiB, r.old_sha);
-	sha256_hex(big, 64 * MiB, r.new_sha);
+	snprintf(path, sizeof(path), "%s", wpath("atomic.bin"));
+	atomic_init(&stop, 0);
+	memset(r, 0, sizeof(r));
+	r[0].path = path;
+	r[0].stop = &stop;
+	r[0].old_len = MiB;
+	r[0].new_len = 64 * MiB;
+	sha256_hex(old, MiB, r[0].old_sha);
+	sha256_hex(big, 64 * MiB, r[0].new_sha);
+	r[1] = r[0];
 	rc = asp_write(sb, "atomic.bin", old, MiB, NULL, &err);
 	ASSERT_OK(rc, err, "the old content");
-	atomic_init(&r.stop, 0);
 	for (i = 0; i < 2; i++)
-		ck_assert_int_eq(pthread_create(&th[i], NULL, read_loop, &r), 0);
+		ck_assert_int_eq(pthread_create(&th[i], NULL, read_loop, &r[i]), 0);
 	rc = asp_write(sb, "atomic.bin", big, 64 * MiB, NULL, &err);
-	atomic_store(&r.stop, 1);
+	atomic_store(&stop, 1);
 	for (i = 0; i < 2; i++)
 		pthread_join(th[i], NULL);
 	ASSERT_OK(rc, err, "the 64 MiB write");
-	fprintf(stderr, "bulk: readers saw the old content %d times, the new %d times\n", r.saw_old,
-		r.saw_new);
-	ck_assert_msg(!r.torn, "a reader saw a partial file: %s", r.torn_what);
-	ck_assert_msg(r.saw_old > 0, "no reader ran while the write was in progress");
+	for (i = 0; i < 2; i++) {
+		ck_assert_msg(!r[i].torn, "a reader saw a partial file: %s", r[i].torn_what);
+		saw_old += r[i].saw_old;
+		saw_new += r[i].saw_new;
+	}
+	fprintf(stderr, "bulk: readers saw the old content %d times, the new %d times\n", saw_old, saw_new);
+	ck_assert_msg(saw_old > 0, "no reader ran while the write was in progress");
 	ck_assert_int_eq(temps("atomic.bin", &blocks), 0);
 	asp_close(sb);
 	free(old);

@@ -26,6 +26,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +198,7 @@ static int run_op(int op, asp_sandbox *sb, asp_cancel *cancel, unsigned int time
 typedef struct trigger {
 	asp_cancel *cancel;
 	long after_ms;
-	volatile int call_done;
+	atomic_int call_done;
 	int call_done_at_trigger;
 	pthread_t th;
 } trigger;
@@ -542,7 +543,7 @@ typedef struct rm_watch {
 	uid_t uid;
 	char needle[400];       /* the tree's absolute path, in rm's command line */
 	asp_cancel *cancel;     /* triggered once rm is stopped, or NULL */
-	volatile int call_done;
+	atomic_int call_done;
 	pid_t pid;              /* the rm seen alive and stopped, or 0 */
 	char state;             /* its state after SIGSTOP ('T' stopped) */
 	pthread_t th;
