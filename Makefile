@@ -9,10 +9,13 @@ PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR     ?=
 
 CC          ?= cc
-# SAN=1 builds everything with ASan+UBSan into build-san/.
+# SAN=1 builds everything with ASan+UBSan into build-san/, TSAN=1 with ThreadSanitizer into build-tsan/.
 ifeq ($(SAN),1)
 BUILD       ?= build-san
 SANFLAGS    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+else ifeq ($(TSAN),1)
+BUILD       ?= build-tsan
+SANFLAGS    := -fsanitize=thread -fno-omit-frame-pointer
 else
 BUILD       ?= build
 SANFLAGS    :=
@@ -58,11 +61,11 @@ FIXTURE_SRC := $(filter-out tests/fixture/fixture_main.c,$(wildcard tests/fixtur
 INTEG_LIB_SRC := tests/helpers.c tests/integration/cli_run.c
 
 # Every target that is not a file, in one place.
-.PHONY: all lib tools tests check check-deep check-slow check-san check-valgrind check-alloc \
+.PHONY: all lib tools tests check check-deep check-slow check-san check-tsan check-valgrind check-alloc \
         check-makefile check-fuzz-replay fuzz fuzz-build fuzz-have-clang soak check-wipe \
         check-python check-node check-node-binding check-node-pi check-provision \
-        check-shfs check-routes check-build check-deep-build check-build-san alloc-build npm-deps \
-        bench bench-smoke bench-build bench-bins install install-lib install-asp-exec \
+        check-shfs check-routes check-build check-deep-build check-build-san check-build-tsan \
+        alloc-build npm-deps bench bench-smoke bench-build bench-bins install install-lib install-asp-exec \
         install-asf-provision uninstall uninstall-lib uninstall-asp-exec \
         uninstall-asf-provision clean demo deps help FORCE
 
@@ -331,6 +334,7 @@ check: deps
 check-deep: deps
 	$(MAKE) -j2 check-build check-deep-build
 	$(MAKE) -j2 SAN=1 check-build-san
+	$(MAKE) -j2 TSAN=1 check-build-tsan
 	$(MAKE) -j2 alloc-build fuzz-build
 	$(TIERS) deep
 
@@ -339,6 +343,7 @@ check-deep: deps
 check-build: all tests $(FUZZ_REPLAY) npm-deps
 check-deep-build: $(BUILD)/tests/soak $(BUILD)/tests/wipe bench-bins
 check-build-san: all tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
+check-build-tsan: lib $(BUILD)/tests/test-integration $(BUILD)/tests/soak
 alloc-build:
 	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
 
@@ -361,6 +366,9 @@ check-san: deps
 	$(TIERS) san
 check-valgrind: check-build check-deep-build
 	$(TIERS) valgrind
+check-tsan: deps
+	$(MAKE) -j2 TSAN=1 check-build-tsan
+	$(TIERS) tsan
 
 # Every rule whose name is a plain word (no '/', no '.') must be in .PHONY:
 # make's own database says which are not.
@@ -500,11 +508,11 @@ help:
 	@echo "make check-deep slow cases, shell transport, far routes, ASan, valgrind, alloc, provisioning, ..."
 	@echo "make demo       install missing packages, run the examples against a local sandbox"
 	@echo "make install    PREFIX=$(PREFIX) DESTDIR=... ; make uninstall reverses it"
-	@echo "make SAN=1 ...  the same with ASan+UBSan (into build-san/)"
+	@echo "make SAN=1 ...  the same with ASan+UBSan (into build-san/); TSAN=1 ThreadSanitizer (build-tsan/)"
 	@echo "make check-alloc  fail every allocation in turn (ASan build in build-alloc/)"
 	@echo "make soak       SOAK_OPS=100000 SOAK_THREADS=16 mixed operations, an sshd restart"
 	@echo "make check-shfs the file-call suites again over exec channels (no SFTP)"
-	@echo "make check-san | check-valgrind | check-routes | check-slow   one group of check-deep"
+	@echo "make check-san | check-tsan | check-valgrind | check-routes | check-slow   one group of check-deep"
 	@echo "TIER_JOBS=N     how many test jobs run at once (default 6)"
 
 # ---------------------------------------------------------------- install
@@ -528,4 +536,4 @@ uninstall-lib:
 	      $(DESTDIR)$(INCLUDEDIR)/asp.h $(DESTDIR)$(PKGCONFIGDIR)/libasp.pc
 
 clean:
-	rm -rf build build-san build-fuzz build-alloc bindings/python/build bindings/python/asp.egg-info
+	rm -rf build build-san build-tsan build-fuzz build-alloc bindings/python/build bindings/python/asp.egg-info

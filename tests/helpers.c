@@ -63,6 +63,19 @@ int skip_unless_sftp(const char *test, const char *why)
 	return 1;
 }
 
+int skip_under_tsan(const char *test, const char *why)
+{
+#if defined(__SANITIZE_THREAD__)
+	fprintf(stderr, "SKIP tsan: %s: %s\n", test, why);
+	ck_assert_msg(!getenv("ASP_TEST_NO_SKIP"), "%s skipped (%s) under ASP_TEST_NO_SKIP", test, why);
+	return 1;
+#else
+	(void)test;
+	(void)why;
+	return 0;
+#endif
+}
+
 asp_sandbox *sb_open_opts(const asp_open_options *o)
 {
 	asp_sandbox *sb = NULL;
@@ -468,8 +481,8 @@ int test_lock(const char *name)
 	return fd;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-/* ASan's allocator replaces malloc's bookkeeping; its runtime says what is in use. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+/* A sanitizer's allocator replaces malloc's bookkeeping; its runtime says what is in use. */
 size_t __sanitizer_get_current_allocated_bytes(void);
 size_t test_heap_in_use(void)
 {

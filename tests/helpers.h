@@ -39,6 +39,14 @@ void test_open_options(asp_open_options *o);
  * and returns 1 (fails instead under ASP_TEST_NO_SKIP). 0 otherwise.
  */
 int skip_unless_sftp(const char *test, const char *why);
+/*
+ * Under ThreadSanitizer (the TSAN=1 build), a test whose subject the
+ * sanitizer changes (its own threads counted, its shadow memory resident,
+ * threads started after a fork from a threaded process) skips itself:
+ * prints "SKIP tsan: TEST: WHY" and returns 1 (tests/tiers.sh counts those
+ * lines; ASP_TEST_NO_SKIP fails instead). 0 in every other build.
+ */
+int skip_under_tsan(const char *test, const char *why);
 
 /* asp_open with only config_path set (and the transport above); fails the test unless ASP_OK. */
 asp_sandbox *sb_open(const char *config);

@@ -11,7 +11,7 @@
 # only runs what is built.
 #
 #   check   = unit python node integration static fuzz-replay
-#   deep    = provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb
+#   deep    = provision valgrind san tsan routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb
 #
 # Every test of the integration binary runs in exactly one of the two
 # plain runs: `integration` leaves out the test cases tagged slow
@@ -78,12 +78,23 @@ VALGRIND_SKIP="pool faults cli cli_files cli_master deadline calloptions limits 
 VALGRIND_SKIP="$VALGRIND_SKIP cli_usage cli_tty cli_bg provision_usage"
 VALGRIND="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite"
 FUZZ_TARGETS="config hostkey kexinit quote sftp"
-# Harness timeouts (check's test case timeouts and fx_slowdown()) under ASan and valgrind.
+# ThreadSanitizer (the TSAN=1 build): the suites where the library's threads meet (one handle
+# from many threads, the pool's maintenance thread, bulk transfers' helper threads, cancel
+# tokens triggered from another thread, proc waits), slow cases included, and the soak; args
+# too, whose suite-wide sandbox is open when check forks each test (the pool's fork handlers,
+# 1 s). A test
+# whose subject the sanitizer changes skips itself ("SKIP tsan:", tests/helpers.h): more than
+# TSAN_SKIPS_MAX of those fails the run.
+TSAN_BUILD=build-tsan
+TSAN_SUITES="deadline bulk pool proc calloptions bg exec warm faults lifecycle args"
+TSAN_SKIPS_MAX=3
+# Harness timeouts (check's test case timeouts and fx_slowdown()) under ASan, TSan and valgrind.
 SAN_SLOWDOWN=3
+TSAN_SLOWDOWN=8
 VALGRIND_SLOWDOWN=6
 
 # Each name in a skip list must still be a suite: a renamed suite fails the run.
-for s in $ROUTES_SKIP $VALGRIND_SKIP $SHFS_SUITES $long_first; do
+for s in $ROUTES_SKIP $VALGRIND_SKIP $SHFS_SUITES $TSAN_SUITES $long_first; do
 	[ -f "tests/integration/test_$s.c" ] ||
 		{ echo "tiers.sh: '$s' is named here, but tests/integration/test_$s.c is gone" >&2; exit 1; }
 done
@@ -94,6 +105,14 @@ san_env() {
 	echo "CK_TIMEOUT_MULTIPLIER=$SAN_SLOWDOWN" \
 	     "ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$SAN_LOG.$1" \
 	     "UBSAN_OPTIONS=print_stacktrace=1:log_path=$SAN_LOG.$1"
+}
+
+# ThreadSanitizer's reports: the same directory scheme, read after the run with ASan's. A report
+# also makes the process exit 66, so the test that raced fails where it ran.
+TSAN_LOG=$PWD/$TSAN_BUILD/sanitizer
+tsan_env() {
+	echo "CK_TIMEOUT_MULTIPLIER=$TSAN_SLOWDOWN" \
+	     "TSAN_OPTIONS=halt_on_error=0:die_after_fork=0:second_deadlock_stack=1:log_path=$TSAN_LOG.$1"
 }
 
 # How much of this 2-core budget (12) a job takes: tests that mostly wait
@@ -174,6 +193,14 @@ group_san() {
 	job san-soak $W_BUSY "$(san_env san-soak) $MAKE_QUIET SAN=1 soak SOAK_OPS=1000 SOAK_THREADS=4"
 }
 
+group_tsan() {
+	local s
+	for s in $(order "$TSAN_SUITES"); do
+		job "tsan-$s" $W_SAN "$(tsan_env "tsan-$s") ASP_TEST_SUITE=$s ./$TSAN_BUILD/tests/test-integration"
+	done
+	job tsan-soak $W_BUSY "$(tsan_env tsan-soak) SOAK_OPS=3000 SOAK_THREADS=16 ./$TSAN_BUILD/tests/soak"
+}
+
 group_valgrind() {
 	local s only
 	for s in $(order "$integ"); do
@@ -233,7 +260,7 @@ group_deb() { job deb $W_CORE "BUILD=$BUILD sh tests/deb/test-deb.sh"; }
 expand() {
 	case $1 in
 	check) echo unit python node integration static fuzz-replay ;;
-	deep) echo provision valgrind san routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb ;;
+	deep) echo provision valgrind san tsan routes fuzz slow shfs alloc soak wipe pi bench-smoke demo deb ;;
 	*) echo "$1" ;;
 	esac
 }
@@ -249,7 +276,7 @@ done
 
 logdir=$BUILD/logs/$(IFS=-; echo "$*")
 rm -rf "$logdir"
-rm -f "$SAN_LOG".*
+rm -f "$SAN_LOG".* "$TSAN_LOG".*
 rc=0
 for g in "${groups[@]}"; do "group_${g//-/_}"; done |
 	bash tests/run-jobs.sh -j "$jobs" -w 12 -l "$logdir" -n "$*" || rc=$?
@@ -261,8 +288,14 @@ if [[ " ${groups[*]} " == *" shfs "* ]]; then
 	grep -h '^SKIP file_transport=exec:' "$logdir"/shfs-*.log || true
 	[ "$skips" -le "$SHFS_SKIPS_MAX" ] || { echo "shfs: more skips than $SHFS_SKIPS_MAX"; rc=1; }
 fi
+if [[ " ${groups[*]} " == *" tsan "* ]]; then
+	skips=$(cat "$logdir"/tsan-*.log | grep -c '^SKIP tsan:' || true)
+	echo "tsan: $skips tests skipped under ThreadSanitizer (at most $TSAN_SKIPS_MAX)"
+	grep -h '^SKIP tsan:' "$logdir"/tsan-*.log || true
+	[ "$skips" -le "$TSAN_SKIPS_MAX" ] || { echo "tsan: more skips than $TSAN_SKIPS_MAX"; rc=1; }
+fi
 # A sanitizer report fails the run even when the process that wrote it passed.
-for f in "$SAN_LOG".*; do
+for f in "$SAN_LOG".* "$TSAN_LOG".*; do
 	[ -f "$f" ] || continue
 	echo "==== sanitizer report $f"
 	head -c 8000 "$f"

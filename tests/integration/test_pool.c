@@ -37,6 +37,7 @@
 
 #include "asp.h"
 #include "fixture/fixture.h"
+#include "helpers.h"
 #include "tiers.h"
 
 static fx_sshd fx;
@@ -1487,6 +1488,8 @@ START_TEST(test_many_handles_one_thread)
 	int base, n, i, open_now;
 	static const int order[MANY_HANDLES] = { 5, 0, 11, 3, 8, 1, 10, 2, 7, 4, 9, 6 };
 
+	if (skip_under_tsan("test_many_handles_one_thread", "the thread counts include the sanitizer's own"))
+		return;
 	server_up(NULL);
 	base = thread_count();
 	ck_assert_int_gt(base, 0);
@@ -1544,6 +1547,9 @@ START_TEST(test_fork_child_gets_its_own_thread)
 	pid_t pid;
 	int status = 0, n = 0;
 
+	if (skip_under_tsan("test_fork_child_gets_its_own_thread", "ThreadSanitizer does not follow threads "
+			    "started after a threaded process forks"))
+		return;
 	server_up(NULL);
 	sb = open_sandbox((sb_opts){ .idle_close_s = 3600 });
 	out = exec_stdout(sb, "echo parent");
