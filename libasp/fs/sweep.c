@@ -56,11 +56,39 @@ struct asp_sweep {
  * the entry is old, or by any other process's first write there.
  */
 static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t shared_once = PTHREAD_ONCE_INIT;
 static struct {
 	char *key;                /* server "\n" dir */
 	uint64_t at_ms;
 } shared[SWEEP_SHARED];
 static size_t shared_next;
+
+/*
+ * fork(): the lock is taken around it, so that a child never starts with
+ * it held by a thread it does not have. The child keeps the table (what
+ * its parent swept lately is true for it too).
+ */
+static void shared_fork_prepare(void)
+{
+	pthread_mutex_lock(&shared_mu);
+}
+
+static void shared_fork_done(void)
+{
+	pthread_mutex_unlock(&shared_mu);
+}
+
+static void shared_init(void)
+{
+	pthread_atfork(shared_fork_prepare, shared_fork_done, shared_fork_done);
+}
+
+/* Every taker of the lock comes here: the fork handlers are in place before anyone holds it. */
+static void shared_lock(void)
+{
+	pthread_once(&shared_once, shared_init);
+	pthread_mutex_lock(&shared_mu);
+}
 
 /* 1 when a handle of this process swept key lately; else records it as swept now (0). */
 static int shared_claim(const char *key)
@@ -68,7 +96,7 @@ static int shared_claim(const char *key)
 	uint64_t now = asp__now_ms();
 	size_t i, slot = SWEEP_SHARED;
 
-	pthread_mutex_lock(&shared_mu);
+	shared_lock();
 	for (i = 0; i < SWEEP_SHARED; i++) {
 		if (shared[i].key && !strcmp(shared[i].key, key)) {
 			if (now - shared[i].at_ms < SWEEP_SHARED_S * 1000u) {
@@ -93,7 +121,7 @@ static int shared_claim(const char *key)
 /* A sweep that did not happen (see sweep_unclaim_dir): the next handle sweeps. */
 static void shared_unclaim(const char *key)
 {
-	pthread_mutex_lock(&shared_mu);
+	shared_lock();
 	for (size_t i = 0; i < SWEEP_SHARED; i++) {
 		if (shared[i].key && !strcmp(shared[i].key, key)) {
 			asp__free(shared[i].key);
@@ -113,12 +141,20 @@ void asp__sweep_stats(unsigned long *dirs_listed)
 
 void asp__sweep_shared_reset(void)
 {
-	pthread_mutex_lock(&shared_mu);
+	shared_lock();
 	for (size_t i = 0; i < SWEEP_SHARED; i++) {
 		asp__free(shared[i].key);
 		shared[i].key = NULL;
 	}
 	pthread_mutex_unlock(&shared_mu);
+}
+
+void asp__sweep_shared_hold(int hold)
+{
+	if (hold)
+		shared_lock();
+	else
+		pthread_mutex_unlock(&shared_mu);
 }
 #endif
 

@@ -53,6 +53,8 @@ void asp__sweep_write_failed(asp_sweep *sw, const char *path);
 void asp__sweep_stats(unsigned long *dirs_listed);
 /* Tests only: forget every directory any handle of the process swept. */
 void asp__sweep_shared_reset(void);
+/* Tests only: take (1) or give back (0) the lock of that table, from one thread. */
+void asp__sweep_shared_hold(int hold);
 #endif
 
 #endif

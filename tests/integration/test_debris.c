@@ -19,12 +19,14 @@
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -542,6 +544,77 @@ START_TEST(test_fresh_handles_share_one_sweep)
 END_TEST
 
 /*
+ * A harness that forks worker processes while its threads write: a fork
+ * that comes while another thread holds the lock of the process's table
+ * of swept directories must not hand the child that lock held (the
+ * child has no thread to give it back, and its first write would wait
+ * for it forever). A thread holds it for 300 ms across the fork; the
+ * child opens a handle of its own and writes (a sweep: the table).
+ */
+typedef struct table_holder {
+	atomic_int held;
+	pthread_t th;
+} table_holder;
+
+static void *hold_table(void *arg)
+{
+	table_holder *h = arg;
+
+	asp__sweep_shared_hold(1);
+	atomic_store(&h->held, 1);
+	fx_sleep_ms(300);
+	asp__sweep_shared_hold(0);
+	return NULL;
+}
+
+START_TEST(test_fork_while_sweep_table_is_locked)
+{
+	table_holder h;
+	pid_t pid;
+	int status = 0, n = 0;
+
+	asp__sweep_shared_reset();
+	atomic_init(&h.held, 0);
+	ck_assert_int_eq(pthread_create(&h.th, NULL, hold_table, &h), 0);
+	while (!atomic_load(&h.held))
+		fx_sleep_ms(1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		/* The child: no ck_assert here (a failure would be the parent's to report). */
+		asp_open_options o = ASP_OPEN_OPTIONS_INIT;
+		asp_sandbox *mine = NULL;
+		asp_error e = { 0 };
+
+		o.config_path = fx.config;
+		test_open_options(&o);
+		if (asp_open(&mine, &o, &e) || asp_write(mine, "forked.txt", "child\n", 6, NULL, &e))
+			_exit(10);
+		asp_close(mine);
+		_exit(0);
+	}
+	pthread_join(h.th, NULL);
+	while (waitpid(pid, &status, WNOHANG) == 0 && n++ < (int)(20 * 50 * fx_slowdown()))
+		fx_sleep_ms(20);
+	if (waitpid(pid, &status, WNOHANG) == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		ck_abort_msg("the child hung: its first write waited for a lock held when it was forked");
+	}
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %d", status);
+	{
+		char path[PATH_MAX], *text;
+		size_t len = 0;
+
+		snprintf(path, sizeof(path), "%s/forked.txt", fx.workspace);
+		text = fx_read_file(path, &len);
+		ck_assert_msg(text && len == 6 && !memcmp(text, "child\n", 6), "%s: not the child's write", path);
+		free(text);
+	}
+}
+END_TEST
+
+/*
  * A handle remembers the last 256 directories it swept (a ring): after
  * writes into 260 directories it sweeps none of the last 256 again, and
  * the first one again. The list grows as it fills (from a few entries).
@@ -629,6 +702,7 @@ Suite *suite_debris(void)
 	tcase_add_test(tc, test_crash_then_same_handle_next_call);
 	tcase_add_test(tc, test_crash_then_same_handle_close);
 	tcase_add_test(tc, test_fresh_handles_share_one_sweep);
+	tcase_add_test(tc, test_fork_while_sweep_table_is_locked);
 	tcase_add_test(tc, test_sweep_remembers_256_dirs);
 	tcase_add_test(tc, test_sweep_waits_on_64_temps);
 	suite_add_tcase(s, tc);
