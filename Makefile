@@ -343,7 +343,7 @@ check-deep: deps
 check-build: all tests $(FUZZ_REPLAY) npm-deps
 check-deep-build: $(BUILD)/tests/soak $(BUILD)/tests/wipe bench-bins
 check-build-san: all tests $(FUZZ_REPLAY) $(BUILD)/tests/soak
-check-build-tsan: lib $(BUILD)/tests/test-integration $(BUILD)/tests/soak
+check-build-tsan: all $(BUILD)/tests/test-integration $(BUILD)/tests/soak
 alloc-build:
 	$(MAKE) SAN=1 BUILD=$(ALLOC_BUILD) CFLAGS="$(CFLAGS) -DASP_ALLOC_TEST" $(ALLOC_BUILD)/tests/torture
 
