@@ -571,7 +571,7 @@ START_TEST(test_fork_while_sweep_table_is_locked)
 {
 	table_holder h;
 	pid_t pid;
-	int status = 0, n = 0;
+	int status = 0;
 
 	asp__sweep_shared_reset();
 	atomic_init(&h.held, 0);
@@ -594,13 +594,8 @@ START_TEST(test_fork_while_sweep_table_is_locked)
 		_exit(0);
 	}
 	pthread_join(h.th, NULL);
-	while (waitpid(pid, &status, WNOHANG) == 0 && n++ < (int)(20 * 50 * fx_slowdown()))
-		fx_sleep_ms(20);
-	if (waitpid(pid, &status, WNOHANG) == 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		ck_abort_msg("the child hung: its first write waited for a lock held when it was forked");
-	}
+	ck_assert_msg(fx_wait_child(pid, 20000, &status),
+		      "the child hung: its first write waited for a lock held when it was forked");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %d", status);
 	{
 		char path[PATH_MAX], *text;

@@ -1545,7 +1545,7 @@ START_TEST(test_fork_child_gets_its_own_thread)
 	asp_sandbox *sb;
 	char *out;
 	pid_t pid;
-	int status = 0, n = 0;
+	int status = 0;
 
 	if (skip_under_tsan("test_fork_child_gets_its_own_thread", "ThreadSanitizer does not follow threads "
 			    "started after a threaded process forks"))
@@ -1577,13 +1577,7 @@ START_TEST(test_fork_child_gets_its_own_thread)
 		asp_close(mine); /* the child's last pool: ends the child's thread, never the parent's */
 		_exit(ok && thread_count() == base ? 0 : 12);
 	}
-	while (waitpid(pid, &status, WNOHANG) == 0 && n++ < (int)(30 * 50 * fx_slowdown()))
-		fx_sleep_ms(20);
-	if (waitpid(pid, &status, WNOHANG) == 0) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
-		ck_abort_msg("the child hung (closing its handle after fork)");
-	}
+	ck_assert_msg(fx_wait_child(pid, 30000, &status), "the child hung (closing its handle after fork)");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %d", status);
 	out = exec_stdout(sb, "echo still");
 	ck_assert_str_eq(out, "still\n");
