@@ -65,12 +65,18 @@ void asp__error_prefix(asp_error *err, const char *fmt, ...)
  * every later one -- whichever thread makes it. libssh2's allocations come
  * here too (conn.c), so its internal failures are counted.
  */
+#include <execinfo.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 static atomic_long alloc_countdown; /* > 0: armed */
 static atomic_long alloc_seen;      /* allocations since arming */
 static atomic_int alloc_tripped;
 static atomic_int alloc_sticky;
+/* The failed allocation's stack and thread: written by the one thread that trips, read after. */
+static void *trip_pcs[24];
+static int trip_depth;
+static pthread_t armer, tripper;
 
 void asp__alloc_test_arm(long n, int sticky)
 {
@@ -78,7 +84,18 @@ void asp__alloc_test_arm(long n, int sticky)
 	atomic_store(&alloc_tripped, 0);
 	atomic_store(&alloc_seen, 0);
 	atomic_store(&alloc_sticky, n > 0 && sticky);
+	if (n > 0) { /* a disarm keeps the last trip's stack for the report */
+		trip_depth = 0;
+		armer = pthread_self();
+	}
 	atomic_store(&alloc_countdown, n > 0 ? n : 0);
+}
+
+int asp__alloc_test_trip_stack(void *const **pcs, int *caller)
+{
+	*pcs = trip_pcs;
+	*caller = !trip_depth || pthread_equal(tripper, armer);
+	return trip_depth;
 }
 
 int asp__alloc_test_tripped(void)
@@ -102,6 +119,8 @@ static int alloc_fails(void)
 		if (atomic_compare_exchange_weak(&alloc_countdown, &v, v - 1)) {
 			if (v != 1)
 				return 0;
+			trip_depth = backtrace(trip_pcs, 24);
+			tripper = pthread_self();
 			atomic_store(&alloc_tripped, 1);
 			return 1;
 		}

@@ -94,6 +94,14 @@ void asp__test_slowdown(unsigned int n);
 void asp__alloc_test_arm(long n, int sticky);
 int asp__alloc_test_tripped(void);
 long asp__alloc_test_seen(void);
+/*
+ * Where the last failed allocation was asked for (kept when disarmed, until
+ * the next arming): its return addresses, innermost first (*pcs, up to 24;
+ * the count is returned, 0 when none failed), and whether the thread that
+ * armed the failure made it (*caller; else another thread, the pool's
+ * maintenance thread or a bulk transfer's helper).
+ */
+int asp__alloc_test_trip_stack(void *const **pcs, int *caller);
 #endif
 
 /* A growable byte buffer. Zero-initialise; data is NUL-terminated when len > 0. */

@@ -37,8 +37,9 @@
  * libc's (getaddrinfo, getpwuid_r, realpath).
  *
  * Output: a line per scenario, then "alloc: N passed, M failed" where each
- * (scenario, N) run is one check. ALLOC_ONLY=name runs one scenario;
- * ALLOC_VERBOSE=1 prints every run.
+ * (scenario, N) run is one check. A failed run also prints the stack of the
+ * allocation that was made to fail, and whether the calling thread made it.
+ * ALLOC_ONLY=name runs one scenario; ALLOC_VERBOSE=1 prints every run.
  */
 #ifndef ASP_ALLOC_TEST
 #error "tests/alloc/torture.c needs the library built with -DASP_ALLOC_TEST (make check-alloc)"
@@ -69,9 +70,14 @@ static int passed, failed, verbose, leak_checks_on = 1;
 
 static void fail_run(const char *scen, long n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* The sanitizer runtime's symbolizer (the torture is built with ASan). */
+void __sanitizer_symbolize_pc(void *pc, const char *fmt, char *out, size_t out_size);
+
 static void fail_run(const char *scen, long n, const char *fmt, ...)
 {
+	void *const *pcs;
 	va_list ap;
+	int depth, caller;
 
 	failed++;
 	fprintf(stderr, "alloc: FAIL %s N=%ld: ", scen, n);
@@ -79,6 +85,18 @@ static void fail_run(const char *scen, long n, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	/* Where the failed allocation was made, so that a failure seen once (in CI) can be found. */
+	depth = asp__alloc_test_trip_stack(&pcs, &caller);
+	if (depth)
+		fprintf(stderr, "alloc:   the failed allocation, made by %s:\n",
+			caller ? "the calling thread" : "another thread of the library");
+	for (int i = 1; i < depth; i++) { /* 0 is backtrace() itself */
+		char line[512];
+
+		/* A return address points after the call: one byte back is inside it. */
+		__sanitizer_symbolize_pc((char *)pcs[i] - 1, "%f %S", line, sizeof(line));
+		fprintf(stderr, "alloc:     #%d %s\n", i, line);
+	}
 }
 
 static double now_s(void)
