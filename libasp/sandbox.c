@@ -27,6 +27,7 @@
 #include "quote.h"
 #include "sandbox.h"
 #include "sftp.h"
+#include "ssh.h"
 
 #define MAX_ORPHANS 64
 #define ASP_PATH_BYTES_MAX 32768u
@@ -581,7 +582,7 @@ static int with_conn(asp_sandbox *sb, const call *cl, op_fn op, void *ctx, int i
 			}
 		}
 		asp__conn_routes_take(c);
-		rc = op(c, ctx, &started, err);
+		rc = asp__ssh_op_result(c, op(c, ctx, &started, err), err);
 		trace_call(sb, cl, t0, asp__conn_routes_take(c), rc, !rc || !asp__conn_dead(c) ? 0
 			   : started && !idempotent ? -1 : attempt == 0 && rc != ASP_ECANCELLED ? 1 : 0, err);
 		asp__conn_end_op(c);

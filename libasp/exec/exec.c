@@ -867,6 +867,7 @@ static int run_end(asp_exec_result **out, run *x, int rc, asp_error *err)
 			goto out;
 		}
 out:
+	rc = asp__ssh_op_result(c, rc, err); /* the output may lack a packet libssh2 could not store */
 	if (rc == ASP_ETIMEOUT && x->r && x->kill_wanted) {
 		/* The kill did not finish in time; report what we have. */
 		x->r->exit_code = -1;

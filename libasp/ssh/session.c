@@ -98,6 +98,15 @@ int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what)
 			  what, *what ? ": " : "", msg, rc);
 }
 
+int asp__ssh_op_result(asp_conn *c, int rc, asp_error *err)
+{
+	if (!c->alloc_failed || rc == ASP_ENOMEM)
+		return rc;
+	c->dead = 1;
+	return asp__error(err, ASP_ENOMEM, "%s: out of memory inside libssh2 (what it could not store is lost)",
+			  c->where);
+}
+
 /* ------------------------------------------------------------ memory */
 
 /*

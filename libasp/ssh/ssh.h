@@ -255,6 +255,15 @@ uint64_t asp__ssh_keepalive_ms(const asp_conn *c);
  */
 int asp__ssh_error(asp_conn *c, int rc, asp_error *err, const char *what);
 
+/*
+ * A call's code once it is over on c: rc, or ASP_ENOMEM when an allocation
+ * inside libssh2 failed meanwhile. libssh2 drops a packet it cannot store,
+ * another channel's among them (a command's output, read while a channel
+ * opened), and a call whose data had all arrived ends without waiting
+ * again: without this it returned ASP_OK with that output missing.
+ */
+int asp__ssh_op_result(asp_conn *c, int rc, asp_error *err);
+
 /* 1 when a libssh2 error code means the transport failed (the map's ASP_ECONNLOST). */
 int asp__ssh_is_transport_error(int rc);
 
