@@ -286,18 +286,17 @@ for g in "${groups[@]}"; do "group_${g//-/_}"; done |
 	bash tests/run-jobs.sh -j "$jobs" -w 12 -l "$logdir" -n "$*" || rc=$?
 
 # After the run: what no single job can judge.
-if [[ " ${groups[*]} " == *" shfs "* ]]; then
-	skips=$(cat "$logdir"/shfs-*.log | grep -c '^SKIP file_transport=exec:' || true)
-	echo "shfs: $skips SFTP-only tests skipped over exec channels (at most $SHFS_SKIPS_MAX)"
-	grep -h '^SKIP file_transport=exec:' "$logdir"/shfs-*.log || true
-	[ "$skips" -le "$SHFS_SKIPS_MAX" ] || { echo "shfs: more skips than $SHFS_SKIPS_MAX"; rc=1; }
-fi
-if [[ " ${groups[*]} " == *" tsan "* ]]; then
-	skips=$(cat "$logdir"/tsan-*.log | grep -c '^SKIP tsan:' || true)
-	echo "tsan: $skips tests skipped under ThreadSanitizer (at most $TSAN_SKIPS_MAX)"
-	grep -h '^SKIP tsan:' "$logdir"/tsan-*.log || true
-	[ "$skips" -le "$TSAN_SKIPS_MAX" ] || { echo "tsan: more skips than $TSAN_SKIPS_MAX"; rc=1; }
-fi
+# count_skips GROUP PREFIX MAX WHAT: the group's "PREFIX" lines, listed; more than MAX fail the run.
+count_skips() {
+	local skips
+	[[ " ${groups[*]} " == *" $1 "* ]] || return 0
+	skips=$(cat "$logdir"/"$1"-*.log | grep -c "^$2" || true)
+	echo "$1: $skips $4 (at most $3)"
+	grep -h "^$2" "$logdir"/"$1"-*.log || true
+	[ "$skips" -le "$3" ] || { echo "$1: more skips than $3"; rc=1; }
+}
+count_skips shfs 'SKIP file_transport=exec:' "$SHFS_SKIPS_MAX" "SFTP-only tests skipped over exec channels"
+count_skips tsan 'SKIP tsan:' "$TSAN_SKIPS_MAX" "tests skipped under ThreadSanitizer"
 # A sanitizer report fails the run even when the process that wrote it passed.
 for f in "$SAN_LOG".* "$TSAN_LOG".*; do
 	[ -f "$f" ] || continue

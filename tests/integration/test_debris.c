@@ -597,15 +597,7 @@ START_TEST(test_fork_while_sweep_table_is_locked)
 	ck_assert_msg(fx_wait_child(pid, 20000, &status),
 		      "the child hung: its first write waited for a lock held when it was forked");
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child: status %d", status);
-	{
-		char path[PATH_MAX], *text;
-		size_t len = 0;
-
-		snprintf(path, sizeof(path), "%s/forked.txt", fx.workspace);
-		text = fx_read_file(path, &len);
-		ck_assert_msg(text && len == 6 && !memcmp(text, "child\n", 6), "%s: not the child's write", path);
-		free(text);
-	}
+	assert_local_content(ws_path(fx.workspace, "forked.txt"), "child\n", 6);
 }
 END_TEST
 
