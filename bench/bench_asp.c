@@ -7,7 +7,7 @@
  *   bench_asp workload=cold start_dir=DIR iters=20
  *   bench_asp workload=scale_conns config=... workspace=DIR n=10 [fill=warm|callers]
  *   bench_asp workload=scale_handles configs=FILE n=10
- *   bench_asp workload=many configs=FILE n=100 [workers=W]
+ *   bench_asp workload=many configs=FILE n=100 [workers=W [all_open=1]]
  *
  * Prints JSON lines (bench_common.h). Connection setup is outside every
  * timed section except in `cold`.
@@ -634,7 +634,10 @@ static void scale_handles(void)
  * With workers=W, W threads drive them all instead (many_worker): the
  * command runs with a handle (asp_proc_start), and a worker opens its next
  * sandbox or looks at its running commands (asp_proc_wait with 0) rather
- * than wait on one, so the threads do not grow with n.
+ * than wait on one, so the threads do not grow with n. With all_open=1 as well,
+ * no sandbox is closed before every sandbox is open: all n are open at
+ * once, as in a run whose sandboxes live for the whole episode, and as
+ * the peers that start every flow at once hold them.
  */
 enum { MANY_OPEN, MANY_EXEC, MANY_WRITE, MANY_READ, MANY_CLOSE, MANY_PHASES };
 static const char *many_phase[MANY_PHASES] = { "open", "exec", "write", "read", "close" };
@@ -643,7 +646,9 @@ typedef struct many_ctx {
 	char (*paths)[512];
 	double (*ms)[MANY_PHASES];
 	long n, workers;
+	int all_open;              /* close nothing before all n are open */
 	_Atomic long next;
+	_Atomic long workers_open; /* workers done opening (all_open) */
 	_Atomic int done;
 	_Atomic long peak_threads;
 	_Atomic long live;         /* sandboxes from the start of their open to the end of their close */
@@ -719,7 +724,16 @@ static void many_check_exec(long i, asp_exec_result *r)
 	asp_exec_result_free(r);
 }
 
-/* After the command: write 4 KiB, read it back, close. */
+static void many_close(many_ctx *m, long i, asp_sandbox *sb)
+{
+	double t = now_ms();
+
+	asp_close(sb);
+	m->live--;
+	m->ms[i][MANY_CLOSE] = now_ms() - t;
+}
+
+/* After the command: write 4 KiB, read it back, close (unless all_open). */
 static void many_finish(many_ctx *m, long i, asp_sandbox *sb)
 {
 	unsigned char data[4096], *back;
@@ -738,10 +752,8 @@ static void many_finish(many_ctx *m, long i, asp_sandbox *sb)
 		die("read %ld: %zu bytes, not what was written", i, len);
 	asp_free(back);
 	m->ms[i][MANY_READ] = now_ms() - t;
-	t = now_ms();
-	asp_close(sb);
-	m->live--;
-	m->ms[i][MANY_CLOSE] = now_ms() - t;
+	if (!m->all_open)
+		many_close(m, i, sb);
 }
 
 static void *many_one(void *arg)
@@ -771,7 +783,9 @@ static void *many_one(void *arg)
  * goes on (the next open, or a look at what runs: asp_proc_wait_any). A
  * finished command's sandbox gets its write, read and close, and every
  * command that has ended is taken so before the next open. With no
- * sandbox left to open, it waits for any of its commands.
+ * sandbox left to open, it waits for any of its commands. With all_open,
+ * the finished sandboxes wait (in `held`) until every worker has opened
+ * all of its own, and are closed then.
  */
 static void *many_worker(void *arg)
 {
@@ -783,6 +797,8 @@ static void *many_worker(void *arg)
 		double t;
 	} *run = calloc((size_t)cap, sizeof(*run));
 	asp_proc **procs = calloc((size_t)cap, sizeof(*procs));
+	struct run *held = NULL;
+	long nheld = 0, held_cap = 0;
 
 	if (!run || !procs)
 		die("calloc");
@@ -819,10 +835,27 @@ static void *many_worker(void *arg)
 		many_check_exec(run[k].i, r);
 		asp_proc_free(procs[k]);
 		many_finish(m, run[k].i, run[k].sb);
+		if (m->all_open) {
+			if (nheld == held_cap) {
+				held_cap = held_cap ? 2 * held_cap : cap;
+				if (!(held = realloc(held, (size_t)held_cap * sizeof(*held))))
+					die("realloc");
+			}
+			held[nheld++] = run[k];
+		}
 		nrun--;
 		run[k] = run[nrun];
 		procs[k] = procs[nrun];
 	}
+	if (m->all_open) {
+		/* Every sandbox this worker opened is finished; close them once all are open. */
+		m->workers_open++;
+		while (m->workers_open < m->workers)
+			bench_pause(1);
+		for (long k = 0; k < nheld; k++)
+			many_close(m, held[k].i, held[k].sb);
+	}
+	free(held);
 	free(procs);
 	free(run);
 	return NULL;
@@ -837,7 +870,8 @@ static int cmp_d(const void *a, const void *b)
 
 static void many(void)
 {
-	long n = arg_l("n", 10), count = 0, workers = arg_l("workers", 0);
+	long n = arg_l("n", 10), count = 0, workers = arg_l("workers", 0),
+	     all_open = arg_l("all_open", 0);
 	const char *list = arg_s("configs", NULL);
 	many_ctx m = { 0 };
 	FILE *f = list ? fopen(list, "r") : NULL;
@@ -871,6 +905,7 @@ static void many(void)
 	w0 = now_ms();
 	m.n = n;
 	m.workers = workers > 0 && workers < n ? workers : n;
+	m.all_open = workers > 0 && all_open;
 	for (long i = 0; i < m.workers; i++)
 		bench_thread_start(&th[i], workers > 0 ? many_worker : many_one, &m);
 	for (long i = 0; i < m.workers; i++)
