@@ -139,6 +139,16 @@ uninstall-asp-exec:
 	rm -f $(DESTDIR)$(BINDIR)/asp-exec $(DESTDIR)$(BINDIR)/asp-exec-core
 # ---- end asp-exec
 
+# ---- the C examples (examples/c): built with the library's warnings for
+# the tests, which run them (tests/integration/test_cli.c); the demo builds
+# tool_loop against the installed library through pkg-config.
+EXAMPLES := $(patsubst examples/c/%.c,$(BUILD)/examples/%,$(wildcard examples/c/*.c))
+tests: $(EXAMPLES)
+
+$(BUILD)/examples/%: examples/c/%.c include/asp.h $(STATIC)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(STATIC) $(LDFLAGS_ALL) $(DEP_LIBS)
+
 # ---- asf-provision (tools/asf-provision): provisions the far end - a hardened
 # Podman sandbox running sshd with no egress - and writes its .asp.json.
 # Links the static library: verify uses asp_open/asp_exec, up asp_config_check.

@@ -8,7 +8,7 @@ set -u
 cd "$(dirname "$0")/.."
 
 files=$(git ls-files 'libasp/*.[ch]' 'include/*.h' 'tools/*.[ch]' 'tests/*.[ch]' 'bench/*.[ch]' \
-	'tests/**/*.[ch]' 'tools/**/*.[ch]' 2>/dev/null | sort -u)
+	'tests/**/*.[ch]' 'tools/**/*.[ch]' 'examples/*.[ch]' 'examples/**/*.[ch]' 2>/dev/null | sort -u)
 [ -n "$files" ] || { echo "style: no C files found (not a git checkout?)"; exit 1; }
 
 out=$(for f in $files; do

@@ -461,6 +461,59 @@ START_TEST(test_example_agent)
 }
 END_TEST
 
+/*
+ * examples/c/fleet: one command in 13 sandboxes from one thread, one of
+ * them a missing config. Sandbox 0's command waits for a file that sandbox
+ * 12's command makes, so it can end only while the last one runs: all run
+ * at once, and results print as commands end, not in start order.
+ */
+START_TEST(test_example_fleet)
+{
+	char fleet[PATH_MAX], cmd[512], missing[] = "/nonexistent/fleet/.asp.json", go[64], line[64];
+	const char *argv[16];
+	ssize_t n = readlink("/proc/self/exe", fleet, sizeof(fleet) - 32);
+	const char *end0, *end12;
+	result r;
+
+	ck_assert_int_gt(n, 0);
+	fleet[n] = '\0';
+	*strrchr(fleet, '/') = '\0';
+	*strrchr(fleet, '/') = '\0';
+	strcat(fleet, "/examples/fleet"); /* BUILD/tests/test-integration -> BUILD/examples/fleet */
+	ck_assert_msg(access(fleet, X_OK) == 0, "%s is not built (make tests)", fleet);
+	snprintf(go, sizeof(go), "fleet-go-%d", (int)getpid());
+	snprintf(cmd, sizeof(cmd), "i=$FLEET_INDEX; t=0; if [ $i = 0 ]; then while [ ! -e %s ]; do "
+		 "t=$((t + 1)); [ $t -lt 600 ] || exit 9; sleep 0.05; done; fi; if [ $i = 12 ]; then : > %s; fi; "
+		 "echo \"hi $i\"; if [ $i = 3 ]; then exit 3; fi", go, go);
+	argv[0] = fleet;
+	argv[1] = cmd;
+	for (int i = 0; i < 13; i++)
+		argv[2 + i] = i == 5 ? missing : fx.config;
+	argv[15] = NULL;
+	r = run_argv(NULL, 0, argv);
+	ck_assert_msg(r.status == 1, "fleet: %d\n%s\n%s", r.status, r.out, r.err);
+	for (int i = 0; i < 13; i++) {
+		if (i == 5)
+			continue;
+		snprintf(line, sizeof(line), "[%d] hi %d\n", i, i);
+		ck_assert_msg(strstr(r.out, line), "no \"%s\" in:\n%s", line, r.out);
+		snprintf(line, sizeof(line), "[%d] exit %d\n", i, i == 3 ? 3 : 0);
+		ck_assert_msg(strstr(r.out, line), "no \"%s\" in:\n%s", line, r.out);
+	}
+	snprintf(line, sizeof(line), "[5] %s", missing);
+	ck_assert_msg(strstr(r.out, line), "the missing config is not named:\n%s", r.out);
+	ck_assert_ptr_null(strstr(r.out, "[5] hi"));
+	end0 = strstr(r.out, "[0] exit 0\n");
+	end12 = strstr(r.out, "[12] exit 0\n");
+	ck_assert_msg(end12 < end0, "sandbox 0 ended before the one it waited for:\n%s", r.out);
+	result_free(&r);
+	r = run_argv(NULL, 0, ARGS(fleet, "true"));
+	ck_assert_int_eq(r.status, 2);
+	ck_assert_ptr_nonnull(strstr(r.err, "usage: fleet COMMAND CONFIG..."));
+	result_free(&r);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- suite */
 
 Suite *suite_cli(void);
@@ -492,6 +545,7 @@ Suite *suite_cli(void)
 	tcase_add_checked_fixture(one, cli_setup, cli_teardown);
 	tcase_set_timeout(one, 120);
 	tcase_add_test(one, test_example_agent);
+	tcase_add_test(one, test_example_fleet);
 	suite_add_tcase(s, one);
 	return s;
 }
