@@ -648,7 +648,7 @@ typedef struct many_ctx {
 	long n, workers;
 	int all_open;              /* close nothing before all n are open */
 	_Atomic long next;
-	_Atomic long workers_open; /* workers done opening (all_open) */
+	_Atomic long workers_done; /* workers with every sandbox finished, none closed (all_open) */
 	_Atomic int done;
 	_Atomic long peak_threads;
 	_Atomic long live;         /* sandboxes from the start of their open to the end of their close */
@@ -784,8 +784,8 @@ static void *many_one(void *arg)
  * finished command's sandbox gets its write, read and close, and every
  * command that has ended is taken so before the next open. With no
  * sandbox left to open, it waits for any of its commands. With all_open,
- * the finished sandboxes wait (in `held`) until every worker has opened
- * all of its own, and are closed then.
+ * the finished sandboxes wait (in `held`) until every worker has finished
+ * all of its own, so all are open at once, and are closed then.
  */
 static void *many_worker(void *arg)
 {
@@ -848,9 +848,9 @@ static void *many_worker(void *arg)
 		procs[k] = procs[nrun];
 	}
 	if (m->all_open) {
-		/* Every sandbox this worker opened is finished; close them once all are open. */
-		m->workers_open++;
-		while (m->workers_open < m->workers)
+		/* Every sandbox this worker opened is finished; close them once all workers' are. */
+		m->workers_done++;
+		while (m->workers_done < m->workers)
 			bench_pause(1);
 		for (long k = 0; k < nheld; k++)
 			many_close(m, held[k].i, held[k].sb);
