@@ -578,17 +578,6 @@ static int exit_status(run *x, asp_error *err)
 	return 0;
 }
 
-#ifdef ASP_TEST_HOOKS
-static void (*wait_fn)(void *arg);
-static void *wait_arg;
-
-void asp__exec_on_wait(void (*fn)(void *arg), void *arg)
-{
-	wait_fn = fn;
-	wait_arg = arg;
-}
-#endif
-
 static int wait_step(run *x, uint64_t deadline, asp_error *err)
 {
 	struct pollfd in = { x->o->stdin_fd, POLLIN, 0 };
@@ -596,13 +585,7 @@ static int wait_step(run *x, uint64_t deadline, asp_error *err)
 		      x->fdbuf_off == x->fdbuf_len &&
 		      !(x->o->stdin_data && x->stdin_off < x->o->stdin_len);
 	int cancel_fd = x->kill_wanted ? -1 : asp__cancel_fd(x->o->call.cancel);
-	int rc;
-
-#ifdef ASP_TEST_HOOKS
-	if (wait_fn)
-		wait_fn(wait_arg);
-#endif
-	rc = asp__ssh_wait(x->c, deadline, cancel_fd, want_fd ? &in : NULL, want_fd, ASP_WAIT_PATIENT, err);
+	int rc = asp__ssh_wait(x->c, deadline, cancel_fd, want_fd ? &in : NULL, want_fd, ASP_WAIT_PATIENT, err);
 
 	if (rc == ASP_ECANCELLED) {
 		start_kill(x, 0);

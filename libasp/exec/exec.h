@@ -88,8 +88,6 @@ void asp__exec_stats(asp_exec_stats *out);
  * in from the socket what the first stream was waiting for.
  */
 void asp__exec_stream_gap(void (*fn)(int helper));
-/* Tests only: fn(arg) runs on the calling thread before each wait of a command's loop (NULL: none). */
-void asp__exec_on_wait(void (*fn)(void *arg), void *arg);
 #endif
 
 /*

@@ -413,9 +413,12 @@ END_TEST
  * Over exec channels an atomic write's rename is the script's mv: a
  * cancel that is seen only after the script ended on its own (mv done,
  * exit 0 on its way) is too late, and the write says ASP_OK, as over
- * SFTP. The hook runs before the command loop's waits: it waits until the
- * target holds the new content, then triggers the cancel, so the next
- * wait sees the token and the script's end together.
+ * SFTP. The hook runs in the calling thread once the script's exec
+ * request is sent: it holds the client there until the target holds the
+ * new content and the script has ended, then triggers the cancel, so the
+ * client's first look sees the token and the script's end together
+ * (a hook in the command loop's waits would not do: a loaded client can
+ * find the script's whole reply without waiting at all).
  */
 /* Processes whose command line holds `text` (the script's shell has the whole script in its own). */
 static int processes_naming(const char *text)
@@ -472,10 +475,10 @@ START_TEST(test_cancel_after_mv_is_too_late)
 	put(sb, "shfs-late.txt", "old");
 	ck_assert_int_eq(asp_cancel_new(&l.token, &e), ASP_OK);
 	o.call.cancel = l.token;
-	asp__exec_on_wait(cancel_once_replaced, &l);
+	asp__chan_on_exec_sent(cancel_once_replaced, &l);
 	rc = asp_write(sb, "shfs-late.txt", "new", 3, &o, &e);
-	asp__exec_on_wait(NULL, NULL);
-	ck_assert_msg(l.fired && l.replaced, "the write's script never replaced the target while the call waited");
+	asp__chan_on_exec_sent(NULL, NULL);
+	ck_assert_msg(l.fired && l.replaced, "the write's script never replaced the target");
 	ck_assert_msg(rc == ASP_OK, "a cancel after the script's mv: %s: %s", asp_error_name(rc), e.message);
 	assert_local_content(ws_path(fx.workspace, "shfs-late.txt"), "new", 3);
 	asp__chan_prime_pause(0);
